@@ -1,0 +1,52 @@
+# Tessera's entry points. `make demo` and `make test` do all the set-up on a fresh Debian 12
+# machine: they install missing packages (scripts/install-deps.sh), configure and build.
+BUILD_DIR   ?= build
+ASAN_DIR    ?= build-asan
+JOBS        ?= $(shell nproc)
+CMAKE_FLAGS ?=
+LAUNCHER    := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+
+.PHONY: all deps build demo test test-release test-asan format format-check bench clean
+
+all: build
+
+deps:
+	@bash scripts/install-deps.sh
+
+$(BUILD_DIR)/build.ninja:
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(LAUNCHER) $(CMAKE_FLAGS)
+
+# Release build of the library, the `tessera` command, tests, examples and benchmarks.
+build: deps $(BUILD_DIR)/build.ninja
+	cmake --build $(BUILD_DIR) -j $(JOBS)
+
+# The main job: a short showcase with a progress display.
+demo: build
+	./$(BUILD_DIR)/tessera demo
+
+# Everything CI checks: formatting, the Release test suite, and core+ops under ASan+UBSan.
+test: deps format-check test-release test-asan
+
+test-release: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 900
+
+$(ASAN_DIR)/build.ninja:
+	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTESSERA_SANITIZE=ON \
+	  -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF $(LAUNCHER) $(CMAKE_FLAGS)
+
+test-asan: deps $(ASAN_DIR)/build.ninja
+	cmake --build $(ASAN_DIR) -j $(JOBS) --target tessera_tests_core tessera_tests_ops
+	cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS) -L 'core|ops' --timeout 1800
+
+format:
+	@git ls-files '*.h' '*.cpp' | xargs clang-format -i
+
+format-check:
+	@git ls-files '*.h' '*.cpp' | xargs clang-format --dry-run --Werror
+	@echo "format-check: ok"
+
+bench: build
+	./$(BUILD_DIR)/tessera bench ops --quick
+
+clean:
+	rm -rf $(BUILD_DIR) $(ASAN_DIR)

@@ -1,0 +1,99 @@
+#!/usr/bin/python3
+"""PyTorch 1.13 anchor for `tessera bench ops`: prints one JSON line per case and thread count.
+
+Run by the `tessera` command in the same invocation (BENCHMARKS.md); the case strings match
+src/cli/bench_ops.cpp. Threads: torch.set_num_threads for each count in --threads.
+"""
+import argparse
+import json
+import sys
+import time
+
+
+def measure(fn, reps, min_time, max_reps):
+    fn()  # warm-up
+    times = []
+    start = time.perf_counter()
+    while len(times) < max_reps and (len(times) < reps or time.perf_counter() - start < min_time):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    n = len(times)
+    median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
+    return {"median_s": median, "min_s": times[0], "max_s": times[-1], "reps": n}
+
+
+def cases(torch):
+    F = torch.nn.functional
+    g = torch.Generator().manual_seed(0)
+    full = torch.randn(1 << 26, generator=g)
+    square = torch.randn(8192, 8192, generator=g)
+    rows = torch.randn(4096, 4096, generator=g)
+    bias = torch.randn(4096, generator=g)
+    out = [
+        ("sum/float32/67108864", lambda: full.sum()),
+        ("mean/float32/67108864", lambda: full.mean()),
+        ("amax/float32/67108864", lambda: full.amax()),
+        ("argmax/float32/67108864", lambda: full.argmax()),
+        ("var/float32/67108864", lambda: full.var()),
+        ("norm/float32/67108864", lambda: torch.linalg.vector_norm(full)),
+    ]
+    for d in (1, 0):
+        s = f"float32/8192x8192/dim{d}"
+        out += [
+            (f"sum/{s}", lambda d=d: square.sum(d)),
+            (f"amax/{s}", lambda d=d: square.amax(d)),
+            (f"argmax/{s}", lambda d=d: square.argmax(d)),
+            (f"var/{s}", lambda d=d: square.var(d)),
+        ]
+    out += [
+        ("add/float32/4096x4096/broadcast4096", lambda: rows + bias),
+        ("gelu/float32/67108864", lambda: F.gelu(full)),
+        ("softmax/float32/4096x4096/dim1", lambda: torch.softmax(rows, 1)),
+    ]
+    return out
+
+
+def out_cases(torch):
+    """impl "torch-out": the same ops writing into a preallocated output. A fresh 64-256 MB
+    result from PyTorch's allocator is new mmap'ed memory whose page faults can cost more than
+    the kernel; these rows show the kernel alone."""
+    g = torch.Generator().manual_seed(0)
+    full = torch.randn(1 << 26, generator=g)
+    rows = torch.randn(4096, 4096, generator=g)
+    bias = torch.randn(4096, generator=g)
+    full_out, rows_out = torch.empty_like(full), torch.empty_like(rows)
+    return [
+        ("add/float32/4096x4096/broadcast4096", lambda: torch.add(rows, bias, out=rows_out)),
+        ("gelu/float32/67108864", lambda: torch._C._nn.gelu(full, out=full_out)),
+        ("softmax/float32/4096x4096/dim1", lambda: torch._softmax(rows, 1, False, out=rows_out)),
+    ]
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", default="1")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--min-time", type=float, default=1.0)
+    ap.add_argument("--max-reps", type=int, default=100)
+    args = ap.parse_args()
+    try:
+        import torch
+    except ImportError as e:
+        print(f"torch is not installed: {e}", file=sys.stderr)
+        return 2
+    table = [(n, f, "torch") for n, f in cases(torch)]
+    table += [(n, f, "torch-out") for n, f in out_cases(torch)]
+    for t in [int(x) for x in args.threads.split(",")]:
+        torch.set_num_threads(t)
+        for name, fn, impl in table:
+            row = {"suite": "ops", "case": name, "impl": impl, "threads": t}
+            row.update(measure(fn, args.reps, args.min_time, args.max_reps))
+            row.update(gflops=None, gbps=None)
+            print(json.dumps(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

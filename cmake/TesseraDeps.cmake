@@ -1,0 +1,28 @@
+# Dependencies: Debian 12 packages only (scripts/install-deps.sh installs them).
+find_package(Threads REQUIRED)
+find_package(fmt REQUIRED)
+find_package(nlohmann_json REQUIRED)
+find_package(CLI11 REQUIRED)
+find_package(OpenBLAS REQUIRED CONFIG)
+
+# Sleef ships no CMake config on Debian 12: find its header and library directly.
+find_path(SLEEF_INCLUDE_DIR sleef.h REQUIRED)
+find_library(SLEEF_LIBRARY sleef REQUIRED)
+add_library(tessera_sleef INTERFACE)
+target_include_directories(tessera_sleef SYSTEM INTERFACE ${SLEEF_INCLUDE_DIR})
+target_link_libraries(tessera_sleef INTERFACE ${SLEEF_LIBRARY})
+
+add_library(tessera_openblas INTERFACE)
+target_include_directories(tessera_openblas SYSTEM INTERFACE ${OpenBLAS_INCLUDE_DIRS})
+target_link_libraries(tessera_openblas INTERFACE ${OpenBLAS_LIBRARIES})
+
+if(TESSERA_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+endif()
+if(TESSERA_BUILD_BENCH)
+  find_package(benchmark QUIET)
+endif()
+
+# Python with the outside oracles (Debian's python3-torch and python3-numpy). Debian's
+# interpreter is used explicitly: a pyenv or venv python3 on PATH lacks those packages.
+find_program(TESSERA_ORACLE_PYTHON NAMES python3 PATHS /usr/bin NO_DEFAULT_PATH)

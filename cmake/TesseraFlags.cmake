@@ -1,0 +1,23 @@
+# Warnings and per-ISA kernel flags.
+#
+# Release builds never use -march=native. Kernel sources are compiled once per ISA into
+# separate object libraries, each inside its own namespace (tessera::cpu::<isa>), and the
+# runtime picks one by cpuid at start-up (src/core/cpu_features.cpp).
+add_library(tessera_warnings INTERFACE)
+target_compile_options(tessera_warnings INTERFACE -Wall -Wextra -Wno-unused-parameter
+                       -Wno-psabi)
+
+set(TESSERA_ISAS generic avx2 avx512)
+set(TESSERA_ISA_FLAGS_generic "")
+set(TESSERA_ISA_FLAGS_avx2 -mavx2 -mfma -mf16c -mbmi2)
+set(TESSERA_ISA_FLAGS_avx512 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c
+    -mbmi2 -mprefer-vector-width=512
+    # GCC 12 reports false "may be used uninitialized" inside its own AVX-512 intrinsic headers.
+    -Wno-maybe-uninitialized)
+
+add_library(tessera_sanitize INTERFACE)
+if(TESSERA_SANITIZE)
+  target_compile_options(tessera_sanitize INTERFACE -fsanitize=address,undefined
+                         -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  target_link_options(tessera_sanitize INTERFACE -fsanitize=address,undefined)
+endif()

@@ -1,0 +1,25 @@
+// `tessera bench SUITE [--quick] [--threads 1,2] [--json PATH]` (see BENCHMARKS.md).
+//
+// Each suite prints a readable table and, with --json, writes one JSON object per line:
+//   {"suite", "case", "impl", "threads", "median_s", "min_s", "max_s", "reps", "gflops", "gbps"}
+// with the machine's limits measured in the same run (`peak` and `membw` rows) and its
+// anchors (PyTorch 1.13, NumPy) run in the same invocation through /usr/bin/python3.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace tessera::cli {
+
+struct BenchOptions {
+  std::string suite = "ops";
+  bool quick = false;        // headline cases, fewer repetitions: the run stays under ~2 min
+  std::vector<int> threads;  // thread counts to measure; empty: 1 and the machine's cores
+  std::string json_path;     // empty: no JSON file
+};
+
+// `tessera bench ops`: reductions over 64M float32 and an 8192x8192 matrix, broadcast add,
+// gelu and softmax, against PyTorch 1.13 and NumPy. Returns the process exit status.
+int run_bench_ops(const BenchOptions& options);
+
+}  // namespace tessera::cli

@@ -1,0 +1,241 @@
+// `tessera bench ops`: eager reductions and memory-bound pointwise ops against PyTorch 1.13
+// and NumPy, with the machine's read bandwidth measured in the same run (issue 2's goals).
+//
+// Cases (the same strings in bench/torch_ops.py and bench/numpy_ops.py):
+//   {sum,mean,amax,argmax,var,norm}/float32/67108864         full reductions over 64M
+//   {sum,amax,argmax,var}/float32/8192x8192/{dim1,dim0}      row-wise (dim1), column-wise (dim0)
+//   add/float32/4096x4096/broadcast4096                      [4096,4096] + [4096]
+//   gelu/float32/67108864                                    erf gelu
+//   softmax/float32/4096x4096/dim1                           softmax over rows of 4096
+// GB/s counts the bytes a case must move at least once: its inputs read plus its outputs
+// written (for reductions, the input). "% bw" is that rate over the `membw` row of the same
+// thread count; "x torch" / "x numpy" are anchor median / Tessera median (higher is better).
+// "torch-out" rows (add, gelu, softmax) run PyTorch with a preallocated output: its functional
+// call gets fresh mmap'ed memory per result, whose page faults can cost more than the kernel.
+#include <cmath>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/bench.h"
+#include "cli/bench_util.h"
+#include "tessera/tessera.h"
+
+#ifndef TS_BENCH_SCRIPT_DIR
+#define TS_BENCH_SCRIPT_DIR "bench"
+#endif
+
+namespace tessera::cli {
+namespace {
+
+constexpr int64_t kFull = int64_t{1} << 26;  // 64M float32
+constexpr int64_t kSide = 8192;
+constexpr int64_t kRows = 4096;
+
+struct OpsCase {
+  std::string name;
+  double bytes;  // moved at least once: inputs read + outputs written
+  std::function<void()> run;
+};
+
+// Fills t (contiguous float32) with deterministic values in [-2, 2): a cheap hash per index,
+// spread over the pool, so that setting up 600 MB of inputs takes well under a second.
+void fill(const Tensor& t, uint32_t seed) {
+  float* p = t.data_ptr<float>();
+  parallel_for(0, t.numel(), kGrainSize, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+      h ^= h >> 15;
+      h *= 2246822519u;
+      h ^= h >> 13;
+      p[i] = static_cast<float>(h >> 8) * (4.0f / 16777216.0f) - 2.0f;
+    }
+  });
+}
+
+struct Inputs {
+  Tensor full, square, rows, bias;
+};
+
+Inputs make_inputs() {
+  Inputs in{empty({kFull}, kFloat32), empty({kSide, kSide}, kFloat32),
+            empty({kRows, kRows}, kFloat32), empty({kRows}, kFloat32)};
+  fill(in.full, 1);
+  fill(in.square, 2);
+  fill(in.rows, 3);
+  fill(in.bias, 4);
+  return in;
+}
+
+std::vector<OpsCase> make_cases(const Inputs& in) {
+  const double full_b = 4.0 * kFull, square_b = 4.0 * kSide * kSide, rows_b = 4.0 * kRows * kRows;
+  std::vector<OpsCase> cases;
+  const Tensor x = in.full, m = in.square, r = in.rows, bias = in.bias;
+  const std::string full = fmt::format("float32/{}", kFull);
+  cases.push_back({"sum/" + full, full_b, [x] { (void)sum(x); }});
+  cases.push_back({"mean/" + full, full_b, [x] { (void)mean(x); }});
+  cases.push_back({"amax/" + full, full_b, [x] { (void)amax(x); }});
+  cases.push_back({"argmax/" + full, full_b, [x] { (void)argmax(x); }});
+  cases.push_back({"var/" + full, full_b, [x] { (void)var(x); }});
+  cases.push_back({"norm/" + full, full_b, [x] { (void)norm(x); }});
+  const std::string sq = fmt::format("float32/{}x{}", kSide, kSide);
+  for (int64_t d : {1, 0}) {
+    const std::string suffix = fmt::format("{}/dim{}", sq, d);
+    cases.push_back({"sum/" + suffix, square_b, [m, d] { (void)sum(m, {d}); }});
+    cases.push_back({"amax/" + suffix, square_b, [m, d] { (void)amax(m, {d}); }});
+    cases.push_back({"argmax/" + suffix, square_b, [m, d] { (void)argmax(m, d); }});
+    cases.push_back({"var/" + suffix, square_b, [m, d] { (void)var(m, {d}); }});
+  }
+  cases.push_back({fmt::format("add/float32/{}x{}/broadcast{}", kRows, kRows, kRows),
+                   2 * rows_b + 4.0 * kRows, [r, bias] { (void)add(r, bias); }});
+  cases.push_back({"gelu/" + full, 2 * full_b, [x] { (void)gelu(x); }});
+  cases.push_back({fmt::format("softmax/float32/{}x{}/dim1", kRows, kRows), 2 * rows_b,
+                   [r] { (void)softmax(r, 1); }});
+  return cases;
+}
+
+std::string join_ints(const std::vector<int>& v) {
+  std::string s;
+  for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
+  return s;
+}
+
+const BenchRow* find_row(const std::vector<BenchRow>& rows, const std::string& impl,
+                         const std::string& case_name, int threads) {
+  for (const auto& r : rows)
+    if (r.impl == impl && r.threads == threads && (case_name.empty() || r.case_name == case_name))
+      return &r;
+  return nullptr;
+}
+
+void print_table(const std::vector<OpsCase>& cases, const std::vector<BenchRow>& rows,
+                 const std::vector<int>& threads) {
+  for (int t : threads) {
+    const BenchRow* bw = find_row(rows, "membw", "", t);
+    const double membw = bw && bw->gbps ? *bw->gbps : NAN;
+    std::string peaks;
+    for (const auto& r : rows)
+      if (r.impl == "peak" && r.threads == t)
+        peaks += r.gflops ? fmt::format("  {} {:.0f} GFLOP/s", r.case_name, *r.gflops)
+                          : fmt::format("  {} skipped ({})", r.case_name, r.skipped);
+    std::printf("\nops, %d thread%s: membw %.1f GB/s;%s\n", t, t == 1 ? "" : "s", membw,
+                peaks.c_str());
+    std::printf("%-38s %9s %7s %6s %8s %8s %9s %9s %8s %8s\n", "case", "ms", "GB/s", "% bw",
+                "torch", "x torch", "torch-out", "x t-out", "numpy", "x numpy");
+    for (const auto& c : cases) {
+      const BenchRow* ts = find_row(rows, "tessera", c.name, t);
+      if (!ts) continue;
+      std::string line;
+      if (ts->stats) {
+        line = fmt::format("{:<38} {:9.3f} {:7.1f} {:5.0f}%", c.name, ts->stats->median_s * 1e3,
+                           *ts->gbps, 100 * *ts->gbps / membw);
+      } else {
+        line = fmt::format("{:<38} {:>9} ({})", c.name, "failed", ts->skipped);
+      }
+      for (const char* anchor : {"torch", "torch-out", "numpy"}) {
+        const bool out_variant = std::string_view(anchor) == "torch-out";
+        const int w = out_variant ? 9 : 8;
+        const BenchRow* a = find_row(rows, anchor, c.name, t);
+        if (!a || !a->stats) {
+          line += fmt::format(" {:>{}} {:>{}}", out_variant && !a ? "-" : "skipped", w, "-", w);
+        } else if (!ts->stats) {
+          line += fmt::format(" {:{}.1f} {:>{}}", *a->gbps, w, "-", w);
+        } else {
+          line += fmt::format(" {:{}.1f} {:{}.2f}x", *a->gbps, w,
+                              a->stats->median_s / ts->stats->median_s, w - 1);
+        }
+      }
+      std::printf("%s\n", line.c_str());
+    }
+  }
+}
+
+}  // namespace
+
+int run_bench_ops(const BenchOptions& options) {
+  const std::vector<int> threads = options.threads.empty() ? default_threads() : options.threads;
+  const Budget budget = options.quick ? Budget{3, 0.2, 20} : Budget{10, 1.0, 100};
+  const int saved_threads = get_num_threads();
+  std::vector<BenchRow> rows;
+
+  // The machine's limits first, while nothing else holds memory.
+  for (int t : threads) {
+    const BenchRow bw =
+        measure_membw("ops", t, options.quick ? Budget{5, 0.3, 20} : Budget{10, 1, 50});
+    std::fprintf(stderr, "bench ops: %d thread(s): membw %.1f GB/s\n", t, *bw.gbps);
+    rows.push_back(bw);
+    for (auto& r : measure_peak("ops", t)) rows.push_back(r);
+  }
+
+  std::vector<OpsCase> cases;
+  {
+    const Inputs in = make_inputs();
+    cases = make_cases(in);
+    for (int t : threads) {
+      set_num_threads(t);
+      for (const auto& c : cases) {
+        BenchRow row{"ops", c.name, "tessera", t};
+        try {
+          row.stats = measure(c.run, budget);
+          row.gbps = c.bytes / row.stats->median_s / 1e9;
+        } catch (const Error& e) {
+          row.skipped = e.what();
+        }
+        rows.push_back(row);
+      }
+    }
+    set_num_threads(saved_threads);
+  }  // Tessera's inputs are freed before the anchors allocate theirs.
+
+  // Anchors, in the same invocation: PyTorch loops over the thread counts itself; NumPy's
+  // threads come from the environment, so it runs once per thread count.
+  std::vector<std::string> notes;
+  const std::string dir = TS_BENCH_SCRIPT_DIR;
+  const std::vector<std::string> common = {"--reps",     std::to_string(budget.min_reps),
+                                           "--min-time", fmt::format("{}", budget.min_time_s),
+                                           "--max-reps", std::to_string(budget.max_reps)};
+  {
+    std::string note;
+    std::vector<std::string> args = common;
+    args.insert(args.end(), {"--threads", join_ints(threads)});
+    for (auto& r : run_python_anchor(dir + "/torch_ops.py", args, {}, &note)) rows.push_back(r);
+    if (!note.empty()) notes.push_back("torch: " + note);
+  }
+  for (int t : threads) {
+    std::string note;
+    std::vector<std::string> args = common;
+    args.insert(args.end(), {"--threads", std::to_string(t)});
+    const std::string ts = std::to_string(t);
+    for (auto& r :
+         run_python_anchor(dir + "/numpy_ops.py", args,
+                           {{"OMP_NUM_THREADS", ts}, {"OPENBLAS_NUM_THREADS", ts}}, &note))
+      rows.push_back(r);
+    if (!note.empty()) notes.push_back(fmt::format("numpy ({} threads): {}", t, note));
+  }
+  // Anchor GB/s from the same byte counts as Tessera's rows.
+  std::map<std::string, double> bytes;
+  for (const auto& c : cases) bytes[c.name] = c.bytes;
+  for (auto& r : rows) {
+    if ((r.impl == "torch" || r.impl == "torch-out" || r.impl == "numpy") && r.stats &&
+        bytes.count(r.case_name))
+      r.gbps = bytes[r.case_name] / r.stats->median_s / 1e9;
+    if (!r.skipped.empty() && r.impl != "tessera" && r.impl != "peak")
+      notes.push_back(
+          fmt::format("{} {} ({} threads) skipped: {}", r.impl, r.case_name, r.threads, r.skipped));
+  }
+
+  print_table(cases, rows, threads);
+  for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
+  if (!write_json_lines(options.json_path, rows)) {
+    std::fprintf(stderr, "bench ops: cannot write %s\n", options.json_path.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace tessera::cli

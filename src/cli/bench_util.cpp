@@ -1,0 +1,311 @@
+#include "cli/bench_util.h"
+
+#include <immintrin.h>
+#include <sched.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include "core/cpu_features.h"
+#include "tessera/core/parallel.h"
+#include "tessera/core/storage.h"
+
+#ifndef TS_ORACLE_PYTHON
+#define TS_ORACLE_PYTHON "/usr/bin/python3"
+#endif
+
+namespace tessera::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+// ---- streaming read kernels ----------------------------------------------------------------
+// Each sums [p, p + n) floats with 8 independent vector accumulators so that loads, not the
+// add latency, limit the loop. n is a multiple of 128 (the buffer is sized so).
+
+// Horizontal sum through memory: GCC 12's _mm512_reduce_add_ps trips -Wuninitialized.
+__attribute__((target("avx512f"))) float hsum512(__m512 v) {
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, v);
+  float s = 0;
+  for (float x : lanes) s += x;
+  return s;
+}
+
+__attribute__((target("avx512f"))) float read_avx512(const float* p, int64_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  for (int64_t i = 0; i < n; i += 128) {
+    a0 = _mm512_add_ps(a0, _mm512_load_ps(p + i));
+    a1 = _mm512_add_ps(a1, _mm512_load_ps(p + i + 16));
+    a2 = _mm512_add_ps(a2, _mm512_load_ps(p + i + 32));
+    a3 = _mm512_add_ps(a3, _mm512_load_ps(p + i + 48));
+    a4 = _mm512_add_ps(a4, _mm512_load_ps(p + i + 64));
+    a5 = _mm512_add_ps(a5, _mm512_load_ps(p + i + 80));
+    a6 = _mm512_add_ps(a6, _mm512_load_ps(p + i + 96));
+    a7 = _mm512_add_ps(a7, _mm512_load_ps(p + i + 112));
+  }
+  a0 = _mm512_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)),
+                     _mm512_add_ps(_mm512_add_ps(a4, a5), _mm512_add_ps(a6, a7)));
+  return hsum512(a0);
+}
+
+__attribute__((target("avx2"))) float read_avx2(const float* p, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0, a7 = a0;
+  for (int64_t i = 0; i < n; i += 64) {
+    a0 = _mm256_add_ps(a0, _mm256_load_ps(p + i));
+    a1 = _mm256_add_ps(a1, _mm256_load_ps(p + i + 8));
+    a2 = _mm256_add_ps(a2, _mm256_load_ps(p + i + 16));
+    a3 = _mm256_add_ps(a3, _mm256_load_ps(p + i + 24));
+    a4 = _mm256_add_ps(a4, _mm256_load_ps(p + i + 32));
+    a5 = _mm256_add_ps(a5, _mm256_load_ps(p + i + 40));
+    a6 = _mm256_add_ps(a6, _mm256_load_ps(p + i + 48));
+    a7 = _mm256_add_ps(a7, _mm256_load_ps(p + i + 56));
+  }
+  a0 = _mm256_add_ps(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)),
+                     _mm256_add_ps(_mm256_add_ps(a4, a5), _mm256_add_ps(a6, a7)));
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, a0);
+  float s = 0;
+  for (float v : lanes) s += v;
+  return s;
+}
+
+float read_generic(const float* p, int64_t n) {
+  float acc[16] = {};
+  for (int64_t i = 0; i < n; i += 16)
+    for (int k = 0; k < 16; ++k) acc[k] += p[i + k];
+  float s = 0;
+  for (float v : acc) s += v;
+  return s;
+}
+
+// ---- peak kernels --------------------------------------------------------------------------
+// 12 independent FMA chains (latency 4, two issue ports: at least 8 are needed).
+
+constexpr int kChains = 12;
+
+__attribute__((target("avx512f,fma"))) float fma_avx512(int64_t iters) {
+  __m512 acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_ps(static_cast<float>(k));
+  const __m512 a = _mm512_set1_ps(0.999999f), b = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm512_fmadd_ps(acc[k], a, b);
+  __m512 s = acc[0];
+  for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
+  return hsum512(s);
+}
+
+__attribute__((target("avx2,fma"))) float fma_avx2(int64_t iters) {
+  __m256 acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm256_set1_ps(static_cast<float>(k));
+  const __m256 a = _mm256_set1_ps(0.999999f), b = _mm256_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iters; ++i)
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm256_fmadd_ps(acc[k], a, b);
+  __m256 s = acc[0];
+  for (int k = 1; k < kChains; ++k) s = _mm256_add_ps(s, acc[k]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, s);
+  return lanes[0] + lanes[7];
+}
+
+// vdpbf16ps: 16 lanes x 2 bf16 products x 2 flops = 64 flops per instruction.
+__attribute__((target("avx512f,avx512bf16"))) float dpbf16_avx512(int64_t iters) {
+  __m512 acc[kChains];
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_ps(static_cast<float>(k));
+  const __m512bh a = (__m512bh)_mm512_set1_epi16(0x3f80);  // 1.0
+  const __m512bh b = (__m512bh)_mm512_set1_epi16(0x3380);  // ~6e-8
+  for (int64_t i = 0; i < iters; ++i)
+    for (int k = 0; k < kChains; ++k) acc[k] = _mm512_dpbf16_ps(acc[k], a, b);
+  __m512 s = acc[0];
+  for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
+  return hsum512(s);
+}
+
+volatile float g_sink;
+
+// Runs fn(thread_index) on `threads` threads of Tessera's pool at once.
+void on_threads(int threads, const std::function<void(int64_t)>& fn) {
+  set_num_threads(threads);
+  parallel_for(0, threads, 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) fn(t);
+  });
+}
+
+BenchRow peak_row(const std::string& suite, const std::string& case_name, int threads,
+                  double flops_per_iter, float (*kernel)(int64_t)) {
+  const int64_t iters = 20'000'000;
+  std::vector<double> rates;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto t0 = Clock::now();
+    on_threads(threads, [&](int64_t) { g_sink = kernel(iters); });
+    rates.push_back(seconds_since(t0));
+  }
+  std::sort(rates.begin(), rates.end());
+  BenchRow row{suite, case_name, "peak", threads};
+  row.stats =
+      Stats{rates[rates.size() / 2], rates.front(), rates.back(), static_cast<int>(rates.size())};
+  row.gflops = flops_per_iter * static_cast<double>(iters) * threads / row.stats->median_s / 1e9;
+  return row;
+}
+
+}  // namespace
+
+Stats measure(const std::function<void()>& fn, const Budget& budget) {
+  fn();  // warm-up: page faults, caches, lazily built plans
+  std::vector<double> times;
+  const auto start = Clock::now();
+  while (static_cast<int>(times.size()) < budget.max_reps &&
+         (static_cast<int>(times.size()) < budget.min_reps ||
+          seconds_since(start) < budget.min_time_s)) {
+    const auto t0 = Clock::now();
+    fn();
+    times.push_back(seconds_since(t0));
+  }
+  std::sort(times.begin(), times.end());
+  const size_t n = times.size();
+  const double median = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
+  return Stats{median, times.front(), times.back(), static_cast<int>(n)};
+}
+
+std::string to_json_line(const BenchRow& row) {
+  nlohmann::ordered_json j;
+  j["suite"] = row.suite;
+  j["case"] = row.case_name;
+  j["impl"] = row.impl;
+  j["threads"] = row.threads;
+  if (row.stats) {
+    j["median_s"] = row.stats->median_s;
+    j["min_s"] = row.stats->min_s;
+    j["max_s"] = row.stats->max_s;
+    j["reps"] = row.stats->reps;
+  } else {
+    j["median_s"] = j["min_s"] = j["max_s"] = nullptr;
+    j["reps"] = 0;
+  }
+  j["gflops"] = row.gflops ? nlohmann::ordered_json(*row.gflops) : nullptr;
+  j["gbps"] = row.gbps ? nlohmann::ordered_json(*row.gbps) : nullptr;
+  if (!row.skipped.empty()) j["skipped"] = row.skipped;
+  return j.dump();
+}
+
+BenchRow measure_membw(const std::string& suite, int threads, const Budget& budget, size_t bytes) {
+  const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
+  auto* buf = static_cast<float*>(cpu_allocate(bytes));
+  const auto& f = cpu_features();
+  float (*kernel)(const float*, int64_t) =
+      f.avx512f ? read_avx512 : (f.avx2 ? read_avx2 : read_generic);
+  // Each thread first-touches and later reads its own share (a multiple of 128 floats).
+  const int64_t share = (n / threads) / 128 * 128;
+  on_threads(threads, [&](int64_t t) {
+    float* p = buf + t * share;
+    for (int64_t i = 0; i < share; ++i) p[i] = 1.0f;
+  });
+  const Stats s = measure(
+      [&] { on_threads(threads, [&](int64_t t) { g_sink = kernel(buf + t * share, share); }); },
+      budget);
+  cpu_free(buf);
+  BenchRow row{suite, fmt::format("stream_read/float32/{}", share * threads), "membw", threads};
+  row.stats = s;
+  row.gbps = static_cast<double>(share * threads * sizeof(float)) / s.median_s / 1e9;
+  return row;
+}
+
+std::vector<BenchRow> measure_peak(const std::string& suite, int threads) {
+  std::vector<BenchRow> rows;
+  const auto& f = cpu_features();
+  if (f.avx512f && f.fma) {
+    rows.push_back(peak_row(suite, "fma/float32/avx512", threads, 2.0 * 16 * kChains, fma_avx512));
+  } else if (f.avx2 && f.fma) {
+    rows.push_back(peak_row(suite, "fma/float32/avx2", threads, 2.0 * 8 * kChains, fma_avx2));
+  }
+  if (f.avx512f && f.avx512_bf16) {
+    rows.push_back(
+        peak_row(suite, "dpbf16/bfloat16/avx512", threads, 4.0 * 16 * kChains, dpbf16_avx512));
+  } else {
+    BenchRow row{suite, "dpbf16/bfloat16/avx512", "peak", threads};
+    row.skipped = "this CPU has no AVX512-BF16";
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+std::vector<BenchRow> run_python_anchor(const std::string& script,
+                                        const std::vector<std::string>& args,
+                                        const std::vector<std::pair<std::string, std::string>>& env,
+                                        std::string* note) {
+  std::vector<BenchRow> rows;
+  std::string cmd = "env";
+  for (const auto& [k, v] : env) cmd += fmt::format(" {}='{}'", k, v);
+  cmd += fmt::format(" '{}' '{}'", TS_ORACLE_PYTHON, script);
+  for (const auto& a : args) cmd += fmt::format(" '{}'", a);
+  const std::string err_path = fmt::format("/tmp/tessera-bench-{}.err", ::getpid());
+  cmd += fmt::format(" 2>'{}'", err_path);
+  FILE* p = ::popen(cmd.c_str(), "r");
+  if (!p) {
+    *note = "could not start " + cmd;
+    return rows;
+  }
+  std::string out;
+  char buf[4096];
+  size_t got;
+  while ((got = std::fread(buf, 1, sizeof(buf), p)) > 0) out.append(buf, got);
+  const int status = ::pclose(p);
+  std::string err;
+  {
+    std::ifstream f(err_path);
+    err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    std::remove(err_path.c_str());
+  }
+  size_t pos = 0;
+  while (pos < out.size()) {
+    size_t end = out.find('\n', pos);
+    if (end == std::string::npos) end = out.size();
+    const std::string line = out.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.empty() || line[0] != '{') continue;
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.contains("case")) continue;
+    BenchRow row{j.value("suite", std::string("ops")), j["case"], j.value("impl", std::string()),
+                 j.value("threads", 1)};
+    if (j.contains("skipped")) {
+      row.skipped = j["skipped"];
+    } else {
+      row.stats = Stats{j["median_s"], j["min_s"], j["max_s"], j["reps"]};
+    }
+    rows.push_back(row);
+  }
+  if (status != 0) {
+    const size_t cut = err.size() > 600 ? err.size() - 600 : 0;
+    *note = fmt::format("{} exited with status {}: {}", script, status, err.substr(cut));
+  }
+  return rows;
+}
+
+std::vector<int> default_threads() {
+  cpu_set_t set;
+  int cores = 1;
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) cores = CPU_COUNT(&set);
+  std::vector<int> t{1};
+  if (cores > 1) t.push_back(cores);
+  return t;
+}
+
+bool write_json_lines(const std::string& path, const std::vector<BenchRow>& rows) {
+  if (path.empty()) return true;
+  std::ofstream f(path);
+  for (const auto& r : rows) f << to_json_line(r) << '\n';
+  return static_cast<bool>(f);
+}
+
+}  // namespace tessera::cli

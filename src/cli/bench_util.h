@@ -1,0 +1,72 @@
+// Shared plumbing for `tessera bench` suites (BENCHMARKS.md): timing with median and spread,
+// the JSON-lines row format, the machine limits measured in the same run (`membw`: streaming
+// read bandwidth; `peak`: float32 FMA and bfloat16 dot-product throughput), running Python
+// anchors (PyTorch 1.13, NumPy) in the same invocation, and the readable table.
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace tessera::cli {
+
+struct Stats {
+  double median_s = 0, min_s = 0, max_s = 0;
+  int reps = 0;
+};
+
+// How long to measure: at least min_reps repetitions and min_time_s seconds (after one
+// warm-up call), at most max_reps repetitions.
+struct Budget {
+  int min_reps = 5;
+  double min_time_s = 0.5;
+  int max_reps = 50;
+};
+
+Stats measure(const std::function<void()>& fn, const Budget& budget);
+
+// One JSON line. A skipped anchor has `skipped` set and no timings.
+struct BenchRow {
+  BenchRow() = default;
+  BenchRow(std::string suite_, std::string case_name_, std::string impl_, int threads_)
+      : suite(std::move(suite_)),
+        case_name(std::move(case_name_)),
+        impl(std::move(impl_)),
+        threads(threads_) {}
+
+  std::string suite, case_name, impl;
+  int threads = 1;
+  std::optional<Stats> stats;
+  std::optional<double> gflops, gbps;
+  std::string skipped;  // non-empty: this implementation did not run, and why
+};
+
+std::string to_json_line(const BenchRow& row);
+
+// Streaming read bandwidth in GB/s over a 1 GiB buffer (`bytes`), with `threads` threads of
+// Tessera's pool, each summing its share with a multi-accumulator AVX-512/AVX2 loop.
+BenchRow measure_membw(const std::string& suite, int threads, const Budget& budget,
+                       size_t bytes = size_t{1} << 30);
+// float32 FMA peak (GFLOP/s) and, where the CPU has AVX512-BF16, the vdpbf16ps peak.
+std::vector<BenchRow> measure_peak(const std::string& suite, int threads);
+
+// Runs `python script args...` with extra environment variables, collecting the JSON lines
+// it prints (rows with "suite", "case", "impl", "threads", "median_s", ... or "skipped").
+// When the script cannot run, returns no rows and sets *note.
+std::vector<BenchRow> run_python_anchor(const std::string& script,
+                                        const std::vector<std::string>& args,
+                                        const std::vector<std::pair<std::string, std::string>>& env,
+                                        std::string* note);
+
+// 1 and the number of cores this process may use (when more than 1).
+std::vector<int> default_threads();
+
+// Writes rows as JSON lines to `path` (nothing when path is empty). Returns false on error.
+bool write_json_lines(const std::string& path, const std::vector<BenchRow>& rows);
+
+}  // namespace tessera::cli

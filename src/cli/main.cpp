@@ -1,0 +1,60 @@
+// The `tessera` command: info, demo, bench.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <sstream>
+
+#include "cli/bench.h"
+#include "cli/demo.h"
+#include "tessera/tessera.h"
+
+namespace {
+
+std::vector<int> parse_threads(const std::string& s) {
+  std::vector<int> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, ',')) {
+    const int n = std::stoi(item);
+    TS_CHECK(n >= 1, ValueError, "bench: --threads expects positive counts, but got {}", n);
+    out.push_back(n);
+  }
+  return out;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tessera: a deep-learning runtime in C++20"};
+  app.require_subcommand(1);
+  int status = 0;
+
+  auto* info = app.add_subcommand("info", "Print the kernel ISA, threads, build type, libraries");
+  info->callback([] { std::fputs(tessera::build_info().c_str(), stdout); });
+
+  auto* demo = app.add_subcommand("demo", "Run the showcase of the tensor library");
+  demo->callback([&] { status = tessera::cli::run_demo(); });
+
+  tessera::cli::BenchOptions bench_opts;
+  std::string threads;
+  auto* bench = app.add_subcommand("bench", "Run a benchmark suite against its anchors");
+  bench->add_option("suite", bench_opts.suite, "Suite to run (ops)")->required();
+  bench->add_flag("--quick", bench_opts.quick, "Headline cases only (about 2 minutes)");
+  bench->add_option("--threads", threads, "Thread counts, e.g. 1,2");
+  bench->add_option("--json", bench_opts.json_path, "Write JSON lines to this file");
+  bench->callback([&] {
+    if (!threads.empty()) bench_opts.threads = parse_threads(threads);
+    TS_CHECK(bench_opts.suite == "ops", NotImplementedError,
+             "bench: suite '{}' is not available yet (available: ops)", bench_opts.suite);
+    status = tessera::cli::run_bench_ops(bench_opts);
+  });
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  } catch (const tessera::Error& e) {
+    std::fprintf(stderr, "\ntessera: error: %s\n", e.what());
+    return 1;
+  }
+  return status;
+}

@@ -1,0 +1,687 @@
+// Reduction kernels (compiled once per ISA): sums, products, extremes, norms, counts,
+// arg-extremes and moments over the two canonical shapes of reduce_kernels.h.
+//
+// Numerics:
+//   - floating inputs accumulate in C = float (float16, bfloat16, float32) or double;
+//   - rows: four vector accumulators run over fixed blocks of kBlock elements; block results
+//     are merged pairwise by a binary counter (levels[l] holds the sum of 2^l blocks), so a
+//     lane's rounding error grows with log(n), not n;
+//   - cols: groups of kGroup rows are summed into an L1-resident column strip, and group
+//     strips are merged pairwise by the same binary counter;
+//   - extremes propagate NaN; arg-extremes return the first index of the extreme, NaN
+//     counting as the extreme;
+//   - moments: per block, a two-pass mean and sum of squared deviations on data already in
+//     cache, merged across blocks with Chan's formula in double.
+// Everything is deterministic: no result depends on timing or on how the caller threads.
+// GCC 12 reports false (maybe-)uninitialized warnings inside its own AVX-512 max/min/reduce
+// (they start from _mm512_undefined_ps); nothing here reads uninitialised memory.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include "ops/cpu/reduce_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "core/dtype_dispatch.h"
+#include "core/vec.h"
+
+namespace tessera::cpu::TS_ISA {
+namespace {
+
+using vec::TS_ISA::Vec;
+
+template <class T>
+using float_acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+template <class T>
+inline constexpr bool is_float_input_v = std::is_same_v<T, float> || std::is_same_v<T, double> ||
+                                         std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>;
+
+constexpr DtypeMask kKernelFloat =
+    dtype_bit(kFloat16) | dtype_bit(kBFloat16) | dtype_bit(kFloat32) | dtype_bit(kFloat64);
+constexpr DtypeMask kKernelReal = dtype_bit(kBool) | kIntegralTypes | kKernelFloat;
+
+// Column kernels walk rows that are far apart (often a page each), so the hardware
+// prefetcher restarts on every row; prefetching kPrefetchRows ahead keeps memory busy.
+constexpr int64_t kPrefetchRows = 4;
+inline void prefetch_row(const void* p, int64_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  for (int64_t o = 0; o < bytes; o += 64) __builtin_prefetch(c + o);
+}
+
+// First q in [0, n) with p[q] == v (v is known to occur).
+template <class T, class C>
+int64_t find_first_equal(const T* p, int64_t n, C v) {
+  int64_t q = 0;
+#if defined(__AVX512F__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m512 vv = _mm512_set1_ps(v);
+    for (; q + 16 <= n; q += 16) {
+      const __mmask16 m = _mm512_cmp_ps_mask(_mm512_loadu_ps(p + q), vv, _CMP_EQ_OQ);
+      if (m) return q + __builtin_ctz(m);
+    }
+  }
+#elif defined(__AVX2__)
+  if constexpr (std::is_same_v<T, float>) {
+    const __m256 vv = _mm256_set1_ps(v);
+    for (; q + 8 <= n; q += 8) {
+      const int m = _mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(p + q), vv, _CMP_EQ_OQ));
+      if (m) return q + __builtin_ctz(static_cast<unsigned>(m));
+    }
+  }
+#endif
+  while (static_cast<C>(p[q]) != v) ++q;
+  return q;
+}
+
+// ---- element maps: what each element contributes ---------------------------------------
+struct MapIdent {
+  template <class C>
+  C s(C x) const {
+    return x;
+  }
+  template <class V>
+  V v(V x) const {
+    return x;
+  }
+};
+struct MapAbs {
+  template <class C>
+  C s(C x) const {
+    return std::fabs(x);
+  }
+  template <class V>
+  V v(V x) const {
+    return x.abs();
+  }
+};
+struct MapSquare {
+  template <class C>
+  C s(C x) const {
+    return x * x;
+  }
+  template <class V>
+  V v(V x) const {
+    return x * x;
+  }
+};
+struct MapAbsPow {
+  double p;
+  template <class C>
+  C s(C x) const {
+    return std::pow(std::fabs(x), static_cast<C>(p));
+  }
+  Vec<float> v(Vec<float> x) const { return x.abs().pow(Vec<float>(static_cast<float>(p))); }
+  Vec<double> v(Vec<double> x) const { return x.abs().pow(Vec<double>(p)); }
+};
+
+// ---- combines: how contributions merge -------------------------------------------------
+template <class C>
+struct CombAdd {
+  static constexpr C id = C(0);
+  C s(C a, C b) const { return a + b; }
+  Vec<C> v(Vec<C> a, Vec<C> b) const { return a + b; }
+};
+template <class C>
+struct CombMul {
+  static constexpr C id = C(1);
+  C s(C a, C b) const { return a * b; }
+  Vec<C> v(Vec<C> a, Vec<C> b) const { return a * b; }
+};
+template <class C>
+struct CombMax {
+  static constexpr C id = -std::numeric_limits<C>::infinity();
+  C s(C a, C b) const { return (a != a || b != b) ? a + b : (b > a ? b : a); }
+  Vec<C> v(Vec<C> a, Vec<C> b) const { return Vec<C>::max(a, b); }
+};
+template <class C>
+struct CombMin {
+  static constexpr C id = std::numeric_limits<C>::infinity();
+  C s(C a, C b) const { return (a != a || b != b) ? a + b : (b < a ? b : a); }
+  Vec<C> v(Vec<C> a, Vec<C> b) const { return Vec<C>::min(a, b); }
+};
+
+// Calls f(map, comb) for a floating kind.
+template <class C, class F>
+void with_float_ops(ReduceKind kind, double p, F&& f) {
+  switch (kind) {
+    case ReduceKind::Sum:
+      return f(MapIdent{}, CombAdd<C>{});
+    case ReduceKind::Prod:
+      return f(MapIdent{}, CombMul<C>{});
+    case ReduceKind::Max:
+      return f(MapIdent{}, CombMax<C>{});
+    case ReduceKind::Min:
+      return f(MapIdent{}, CombMin<C>{});
+    case ReduceKind::AbsSum:
+      return f(MapAbs{}, CombAdd<C>{});
+    case ReduceKind::SqSum:
+      return f(MapSquare{}, CombAdd<C>{});
+    case ReduceKind::PowSum:
+      return f(MapAbsPow{p}, CombAdd<C>{});
+    case ReduceKind::AbsMax:
+      return f(MapAbs{}, CombMax<C>{});
+    case ReduceKind::AbsMin:
+      return f(MapAbs{}, CombMin<C>{});
+    case ReduceKind::CountNonzero:
+      break;
+  }
+  TS_INTERNAL_ASSERT(false);
+}
+
+// ---- rows: one contiguous run --------------------------------------------------------
+template <class T, class Map, class Comb>
+float_acc_t<T> reduce_contig(const T* x, int64_t n, const Map& map, const Comb& comb) {
+  using C = float_acc_t<T>;
+  using V = Vec<C>;
+  constexpr int W = V::kSize;
+  constexpr int64_t kBlock = 4 * W * 16;
+  V levels[40];
+  uint64_t occupied = 0;
+  int64_t i = 0;
+  for (; i + kBlock <= n; i += kBlock) {
+    V a0(Comb::id), a1(Comb::id), a2(Comb::id), a3(Comb::id);
+    for (int64_t j = i; j < i + kBlock; j += 4 * W) {
+      a0 = comb.v(a0, map.v(V::load_convert(x + j)));
+      a1 = comb.v(a1, map.v(V::load_convert(x + j + W)));
+      a2 = comb.v(a2, map.v(V::load_convert(x + j + 2 * W)));
+      a3 = comb.v(a3, map.v(V::load_convert(x + j + 3 * W)));
+    }
+    V b = comb.v(comb.v(a0, a1), comb.v(a2, a3));
+    int l = 0;
+    while ((occupied >> l) & 1u) {
+      b = comb.v(levels[l], b);
+      occupied &= ~(uint64_t{1} << l);
+      ++l;
+    }
+    levels[l] = b;
+    occupied |= uint64_t{1} << l;
+  }
+  V r(Comb::id);
+  for (; i + W <= n; i += W) r = comb.v(r, map.v(V::load_convert(x + i)));
+  C tail = Comb::id;
+  for (; i < n; ++i) tail = comb.s(tail, map.s(static_cast<C>(static_cast<float_acc_t<T>>(x[i]))));
+  for (int l = 0; l < 40; ++l)
+    if ((occupied >> l) & 1u) r = comb.v(levels[l], r);
+  alignas(64) C lanes[W];
+  r.store(lanes);
+  C t = lanes[0];
+  for (int k = 1; k < W; ++k) t = comb.s(t, lanes[k]);
+  return comb.s(t, tail);
+}
+
+template <class T>
+int64_t reduce_int_contig(const T* x, int64_t n, ReduceKind kind) {
+  switch (kind) {
+    case ReduceKind::Sum: {
+      uint64_t s = 0;
+      for (int64_t i = 0; i < n; ++i) s += static_cast<uint64_t>(static_cast<int64_t>(x[i]));
+      return static_cast<int64_t>(s);
+    }
+    case ReduceKind::Prod: {
+      uint64_t s = 1;
+      for (int64_t i = 0; i < n; ++i) s *= static_cast<uint64_t>(static_cast<int64_t>(x[i]));
+      return static_cast<int64_t>(s);
+    }
+    case ReduceKind::Max: {
+      int64_t m = static_cast<int64_t>(x[0]);
+      for (int64_t i = 1; i < n; ++i) m = std::max(m, static_cast<int64_t>(x[i]));
+      return m;
+    }
+    case ReduceKind::Min: {
+      int64_t m = static_cast<int64_t>(x[0]);
+      for (int64_t i = 1; i < n; ++i) m = std::min(m, static_cast<int64_t>(x[i]));
+      return m;
+    }
+    default:
+      TS_INTERNAL_ASSERT(false);
+  }
+}
+
+template <class T>
+int64_t count_nonzero_contig(const T* x, int64_t n) {
+  int64_t c = 0;
+  if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
+    // +-0 are the only zero encodings: compare the bits without the sign.
+    const uint16_t* b = reinterpret_cast<const uint16_t*>(x);
+    for (int64_t i = 0; i < n; ++i) c += (b[i] & 0x7fffu) != 0;
+  } else {
+    for (int64_t i = 0; i < n; ++i) c += x[i] != T(0);
+  }
+  return c;
+}
+
+void reduce_rows(const ReduceArgs& args) {
+  visit_dtype<kKernelReal>(args.dtype, "reduce", [&]<class T>() {
+    const T* in = static_cast<const T*>(args.in);
+    for (int64_t r = 0; r < args.rows; ++r) {
+      const T* x = in + r * args.row_stride;
+      Partial& out = args.out[r];
+      if (args.kind == ReduceKind::CountNonzero) {
+        out.i = count_nonzero_contig(x, args.K);
+      } else if constexpr (is_float_input_v<T>) {
+        with_float_ops<float_acc_t<T>>(args.kind, args.p, [&](const auto& map, const auto& comb) {
+          out.a = static_cast<double>(reduce_contig(x, args.K, map, comb));
+        });
+      } else {
+        out.i = reduce_int_contig(x, args.K, args.kind);
+      }
+    }
+  });
+}
+
+// ---- cols: K rows of N contiguous columns --------------------------------------------
+template <class T, class Map, class Comb>
+void reduce_cols_float(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out, const Map& map,
+                       const Comb& comb) {
+  using C = float_acc_t<T>;
+  using V = Vec<C>;
+  constexpr int W = V::kSize;
+  constexpr int64_t kStrip = 4096 / sizeof(C);  // columns per strip: 4 KiB of accumulators
+  constexpr int64_t kGroup = 16;                // rows summed linearly before the cascade
+  constexpr int kLevels = 16;                   // enough for kColRowChunk / kGroup groups
+  static_assert((int64_t{1} << kLevels) * kGroup >= kColRowChunk);
+  alignas(64) C acc[kStrip];
+  alignas(64) C levels[kLevels][kStrip];
+  auto merge = [&](C* dst, const C* src, int64_t nb) {  // dst = src (+) dst
+    int64_t j = 0;
+    for (; j + W <= nb; j += W) comb.v(V::load(src + j), V::load(dst + j)).store(dst + j);
+    for (; j < nb; ++j) dst[j] = comb.s(src[j], dst[j]);
+  };
+  for (int64_t c0 = 0; c0 < N; c0 += kStrip) {
+    const int64_t nb = std::min(kStrip, N - c0);
+    uint32_t occupied = 0;
+    for (int64_t k0 = 0; k0 < K; k0 += kGroup) {
+      const int64_t kg = std::min(kGroup, K - k0);
+      for (int64_t j = 0; j < nb; ++j) acc[j] = Comb::id;
+      int64_t k = k0;
+      for (; k + 2 <= k0 + kg; k += 2) {
+        const T* r0 = x + k * rs + c0;
+        const T* r1 = r0 + rs;
+        if (k + kPrefetchRows + 1 < K) {
+          prefetch_row(r0 + kPrefetchRows * rs, nb * static_cast<int64_t>(sizeof(T)));
+          prefetch_row(r1 + kPrefetchRows * rs, nb * static_cast<int64_t>(sizeof(T)));
+        }
+        int64_t j = 0;
+        for (; j + W <= nb; j += W) {
+          V a = V::load(acc + j);
+          a = comb.v(a, comb.v(map.v(V::load_convert(r0 + j)), map.v(V::load_convert(r1 + j))));
+          a.store(acc + j);
+        }
+        for (; j < nb; ++j)
+          acc[j] =
+              comb.s(acc[j], comb.s(map.s(static_cast<C>(r0[j])), map.s(static_cast<C>(r1[j]))));
+      }
+      for (; k < k0 + kg; ++k) {
+        const T* r0 = x + k * rs + c0;
+        int64_t j = 0;
+        for (; j + W <= nb; j += W)
+          comb.v(V::load(acc + j), map.v(V::load_convert(r0 + j))).store(acc + j);
+        for (; j < nb; ++j) acc[j] = comb.s(acc[j], map.s(static_cast<C>(r0[j])));
+      }
+      int l = 0;
+      while ((occupied >> l) & 1u) {
+        merge(acc, levels[l], nb);
+        occupied &= ~(1u << l);
+        ++l;
+      }
+      std::memcpy(levels[l], acc, sizeof(C) * nb);
+      occupied |= 1u << l;
+    }
+    for (int64_t j = 0; j < nb; ++j) acc[j] = Comb::id;
+    for (int l = 0; l < kLevels; ++l)
+      if ((occupied >> l) & 1u) merge(acc, levels[l], nb);
+    for (int64_t j = 0; j < nb; ++j) out[c0 + j].a = static_cast<double>(acc[j]);
+  }
+}
+
+template <class T>
+void reduce_cols_int(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out, ReduceKind kind) {
+  constexpr int64_t kStrip = 512;
+  int64_t acc[kStrip];
+  for (int64_t c0 = 0; c0 < N; c0 += kStrip) {
+    const int64_t nb = std::min(kStrip, N - c0);
+    const T* r0 = x + c0;
+    for (int64_t j = 0; j < nb; ++j) {
+      acc[j] =
+          kind == ReduceKind::CountNonzero ? int64_t{r0[j] != T(0)} : static_cast<int64_t>(r0[j]);
+    }
+    for (int64_t k = 1; k < K; ++k) {
+      const T* r = x + k * rs + c0;
+      switch (kind) {
+        case ReduceKind::Sum:
+          for (int64_t j = 0; j < nb; ++j)
+            acc[j] = static_cast<int64_t>(static_cast<uint64_t>(acc[j]) +
+                                          static_cast<uint64_t>(static_cast<int64_t>(r[j])));
+          break;
+        case ReduceKind::Prod:
+          for (int64_t j = 0; j < nb; ++j)
+            acc[j] = static_cast<int64_t>(static_cast<uint64_t>(acc[j]) *
+                                          static_cast<uint64_t>(static_cast<int64_t>(r[j])));
+          break;
+        case ReduceKind::Max:
+          for (int64_t j = 0; j < nb; ++j) acc[j] = std::max(acc[j], static_cast<int64_t>(r[j]));
+          break;
+        case ReduceKind::Min:
+          for (int64_t j = 0; j < nb; ++j) acc[j] = std::min(acc[j], static_cast<int64_t>(r[j]));
+          break;
+        case ReduceKind::CountNonzero:
+          for (int64_t j = 0; j < nb; ++j) acc[j] += r[j] != T(0);
+          break;
+        default:
+          TS_INTERNAL_ASSERT(false);
+      }
+    }
+    for (int64_t j = 0; j < nb; ++j) out[c0 + j].i = acc[j];
+  }
+}
+
+void reduce_cols(const ReduceArgs& args) {
+  visit_dtype<kKernelReal>(args.dtype, "reduce", [&]<class T>() {
+    const T* x = static_cast<const T*>(args.in);
+    if constexpr (is_float_input_v<T>) {
+      if (args.kind != ReduceKind::CountNonzero) {
+        with_float_ops<float_acc_t<T>>(args.kind, args.p, [&](const auto& map, const auto& comb) {
+          reduce_cols_float(x, args.K, args.row_stride, args.N, args.out, map, comb);
+        });
+        return;
+      }
+      // Count non-zeros through the integer path on float values (compares against 0).
+      using C = float_acc_t<T>;
+      for (int64_t j = 0; j < args.N; ++j) args.out[j].i = 0;
+      for (int64_t k = 0; k < args.K; ++k) {
+        const T* r = x + k * args.row_stride;
+        for (int64_t j = 0; j < args.N; ++j) args.out[j].i += static_cast<C>(r[j]) != C(0);
+      }
+    } else {
+      reduce_cols_int(x, args.K, args.row_stride, args.N, args.out, args.kind);
+    }
+  });
+}
+
+// ---- arg-extremes --------------------------------------------------------------------
+template <bool kMax, class C>
+inline bool better(C v, C best) {
+  // v replaces best when strictly more extreme, or when v is the first NaN.
+  return (kMax ? v > best : v < best) || (v != v && best == best);
+}
+
+// First index of the extreme of x[0..n). Block extremes are found with vector max/min
+// (memory speed); only a block whose extreme beats the running one is rescanned, from L1.
+template <bool kMax, class T>
+Partial arg_contig_float(const T* x, int64_t n) {
+  using C = float_acc_t<T>;
+  using V = Vec<C>;
+  constexpr int W = V::kSize;
+  constexpr int64_t kBlock = 2048;
+  auto comb = [](V a, V b) { return kMax ? V::max(a, b) : V::min(a, b); };
+  C best = static_cast<C>(x[0]);
+  int64_t best_i = 0;
+  if (best != best) return Partial{static_cast<double>(best), 0, 0, 0};
+  for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
+    const int64_t nb = std::min(kBlock, n - b0);
+    const T* p = x + b0;
+    V m0(best), m1(best), m2(best), m3(best);
+    int64_t j = 0;
+    for (; j + 4 * W <= nb; j += 4 * W) {
+      m0 = comb(m0, V::load_convert(p + j));
+      m1 = comb(m1, V::load_convert(p + j + W));
+      m2 = comb(m2, V::load_convert(p + j + 2 * W));
+      m3 = comb(m3, V::load_convert(p + j + 3 * W));
+    }
+    for (; j + W <= nb; j += W) m0 = comb(m0, V::load_convert(p + j));
+    V m = comb(comb(m0, m1), comb(m2, m3));
+    alignas(64) C lanes[W];
+    m.store(lanes);
+    C bm = lanes[0];
+    bool nan = false;
+    for (int k = 0; k < W; ++k) {
+      nan |= lanes[k] != lanes[k];
+      if (kMax ? lanes[k] > bm : lanes[k] < bm) bm = lanes[k];
+    }
+    for (; j < nb; ++j) {
+      const C v = static_cast<C>(p[j]);
+      nan |= v != v;
+      if (kMax ? v > bm : v < bm) bm = v;
+    }
+    if (nan) {
+      for (int64_t q = 0; q < nb; ++q) {
+        const C v = static_cast<C>(p[q]);
+        if (v != v) return Partial{static_cast<double>(v), 0, 0, b0 + q};
+      }
+    }
+    if (kMax ? bm > best : bm < best) {
+      const int64_t q = find_first_equal(p, nb, bm);
+      best = static_cast<C>(p[q]);
+      best_i = b0 + q;
+    }
+  }
+  return Partial{static_cast<double>(best), 0, 0, best_i};
+}
+
+template <bool kMax, class T>
+Partial arg_contig_int(const T* x, int64_t n) {
+  int64_t best = static_cast<int64_t>(x[0]), best_i = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    const int64_t v = static_cast<int64_t>(x[i]);
+    if (kMax ? v > best : v < best) {
+      best = v;
+      best_i = i;
+    }
+  }
+  return Partial{0, 0, best, best_i};
+}
+
+void arg_rows(const ReduceArgs& args) {
+  const bool is_max = args.kind == ReduceKind::Max;
+  visit_dtype<kKernelReal>(args.dtype, "argmax", [&]<class T>() {
+    const T* in = static_cast<const T*>(args.in);
+    for (int64_t r = 0; r < args.rows; ++r) {
+      const T* x = in + r * args.row_stride;
+      if constexpr (is_float_input_v<T>) {
+        args.out[r] =
+            is_max ? arg_contig_float<true>(x, args.K) : arg_contig_float<false>(x, args.K);
+      } else {
+        args.out[r] = is_max ? arg_contig_int<true>(x, args.K) : arg_contig_int<false>(x, args.K);
+      }
+    }
+  });
+}
+
+// Columns: per strip, running extremes and int32 row indices live in L1; the select is
+// branch-free so the compiler vectorises it (K <= kColRowChunk fits int32).
+template <bool kMax, class T>
+void arg_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out) {
+  using C = std::conditional_t<is_float_input_v<T>, float_acc_t<T>, int64_t>;
+  constexpr int64_t kStrip = 1024;
+  alignas(64) C best[kStrip];
+  alignas(64) int32_t idx[kStrip];
+  for (int64_t c0 = 0; c0 < N; c0 += kStrip) {
+    const int64_t nb = std::min(kStrip, N - c0);
+    for (int64_t j = 0; j < nb; ++j) {
+      best[j] = static_cast<C>(x[c0 + j]);
+      idx[j] = 0;
+    }
+    for (int64_t k = 1; k < K; ++k) {
+      const T* r = x + k * rs + c0;
+      if (k + kPrefetchRows < K)
+        prefetch_row(r + kPrefetchRows * rs, nb * static_cast<int64_t>(sizeof(T)));
+      const int32_t kk = static_cast<int32_t>(k);
+      int64_t j = 0;
+#if defined(__AVX512F__)
+      if constexpr (std::is_same_v<T, float>) {
+        const __m512i kv = _mm512_set1_epi32(kk);
+        for (; j + 16 <= nb; j += 16) {
+          const __m512 v = _mm512_loadu_ps(r + j), b = _mm512_load_ps(best + j);
+          __mmask16 take = _mm512_cmp_ps_mask(v, b, kMax ? _CMP_GT_OQ : _CMP_LT_OQ);
+          take |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q) & _mm512_cmp_ps_mask(b, b, _CMP_ORD_Q);
+          _mm512_store_ps(best + j, _mm512_mask_mov_ps(b, take, v));
+          _mm512_store_si512(idx + j, _mm512_mask_mov_epi32(_mm512_load_si512(idx + j), take, kv));
+        }
+      }
+#endif
+      for (; j < nb; ++j) {
+        const C v = static_cast<C>(r[j]);
+        const C b = best[j];
+        const bool take = better<kMax>(v, b);
+        best[j] = take ? v : b;
+        idx[j] = take ? kk : idx[j];
+      }
+    }
+    for (int64_t j = 0; j < nb; ++j) {
+      if constexpr (is_float_input_v<T>) {
+        out[c0 + j] = Partial{static_cast<double>(best[j]), 0, 0, idx[j]};
+      } else {
+        out[c0 + j] = Partial{0, 0, static_cast<int64_t>(best[j]), idx[j]};
+      }
+    }
+  }
+}
+
+void arg_cols(const ReduceArgs& args) {
+  TS_INTERNAL_ASSERT(args.K <= std::numeric_limits<int32_t>::max());
+  const bool is_max = args.kind == ReduceKind::Max;
+  visit_dtype<kKernelReal>(args.dtype, "argmax", [&]<class T>() {
+    const T* x = static_cast<const T*>(args.in);
+    if (is_max) {
+      arg_cols_impl<true>(x, args.K, args.row_stride, args.N, args.out);
+    } else {
+      arg_cols_impl<false>(x, args.K, args.row_stride, args.N, args.out);
+    }
+  });
+}
+
+// ---- moments -------------------------------------------------------------------------
+// Chan et al.: merges (nb, mean_b, m2_b) into (n, mean, m2).
+inline void chan_merge(double& n, double& mean, double& m2, double nb, double mean_b, double m2_b) {
+  const double tot = n + nb;
+  const double delta = mean_b - mean;
+  mean += delta * (nb / tot);
+  m2 += m2_b + delta * delta * (n * nb / tot);
+  n = tot;
+}
+
+template <class T>
+Partial moments_contig(const T* x, int64_t n) {
+  using C = float_acc_t<T>;
+  using V = Vec<C>;
+  constexpr int W = V::kSize;
+  constexpr int64_t kBlock = 2048;
+  double cnt = 0, mean = 0, m2 = 0;
+  for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
+    const int64_t nb = std::min(kBlock, n - b0);
+    const T* p = x + b0;
+    // Pass 1: block mean.
+    V s0(C(0)), s1(C(0));
+    int64_t j = 0;
+    for (; j + 2 * W <= nb; j += 2 * W) {
+      s0 = s0 + V::load_convert(p + j);
+      s1 = s1 + V::load_convert(p + j + W);
+    }
+    for (; j + W <= nb; j += W) s0 = s0 + V::load_convert(p + j);
+    C s = (s0 + s1).reduce_add();
+    for (; j < nb; ++j) s += static_cast<C>(p[j]);
+    const C mb = s / static_cast<C>(nb);
+    // Pass 2 (from L1): squared deviations around the block mean.
+    const V vm(mb);
+    V q0(C(0)), q1(C(0));
+    j = 0;
+    for (; j + 2 * W <= nb; j += 2 * W) {
+      const V d0 = V::load_convert(p + j) - vm, d1 = V::load_convert(p + j + W) - vm;
+      q0 = V::fmadd(d0, d0, q0);
+      q1 = V::fmadd(d1, d1, q1);
+    }
+    for (; j + W <= nb; j += W) {
+      const V d0 = V::load_convert(p + j) - vm;
+      q0 = V::fmadd(d0, d0, q0);
+    }
+    C q = (q0 + q1).reduce_add();
+    for (; j < nb; ++j) {
+      const C d = static_cast<C>(p[j]) - mb;
+      q += d * d;
+    }
+    chan_merge(cnt, mean, m2, static_cast<double>(nb), static_cast<double>(mb),
+               static_cast<double>(q));
+  }
+  return Partial{mean, m2, 0, static_cast<int64_t>(cnt)};
+}
+
+void moments_rows(const ReduceArgs& args) {
+  visit_dtype<kKernelFloat>(args.dtype, "var", [&]<class T>() {
+    const T* in = static_cast<const T*>(args.in);
+    for (int64_t r = 0; r < args.rows; ++r)
+      args.out[r] = moments_contig(in + r * args.row_stride, args.K);
+  });
+}
+
+template <class T>
+void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out) {
+  using C = float_acc_t<T>;
+  using V = Vec<C>;
+  constexpr int W = V::kSize;
+  constexpr int64_t kStrip = 256;  // kGroup rows x kStrip columns stay in L1 for pass 2
+  constexpr int64_t kGroup = 16;
+  alignas(64) C sum[kStrip];
+  alignas(64) C q[kStrip];
+  double mean[kStrip], m2[kStrip];
+  for (int64_t c0 = 0; c0 < N; c0 += kStrip) {
+    const int64_t nb = std::min(kStrip, N - c0);
+    double cnt = 0;
+    for (int64_t j = 0; j < nb; ++j) mean[j] = m2[j] = 0;
+    for (int64_t k0 = 0; k0 < K; k0 += kGroup) {
+      const int64_t kg = std::min(kGroup, K - k0);
+      for (int64_t j = 0; j < nb; ++j) sum[j] = q[j] = C(0);
+      for (int64_t k = k0; k < k0 + kg; ++k) {
+        const T* r = x + k * rs + c0;
+        if (k + kPrefetchRows < K)
+          prefetch_row(r + kPrefetchRows * rs, nb * static_cast<int64_t>(sizeof(T)));
+        int64_t j = 0;
+        for (; j + W <= nb; j += W) (V::load(sum + j) + V::load_convert(r + j)).store(sum + j);
+        for (; j < nb; ++j) sum[j] += static_cast<C>(r[j]);
+      }
+      const C inv = C(1) / static_cast<C>(kg);
+      for (int64_t j = 0; j < nb; ++j) sum[j] *= inv;  // now the group mean
+      for (int64_t k = k0; k < k0 + kg; ++k) {
+        const T* r = x + k * rs + c0;
+        int64_t j = 0;
+        for (; j + W <= nb; j += W) {
+          const V d = V::load_convert(r + j) - V::load(sum + j);
+          V::fmadd(d, d, V::load(q + j)).store(q + j);
+        }
+        for (; j < nb; ++j) {
+          const C d = static_cast<C>(r[j]) - sum[j];
+          q[j] += d * d;
+        }
+      }
+      const double nb_d = static_cast<double>(kg), tot = cnt + nb_d;
+      const double wb = nb_d / tot, wc = cnt * nb_d / tot;
+      for (int64_t j = 0; j < nb; ++j) {
+        const double delta = static_cast<double>(sum[j]) - mean[j];
+        mean[j] += delta * wb;
+        m2[j] += static_cast<double>(q[j]) + delta * delta * wc;
+      }
+      cnt = tot;
+    }
+    for (int64_t j = 0; j < nb; ++j) out[c0 + j] = Partial{mean[j], m2[j], 0, K};
+  }
+}
+
+void moments_cols(const ReduceArgs& args) {
+  visit_dtype<kKernelFloat>(args.dtype, "var", [&]<class T>() {
+    moments_cols_impl(static_cast<const T*>(args.in), args.K, args.row_stride, args.N, args.out);
+  });
+}
+
+}  // namespace
+
+const ReduceKernels& reduce_kernels() {
+  static const ReduceKernels table{&reduce_rows, &reduce_cols,  &arg_rows,
+                                   &arg_cols,    &moments_rows, &moments_cols};
+  return table;
+}
+
+}  // namespace tessera::cpu::TS_ISA

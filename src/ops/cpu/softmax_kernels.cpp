@@ -1,0 +1,278 @@
+// Softmax, log_softmax, logsumexp and scans (compiled once per ISA). See reduce_kernels.h
+// for the shapes. Softmax over a contiguous row makes three passes, the last two from cache:
+// max; exp(x - max) written out with its sum; scale by 1 / sum. log_softmax writes once:
+// x - max - log(sum). float16/bfloat16 compute in float and recompute exp in the last pass
+// rather than round an intermediate. Columns (softmax over a non-innermost dim) run the same
+// passes over a strip of columns small enough that K rows of it stay in cache.
+// GCC 12 reports false (maybe-)uninitialized warnings inside its own AVX-512 max/min/reduce
+// (they start from _mm512_undefined_ps); nothing here reads uninitialised memory.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "core/dtype_dispatch.h"
+#include "core/vec.h"
+#include "ops/cpu/reduce_kernels.h"
+
+namespace tessera::cpu::TS_ISA {
+namespace {
+
+using vec::TS_ISA::Vec;
+
+template <class T>
+using float_acc_t = std::conditional_t<std::is_same_v<T, double>, double, float>;
+
+constexpr DtypeMask kKernelFloat =
+    dtype_bit(kFloat16) | dtype_bit(kBFloat16) | dtype_bit(kFloat32) | dtype_bit(kFloat64);
+
+template <class C>
+inline C nan_max(C a, C b) {
+  return (a != a || b != b) ? a + b : (b > a ? b : a);
+}
+
+template <class T>
+float_acc_t<T> row_max(const T* x, int64_t n) {
+  using C = float_acc_t<T>;
+  using V = Vec<C>;
+  constexpr int W = V::kSize;
+  C m = static_cast<C>(x[0]);
+  V m0(m), m1(m);
+  int64_t j = 0;
+  for (; j + 2 * W <= n; j += 2 * W) {
+    m0 = V::max(m0, V::load_convert(x + j));
+    m1 = V::max(m1, V::load_convert(x + j + W));
+  }
+  for (; j + W <= n; j += W) m0 = V::max(m0, V::load_convert(x + j));
+  alignas(64) C lanes[W];
+  V::max(m0, m1).store(lanes);
+  for (int k = 0; k < W; ++k) m = nan_max(m, lanes[k]);
+  for (; j < n; ++j) m = nan_max(m, static_cast<C>(x[j]));
+  return m;
+}
+
+// sum(exp(x - m)); when `y` is given (same type as compute), also writes exp(x - m) there.
+template <class T>
+float_acc_t<T> row_exp_sum(const T* x, int64_t n, float_acc_t<T> m, T* y) {
+  using C = float_acc_t<T>;
+  using V = Vec<C>;
+  constexpr int W = V::kSize;
+  const V vm(m);
+  V s0(C(0)), s1(C(0));
+  int64_t j = 0;
+  for (; j + 2 * W <= n; j += 2 * W) {
+    const V e0 = (V::load_convert(x + j) - vm).exp();
+    const V e1 = (V::load_convert(x + j + W) - vm).exp();
+    if (y) {
+      e0.store_convert(y + j);
+      e1.store_convert(y + j + W);
+    }
+    s0 = s0 + e0;
+    s1 = s1 + e1;
+  }
+  for (; j + W <= n; j += W) {
+    const V e0 = (V::load_convert(x + j) - vm).exp();
+    if (y) e0.store_convert(y + j);
+    s0 = s0 + e0;
+  }
+  if (j < n) {
+    const int c = static_cast<int>(n - j);
+    V e0 = (V::load_convert(x + j, c) - vm).exp();
+    if (y) e0.store_convert(y + j, c);
+    // Lanes past the tail hold exp(0 - m): zero them by storing and summing only c lanes.
+    alignas(64) C lanes[W];
+    e0.store(lanes);
+    C t = 0;
+    for (int k = 0; k < c; ++k) t += lanes[k];
+    return (s0 + s1).reduce_add() + t;
+  }
+  return (s0 + s1).reduce_add();
+}
+
+template <class T>
+void softmax_row(const T* x, T* y, int64_t n, bool log) {
+  using C = float_acc_t<T>;
+  using V = Vec<C>;
+  constexpr int W = V::kSize;
+  const C m = row_max(x, n);
+  constexpr bool kExact = std::is_same_v<T, C>;
+  if (log || !kExact) {
+    const C s = row_exp_sum<T>(x, n, m, nullptr);
+    const V vm(m);
+    if (log) {
+      const V shift(m + std::log(s));
+      int64_t j = 0;
+      for (; j + W <= n; j += W) (V::load_convert(x + j) - shift).store_convert(y + j);
+      if (j < n) {
+        const int c = static_cast<int>(n - j);
+        (V::load_convert(x + j, c) - shift).store_convert(y + j, c);
+      }
+    } else {
+      const V inv(C(1) / s);
+      int64_t j = 0;
+      for (; j + W <= n; j += W) ((V::load_convert(x + j) - vm).exp() * inv).store_convert(y + j);
+      if (j < n) {
+        const int c = static_cast<int>(n - j);
+        ((V::load_convert(x + j, c) - vm).exp() * inv).store_convert(y + j, c);
+      }
+    }
+    return;
+  }
+  if constexpr (kExact) {
+    const C s = row_exp_sum<T>(x, n, m, y);
+    const V inv(C(1) / s);
+    int64_t j = 0;
+    for (; j + W <= n; j += W) (V::load(y + j) * inv).store(y + j);
+    if (j < n) {
+      const int c = static_cast<int>(n - j);
+      (V::load(y + j, c) * inv).store(y + j, c);
+    }
+  }
+}
+
+void softmax_rows(const SoftmaxArgs& a) {
+  visit_dtype<kKernelFloat>(a.dtype, "softmax", [&]<class T>() {
+    const T* in = static_cast<const T*>(a.in);
+    T* out = static_cast<T*>(a.out);
+    for (int64_t r = 0; r < a.rows; ++r)
+      softmax_row(in + r * a.in_row_stride, out + r * a.out_row_stride, a.K, a.log);
+  });
+}
+
+// Softmax along K rows of N contiguous columns: three passes over a strip of columns.
+template <class T>
+void softmax_cols_impl(const SoftmaxArgs& a) {
+  using C = float_acc_t<T>;
+  const T* x = static_cast<const T*>(a.in);
+  T* y = static_cast<T*>(a.out);
+  const int64_t K = a.K, N = a.N;
+  // Strip width: K rows of it fit in ~128 KiB, at least 16 and at most 1024 columns.
+  const int64_t strip = std::clamp<int64_t>(
+      (131072 / static_cast<int64_t>(sizeof(T)) / std::max<int64_t>(K, 1)) / 16 * 16, 16, 1024);
+  std::vector<C> m(strip), s(strip);
+  for (int64_t c0 = 0; c0 < N; c0 += strip) {
+    const int64_t nb = std::min(strip, N - c0);
+    for (int64_t j = 0; j < nb; ++j) m[j] = static_cast<C>(x[c0 + j]);
+    for (int64_t k = 1; k < K; ++k) {
+      const T* r = x + k * a.in_row_stride + c0;
+      for (int64_t j = 0; j < nb; ++j) m[j] = nan_max(m[j], static_cast<C>(r[j]));
+    }
+    for (int64_t j = 0; j < nb; ++j) s[j] = 0;
+    for (int64_t k = 0; k < K; ++k) {
+      const T* r = x + k * a.in_row_stride + c0;
+      for (int64_t j = 0; j < nb; ++j) s[j] += std::exp(static_cast<C>(r[j]) - m[j]);
+    }
+    if (a.log) {
+      for (int64_t j = 0; j < nb; ++j) s[j] = m[j] + std::log(s[j]);
+    } else {
+      for (int64_t j = 0; j < nb; ++j) s[j] = C(1) / s[j];
+    }
+    for (int64_t k = 0; k < K; ++k) {
+      const T* r = x + k * a.in_row_stride + c0;
+      T* o = y + k * a.out_row_stride + c0;
+      if (a.log) {
+        for (int64_t j = 0; j < nb; ++j) o[j] = T(static_cast<C>(r[j]) - s[j]);
+      } else {
+        for (int64_t j = 0; j < nb; ++j) o[j] = T(std::exp(static_cast<C>(r[j]) - m[j]) * s[j]);
+      }
+    }
+  }
+}
+
+void softmax_cols(const SoftmaxArgs& a) {
+  visit_dtype<kKernelFloat>(a.dtype, "softmax", [&]<class T>() { softmax_cols_impl<T>(a); });
+}
+
+// log(sum(exp(x))) per row. The shift is the row max unless that is infinite (then 0, as
+// PyTorch): all -inf gives -inf, any +inf gives +inf, NaN propagates.
+void logsumexp_rows(const ReduceArgs& a) {
+  visit_dtype<kKernelFloat>(a.dtype, "logsumexp", [&]<class T>() {
+    using C = float_acc_t<T>;
+    const T* in = static_cast<const T*>(a.in);
+    for (int64_t r = 0; r < a.rows; ++r) {
+      const T* x = in + r * a.row_stride;
+      C m = row_max(x, a.K);
+      if (std::isinf(m)) m = 0;
+      const C s = row_exp_sum<T>(x, a.K, m, nullptr);
+      a.out[r].a = static_cast<double>(std::log(s) + m);
+    }
+  });
+}
+
+// ---- scans -----------------------------------------------------------------------------
+template <class T>
+using scan_acc_t = std::conditional_t<
+    std::is_integral_v<T>, int64_t,
+    std::conditional_t<std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>, float, double>>;
+
+template <class A>
+inline A scan_step(A acc, A v, bool prod) {
+  if constexpr (std::is_integral_v<A>) {
+    return static_cast<A>(prod ? static_cast<uint64_t>(acc) * static_cast<uint64_t>(v)
+                               : static_cast<uint64_t>(acc) + static_cast<uint64_t>(v));
+  } else {
+    return prod ? acc * v : acc + v;
+  }
+}
+
+constexpr DtypeMask kScanTypes = kIntegralTypes | kKernelFloat;
+
+void scan_rows(const ScanArgs& a) {
+  visit_dtype<kScanTypes>(a.dtype, "cumsum", [&]<class T>() {
+    using A = scan_acc_t<T>;
+    const T* in = static_cast<const T*>(a.in);
+    T* out = static_cast<T*>(a.out);
+    for (int64_t r = 0; r < a.rows; ++r) {
+      const T* x = in + r * a.in_row_stride;
+      T* y = out + r * a.out_row_stride;
+      A acc = a.prod ? A(1) : A(0);
+      for (int64_t k = 0; k < a.K; ++k) {
+        acc = scan_step(acc, static_cast<A>(x[k]), a.prod);
+        y[k] = static_cast<T>(acc);
+      }
+    }
+  });
+}
+
+void scan_cols(const ScanArgs& a) {
+  visit_dtype<kScanTypes>(a.dtype, "cumsum", [&]<class T>() {
+    using A = scan_acc_t<T>;
+    constexpr int64_t kStrip = 1024;
+    A acc[kStrip];
+    const T* x = static_cast<const T*>(a.in);
+    T* y = static_cast<T*>(a.out);
+    for (int64_t c0 = 0; c0 < a.N; c0 += kStrip) {
+      const int64_t nb = std::min(kStrip, a.N - c0);
+      for (int64_t j = 0; j < nb; ++j) acc[j] = a.prod ? A(1) : A(0);
+      for (int64_t k = 0; k < a.K; ++k) {
+        const T* r = x + k * a.in_row_stride + c0;
+        T* o = y + k * a.out_row_stride + c0;
+        if (a.prod) {
+          for (int64_t j = 0; j < nb; ++j) {
+            acc[j] = scan_step(acc[j], static_cast<A>(r[j]), true);
+            o[j] = static_cast<T>(acc[j]);
+          }
+        } else {
+          for (int64_t j = 0; j < nb; ++j) {
+            acc[j] = scan_step(acc[j], static_cast<A>(r[j]), false);
+            o[j] = static_cast<T>(acc[j]);
+          }
+        }
+      }
+    }
+  });
+}
+
+}  // namespace
+
+const SoftmaxKernels& softmax_kernels() {
+  static const SoftmaxKernels table{&softmax_rows, &softmax_cols, &logsumexp_rows, &scan_rows,
+                                    &scan_cols};
+  return table;
+}
+
+}  // namespace tessera::cpu::TS_ISA

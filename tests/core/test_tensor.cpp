@@ -1,0 +1,219 @@
+// Tensor model: storage sharing, views, strides, copies across dtypes, factories, printing.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "tessera/tessera.h"
+
+namespace ts = tessera;
+using ::testing::HasSubstr;
+
+template <class F>
+std::string error_of(F f) {
+  try {
+    f();
+  } catch (const ts::Error& e) {
+    return e.what();
+  }
+  return "<no error>";
+}
+
+TEST(Tensor, FactoriesAndItem) {
+  auto z = ts::zeros({2, 3}, ts::kFloat32);
+  EXPECT_EQ(z.dim(), 2);
+  EXPECT_EQ(z.numel(), 6);
+  EXPECT_EQ(z.sum().item<float>(), 0.0f);
+  auto f = ts::full({2}, 7);
+  EXPECT_EQ(f.dtype(), ts::kInt64);
+  EXPECT_EQ(ts::full({2}, 0.5).dtype(), ts::kFloat32);
+  auto a = ts::arange(5);
+  EXPECT_EQ(a.dtype(), ts::kInt64);
+  EXPECT_EQ(a[4].item<int64_t>(), 4);
+  EXPECT_EQ(ts::arange(0, 1, 0.25).numel(), 4);
+  auto l = ts::linspace(0, 1, 5);
+  EXPECT_FLOAT_EQ(l[4].item<float>(), 1.0f);
+  EXPECT_FLOAT_EQ(l[1].item<float>(), 0.25f);
+  auto e = ts::eye(3);
+  EXPECT_EQ(e.sum().item<float>(), 3.0f);
+  EXPECT_THAT(error_of([] { ts::arange(0, 10, -1); }), HasSubstr("inconsistent with step sign"));
+  EXPECT_THAT(error_of([] { ts::zeros({2, -1}); }), HasSubstr("non-negative sizes"));
+  EXPECT_THAT(error_of([] {
+                ts::zeros({int64_t{1} << 40, int64_t{1} << 40});
+              }),
+              HasSubstr("overflows int64"));
+}
+
+TEST(Tensor, FromBlobSharesCallerMemory) {
+  float data[6] = {1, 2, 3, 4, 5, 6};
+  bool freed = false;
+  {
+    auto t = ts::from_blob(data, {2, 3}, ts::kFloat32, [&](void*) { freed = true; });
+    t.mul_(2);
+    EXPECT_EQ(data[5], 12.0f);
+    auto v = t.t();
+    EXPECT_EQ(v.data_ptr(), static_cast<void*>(data));
+  }
+  EXPECT_TRUE(freed);
+}
+
+TEST(Tensor, ViewsShareStorageAndNeverCopy) {
+  auto x = ts::arange(24, ts::kFloat32).view({2, 3, 4});
+  auto p = x.permute({2, 0, 1});
+  EXPECT_TRUE(p.is_alias_of(x));
+  EXPECT_EQ(p.sizes(), ts::IntArrayRef({4, 2, 3}));
+  EXPECT_EQ(p.strides(), ts::IntArrayRef({1, 12, 4}));
+  EXPECT_FALSE(p.is_contiguous());
+  auto s = x.slice(2, 1, 4, 2);  // columns 1, 3
+  EXPECT_EQ(s.sizes(), ts::IntArrayRef({2, 3, 2}));
+  EXPECT_EQ(s[1][2][1].item<float>(), 23.0f);
+  auto sel = x.select(1, -1);
+  EXPECT_EQ(sel.sizes(), ts::IntArrayRef({2, 4}));
+  EXPECT_EQ(sel[0][0].item<float>(), 8.0f);
+  auto e = ts::arange(3, ts::kFloat32).unsqueeze(1).expand({3, 4});
+  EXPECT_EQ(e.strides(), ts::IntArrayRef({1, 0}));
+  auto u = ts::arange(7, ts::kFloat32).unfold(0, 3, 2);
+  EXPECT_EQ(u.sizes(), ts::IntArrayRef({3, 3}));
+  EXPECT_EQ(u[2][2].item<float>(), 6.0f);
+  auto d = ts::arange(9, ts::kFloat32).view({3, 3}).diagonal(1);
+  EXPECT_EQ(d.numel(), 2);
+  EXPECT_EQ(d[1].item<float>(), 5.0f);
+  EXPECT_EQ(x.flatten(1).sizes(), ts::IntArrayRef({2, 12}));
+  EXPECT_EQ(x.flatten(1).unflatten(1, {3, -1}).sizes(), ts::IntArrayRef({2, 3, 4}));
+  EXPECT_EQ(x.squeeze().sizes(), x.sizes());
+  EXPECT_EQ(ts::zeros({1, 3, 1}).squeeze().sizes(), ts::IntArrayRef({3}));
+  // Writing through a view changes the base, and bumps the shared version.
+  const auto v0 = x._version();
+  sel.fill_(-1);
+  EXPECT_EQ(x[1][2][3].item<float>(), -1.0f);
+  EXPECT_GT(x._version(), v0);
+}
+
+TEST(Tensor, ReshapeCopiesOnlyWhenItMust) {
+  auto x = ts::arange(12, ts::kFloat32).view({3, 4});
+  EXPECT_TRUE(x.reshape({4, 3}).is_alias_of(x));
+  auto t = x.t();
+  auto r = t.reshape({12});
+  EXPECT_FALSE(r.is_alias_of(x));
+  EXPECT_EQ(r[1].item<float>(), 4.0f);
+  EXPECT_THAT(error_of([&] { t.view({12}); }), HasSubstr("Use .reshape(...) instead"));
+  EXPECT_THAT(error_of([&] { x.view({5, -1}); }), HasSubstr("invalid for input of size 12"));
+}
+
+TEST(Tensor, ComplexViews) {
+  auto c = ts::tensor<ts::complex64>({{1, 2}, {3, -4}});
+  auto r = ts::view_as_real(c);
+  EXPECT_EQ(r.sizes(), ts::IntArrayRef({2, 2}));
+  EXPECT_EQ(r[1][1].item<float>(), -4.0f);
+  EXPECT_EQ(c.imag()[0].item<float>(), 2.0f);
+  auto back = ts::view_as_complex(r);
+  EXPECT_TRUE(back.is_alias_of(c));
+  EXPECT_THAT(error_of([] { ts::view_as_complex(ts::zeros({3})); }), HasSubstr("size 2"));
+}
+
+TEST(Tensor, CopyAcrossAllDtypePairsAndStrides) {
+  const ts::ScalarType types[] = {
+      ts::kBool,      ts::kUInt8,      ts::kInt8,          ts::kInt16,      ts::kInt32,
+      ts::kInt64,     ts::kFloat16,    ts::kBFloat16,      ts::kFloat32,    ts::kFloat64,
+      ts::kComplex64, ts::kComplex128, ts::kFloat8_e4m3fn, ts::kFloat8_e5m2};
+  // Integers 0..7, transposed: exact in every dtype, float8_e5m2 included.
+  auto src = ts::arange(8, ts::kFloat32).view({2, 4}).t();
+  for (auto from : types) {
+    for (auto to : types) {
+      auto a = src.to(from);
+      auto b = a.to(to);
+      ASSERT_EQ(b.dtype(), to);
+      auto back = b.to(ts::kFloat64);
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 2; ++j) {
+          double want = i + 4 * j;
+          if (from == ts::kBool || to == ts::kBool) want = want != 0;
+          ASSERT_EQ(back[i][j].item<double>(), want)
+              << ts::dtype_name(from) << " -> " << ts::dtype_name(to);
+        }
+    }
+  }
+}
+
+TEST(Tensor, FloatToIntConversionIsDefined) {
+  auto x = ts::tensor<float>({-1.5f, 2.7f, NAN, 1e20f, -300.0f});
+  auto i = x.to(ts::kInt64);
+  EXPECT_EQ(i[0].item<int64_t>(), -1);
+  EXPECT_EQ(i[1].item<int64_t>(), 2);
+  EXPECT_EQ(i[2].item<int64_t>(), std::numeric_limits<int64_t>::min());
+  auto u = x.to(ts::kUInt8);
+  EXPECT_EQ(u[4].item<int64_t>(), static_cast<uint8_t>(-300));  // wraps through int64
+}
+
+TEST(Tensor, InPlaceOnOverlappingMemoryIsRefused) {
+  auto e = ts::zeros({3}).expand({2, 3});
+  EXPECT_THAT(error_of([&] { e.add_(1); }), HasSubstr("more than one element of the written-to"));
+  auto x = ts::arange(6, ts::kFloat32);
+  EXPECT_THAT(error_of([&] { x.slice(0, 1, 6).copy_(x.slice(0, 0, 5)); }),
+              HasSubstr("refer to a single memory location"));
+  auto i = ts::ones({3}, ts::kInt64);
+  EXPECT_THAT(error_of([&] { i.add_(0.5); }),
+              HasSubstr("can't be cast to the desired output type"));
+}
+
+TEST(Tensor, ErrorsNameTheOpAndValues) {
+  auto x = ts::zeros({2, 3});
+  EXPECT_THAT(
+      error_of([&] { x.select(2, 0); }),
+      HasSubstr("select(): argument 'dim' expected a dimension in range [-2, 1], but got 2"));
+  EXPECT_THAT(error_of([&] { x.select(1, 5); }), HasSubstr("index 5 out of range"));
+  EXPECT_THAT(error_of([&] { x.permute({0, 0}); }), HasSubstr("repeated dim"));
+  EXPECT_THAT(error_of([&] { x.expand({4, 3}); }), HasSubstr("must match the existing size (2)"));
+  EXPECT_THAT(error_of([&] { ts::add(x, ts::zeros({4})); }),
+              HasSubstr("size of tensor a (3) must match the size of tensor b (4)"));
+  EXPECT_THAT(error_of([&] { x.data_ptr<double>(); }),
+              HasSubstr("expected a tensor of dtype float64, but got float32"));
+  EXPECT_THAT(error_of([&] { x.item(); }), HasSubstr("6 elements cannot be converted"));
+  EXPECT_THAT(error_of([&] { ts::Tensor().dim(); }), HasSubstr("undefined Tensor"));
+}
+
+TEST(Tensor, PrintsLikePyTorch) {
+  EXPECT_EQ(ts::tensor<float>({1, 2, 3}).repr(), "tensor([1., 2., 3.])");
+  EXPECT_EQ(ts::arange(4).view({2, 2}).repr(), "tensor([[0, 1],\n        [2, 3]])");
+  EXPECT_EQ(ts::tensor<double>({0.5, 1.25}).repr(), "tensor([0.5000, 1.2500], dtype=float64)");
+  EXPECT_EQ(ts::tensor<bool>({true, false}).repr(), "tensor([ True, False])");
+  EXPECT_EQ(ts::scalar_tensor(3.5).repr(), "tensor(3.5000)");
+  EXPECT_EQ(ts::zeros({0}).repr(), "tensor([])");
+  EXPECT_EQ(ts::zeros({2, 0}).repr(), "tensor([], size=(2, 0))");
+  EXPECT_EQ(ts::tensor<float>({1e-5f, 1.0f}).repr(), "tensor([1.0000e-05, 1.0000e+00])");
+  EXPECT_EQ(ts::ones({2}, ts::kBFloat16).repr(), "tensor([1., 1.], dtype=bfloat16)");
+  const std::string big = ts::arange(2000).repr();
+  EXPECT_THAT(big, HasSubstr("0,    1,    2,  ..., 1997, 1998, 1999"));
+}
+
+TEST(Random, SameSeedSameNumbersAnyThreadCount) {
+  ts::set_num_threads(1);
+  ts::Generator g1(42);
+  auto a = ts::randn({100003}, {}, &g1);
+  ts::set_num_threads(2);
+  ts::Generator g2(42);
+  auto b = ts::randn({100003}, {}, &g2);
+  EXPECT_TRUE(ts::equal(a, b));
+  // Moments of a large draw (seeded, so deterministic).
+  EXPECT_NEAR(a.mean().item<double>(), 0.0, 0.02);
+  EXPECT_NEAR(a.std().item<double>(), 1.0, 0.02);
+  auto u = ts::rand({100000}, {}, &g1);
+  EXPECT_GE(u.amin().item<float>(), 0.0f);
+  EXPECT_LT(u.amax().item<float>(), 1.0f);
+  EXPECT_NEAR(u.mean().item<double>(), 0.5, 0.01);
+  auto r = ts::randint(3, 7, {10000}, {}, &g1);
+  EXPECT_EQ(r.amin().item<int64_t>(), 3);
+  EXPECT_EQ(r.amax().item<int64_t>(), 6);
+}
+
+TEST(Random, MultinomialAndBernoulli) {
+  ts::Generator g(7);
+  auto p = ts::tensor<float>({0.0f, 1.0f, 3.0f});
+  auto s = ts::multinomial(p, 4000, true, &g);
+  auto counts = ts::one_hot(s, 3).sum({0});
+  EXPECT_EQ(counts[0].item<int64_t>(), 0);
+  EXPECT_NEAR(counts[2].item<int64_t>() / 4000.0, 0.75, 0.03);
+  auto w = ts::multinomial(ts::ones({5}), 5, false, &g);
+  EXPECT_TRUE(ts::equal(std::get<0>(ts::sort(w)), ts::arange(5)));   // a permutation
+  EXPECT_THROW(ts::multinomial(p, 3, false, &g), ts::RuntimeError);  // one zero weight
+  auto b = ts::bernoulli(ts::full({10000}, 0.25), &g);
+  EXPECT_NEAR(b.mean().item<double>(), 0.25, 0.02);
+}

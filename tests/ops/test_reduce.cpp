@@ -1,0 +1,447 @@
+// Reductions: the fast paths against the reference implementation on many shapes, dim
+// subsets, layouts and dtypes; float32 accuracy against float64; thread-count independence;
+// empty inputs; error messages.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "ops/reference/reduce_reference.h"
+#include "reduce_test_util.h"
+#include "tessera/tessera.h"
+
+namespace tessera {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace reduce_testing;
+namespace ref = reference;
+
+const std::vector<DimVector>& test_shapes() {
+  static const std::vector<DimVector> s = {{},     {1},    {3},       {7},       {17},
+                                           {5, 7}, {1, 9}, {4, 1, 6}, {3, 4, 5}, {2, 3, 2, 5}};
+  return s;
+}
+const std::vector<ScalarType>& float_dtypes() {
+  static const std::vector<ScalarType> v = {kFloat32, kFloat64, kFloat16, kBFloat16};
+  return v;
+}
+const std::vector<ScalarType>& all_dtypes() {
+  static const std::vector<ScalarType> v = {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64,
+                                            kInt32,   kInt16,   kInt8,    kUInt8,    kBool};
+  return v;
+}
+const std::vector<Layout>& layouts() {
+  static const std::vector<Layout> v = {Layout::kContiguous, Layout::kTransposed, Layout::kSliced,
+                                        Layout::kExpanded};
+  return v;
+}
+
+std::string where(IntArrayRef shape, ScalarType dt, Layout l, IntArrayRef dims, bool keepdim) {
+  return fmt::format("shape {} dtype {} layout {} dims {} keepdim {}", shape.vec(), dt,
+                     layout_name(l), dims.vec(), keepdim);
+}
+
+// Runs check(x, dims, keepdim, context) over shapes x layouts x dim subsets x keepdim.
+template <class F>
+void sweep(const std::vector<ScalarType>& dtypes, F check) {
+  std::mt19937 rng(1234);
+  for (const DimVector& shape : test_shapes()) {
+    for (ScalarType dt : dtypes) {
+      Tensor base = random_values(shape, dt, rng);
+      for (Layout l : layouts()) {
+        Tensor x = relayout(base, l);
+        for (const DimVector& dims : dim_subsets(x.dim())) {
+          for (bool keepdim : {false, true}) {
+            SCOPED_TRACE(where(x.sizes(), dt, l, dims, keepdim));
+            check(x, dims, keepdim);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Reduce, SumMatchesReference) {
+  sweep(all_dtypes(), [](const Tensor& x, const DimVector& dims, bool keepdim) {
+    EXPECT_TRUE(close(sum(x, dims, keepdim), ref::sum(x, dims, keepdim, std::nullopt), 4));
+  });
+}
+
+TEST(Reduce, MeanMatchesReference) {
+  sweep(float_dtypes(), [](const Tensor& x, const DimVector& dims, bool keepdim) {
+    EXPECT_TRUE(close(mean(x, dims, keepdim), ref::mean(x, dims, keepdim, std::nullopt)));
+  });
+}
+
+TEST(Reduce, AmaxAminMatchReference) {
+  sweep(all_dtypes(), [](const Tensor& x, const DimVector& dims, bool keepdim) {
+    if (x.numel() == 0) return;
+    EXPECT_TRUE(close(amax(x, dims, keepdim), ref::amax(x, dims, keepdim)));
+    EXPECT_TRUE(close(amin(x, dims, keepdim), ref::amin(x, dims, keepdim)));
+  });
+}
+
+TEST(Reduce, CountAllAnyMatchReference) {
+  sweep(all_dtypes(), [](const Tensor& x, const DimVector& dims, bool keepdim) {
+    EXPECT_TRUE(close(count_nonzero(x, dims), ref::count_nonzero(x, dims)));
+    EXPECT_TRUE(close(all(x, dims, keepdim), ref::all(x, dims, keepdim)));
+    EXPECT_TRUE(close(any(x, dims, keepdim), ref::any(x, dims, keepdim)));
+  });
+}
+
+TEST(Reduce, VarStdMatchReference) {
+  sweep(float_dtypes(), [](const Tensor& x, const DimVector& dims, bool keepdim) {
+    for (double c : {0.0, 1.0}) {
+      auto [v, m] = ref::var_mean(x, dims, c, keepdim, false);
+      EXPECT_TRUE(close(var(x, dims, c, keepdim), v));
+      auto [vm_v, vm_m] = var_mean(x, dims, c, keepdim);
+      EXPECT_TRUE(close(vm_v, v));
+      EXPECT_TRUE(close(vm_m, m));
+      EXPECT_TRUE(close(tessera::std(x, dims, c, keepdim),
+                        std::get<0>(ref::var_mean(x, dims, c, keepdim, true))));
+    }
+  });
+}
+
+TEST(Reduce, NormMatchesReference) {
+  const double inf = std::numeric_limits<double>::infinity();
+  sweep(float_dtypes(), [&](const Tensor& x, const DimVector& dims, bool keepdim) {
+    for (double p : {2.0, 1.0, 0.0, inf, -inf, 3.0, 0.5}) {
+      SCOPED_TRACE(fmt::format("p = {}", p));
+      EXPECT_TRUE(close(norm(x, p, dims, keepdim), ref::norm(x, p, dims, keepdim), 1,
+                        2 * rel_tol(x.dtype()) + 1e-6));
+    }
+  });
+}
+
+TEST(Reduce, LogsumexpMatchesReference) {
+  sweep({kFloat32, kFloat64, kInt32, kBool},
+        [](const Tensor& x, const DimVector& dims, bool keepdim) {
+          EXPECT_TRUE(close(logsumexp(x, dims, keepdim), ref::logsumexp(x, dims, keepdim)));
+        });
+}
+
+TEST(Reduce, ProdMatchesReference) {
+  std::mt19937 rng(7);
+  for (const DimVector& shape : test_shapes()) {
+    for (ScalarType dt : all_dtypes()) {
+      Tensor base = is_floating_point(dt) ? random_values(shape, dt, rng)
+                                          : random_values(shape, dt, rng, -2, 2);
+      for (Layout l : layouts()) {
+        Tensor x = relayout(base, l);
+        SCOPED_TRACE(where(x.sizes(), dt, l, {}, false));
+        EXPECT_TRUE(close(prod(x), ref::prod(x, std::nullopt, false, std::nullopt)));
+        for (int64_t d = 0; d < x.dim(); ++d) {
+          for (bool keepdim : {false, true}) {
+            EXPECT_TRUE(close(prod(x, d, keepdim), ref::prod(x, d, keepdim, std::nullopt)));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Reduce, ArgExtremesMatchReference) {
+  std::mt19937 rng(99);
+  for (const DimVector& shape : test_shapes()) {
+    for (ScalarType dt : all_dtypes()) {
+      Tensor base = random_values(shape, dt, rng, -2, 2);  // many ties
+      if (base.numel() == 0) continue;
+      for (Layout l : layouts()) {
+        Tensor x = relayout(base, l);
+        SCOPED_TRACE(where(x.sizes(), dt, l, {}, false));
+        if (dt != kBool) {
+          EXPECT_TRUE(close(argmax(x), ref::argmax(x, std::nullopt, false)));
+          EXPECT_TRUE(close(argmin(x, std::nullopt, true), ref::argmin(x, std::nullopt, true)));
+        }
+        for (int64_t d = 0; d < std::max<int64_t>(x.dim(), 1); ++d) {
+          for (bool keepdim : {false, true}) {
+            auto [v, i] = max(x, d, keepdim);
+            auto [rv, ri] = ref::max(x, d, keepdim);
+            EXPECT_TRUE(close(v, rv));
+            EXPECT_TRUE(close(i, ri));
+            auto [v2, i2] = min(x, d, keepdim);
+            auto [rv2, ri2] = ref::min(x, d, keepdim);
+            EXPECT_TRUE(close(v2, rv2));
+            EXPECT_TRUE(close(i2, ri2));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Reduce, NaNPropagatesAndIsTheExtreme) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = tensor<float>({1, 5, nan, 7, nan, -3});
+  EXPECT_TRUE(std::isnan(amax(x).item<double>()));
+  EXPECT_TRUE(std::isnan(amin(x).item<double>()));
+  EXPECT_EQ(argmax(x).item<int64_t>(), 2);
+  EXPECT_EQ(argmin(x).item<int64_t>(), 2);
+  EXPECT_TRUE(std::isnan(sum(x).item<double>()));
+  EXPECT_TRUE(std::isnan(norm(x, INFINITY).item<double>()));
+  EXPECT_TRUE(std::isnan(var(x).item<double>()));
+  // Long rows: a NaN far in, several blocks and chunks later.
+  Tensor big = zeros({100003});
+  big.data_ptr<float>()[70001] = nan;
+  big.data_ptr<float>()[90001] = nan;
+  EXPECT_EQ(argmax(big).item<int64_t>(), 70001);
+  EXPECT_EQ(argmin(big).item<int64_t>(), 70001);
+  Tensor col = zeros({9000, 3});
+  col.data_ptr<float>()[5000 * 3 + 1] = nan;
+  auto [v, i] = max(col, 0);
+  EXPECT_EQ(i.data_ptr<int64_t>()[1], 5000);
+  EXPECT_TRUE(std::isnan(v.data_ptr<float>()[1]));
+}
+
+TEST(Reduce, FirstIndexOfTies) {
+  // The maximum appears in several chunks and blocks: the first index wins.
+  Tensor x = zeros({200000});
+  float* p = x.data_ptr<float>();
+  p[40000] = p[3] = p[150000] = 2;
+  EXPECT_EQ(argmax(x).item<int64_t>(), 3);
+  Tensor m = zeros({5000, 20});
+  m.data_ptr<float>()[4500 * 20 + 7] = 1;
+  m.data_ptr<float>()[100 * 20 + 7] = 1;
+  EXPECT_EQ(argmax(m, 0).data_ptr<int64_t>()[7], 100);
+}
+
+TEST(Reduce, Float32SumIsAccurate) {
+  // Cascaded summation: the float32 result is within a few ulp of the float64 sum.
+  std::mt19937 rng(5);
+  for (int64_t n : {1000003, 4000037}) {
+    std::vector<double> v(static_cast<size_t>(n));
+    std::uniform_real_distribution<double> d(0.0, 1.0);
+    for (double& x : v) x = static_cast<float>(d(rng));
+    Tensor x64 = tensor<double>(v);
+    Tensor x32 = x64.to(kFloat32);
+    const double exact = sum(x64).item<double>();
+    EXPECT_NEAR(sum(x32).item<double>(), exact, 4e-7 * exact) << n;
+    EXPECT_NEAR(mean(x32).item<double>(), exact / n, 4e-7 * exact / n);
+    // Column sums of a tall matrix: also cascaded.
+    Tensor tall = x32.narrow(0, 0, n / 1000 * 1000).view({n / 1000, 1000});
+    Tensor exact_cols = sum(tall.to(kFloat64), 0);
+    EXPECT_TRUE(close(sum(tall, 0), exact_cols.to(kFloat32), 1, 1e-6));
+    // Variance of data with a large offset (Welford/Chan keeps it accurate).
+    Tensor shifted = (x64 + 1000.0).to(kFloat32);
+    EXPECT_NEAR(var(shifted).item<double>(), var(shifted.to(kFloat64)).item<double>(), 1e-3);
+  }
+}
+
+TEST(Reduce, ResultsDoNotDependOnThreadCount) {
+  std::mt19937 rng(11);
+  Tensor big = random_values({3000017}, kFloat32, rng);
+  Tensor mat = random_values({9001, 300}, kFloat32, rng);
+  Tensor wide = random_values({7, 70001}, kFloat32, rng);
+  auto run = [&]() {
+    std::vector<Tensor> r = {sum(big),
+                             mean(big),
+                             amax(big),
+                             argmax(big),
+                             var(big),
+                             norm(big),
+                             sum(mat, 0),
+                             sum(mat, 1),
+                             var(mat, 0),
+                             argmax(mat, 0),
+                             sum(wide, 1),
+                             norm(wide, 1, 1),
+                             var(wide, 1),
+                             argmin(wide, 1),
+                             logsumexp(wide, 1),
+                             softmax(wide, 1),
+                             cumsum(mat, 0),
+                             sum(mat.t(), 1),
+                             sum(big.to(kBFloat16)),
+                             var(mat.to(kFloat16), 0)};
+    return r;
+  };
+  const int saved = get_num_threads();
+  set_num_threads(1);
+  auto one = run();
+  set_num_threads(2);
+  auto two = run();
+  set_num_threads(3);
+  auto three = run();
+  set_num_threads(saved);
+  for (size_t i = 0; i < one.size(); ++i) {
+    EXPECT_TRUE(bitwise_equal(one[i], two[i])) << "result " << i;
+    EXPECT_TRUE(bitwise_equal(one[i], three[i])) << "result " << i;
+  }
+}
+
+TEST(Reduce, LargeShapesMatchReference) {
+  // Rows longer than a chunk, columns taller than a row chunk, many small rows.
+  std::mt19937 rng(3);
+  for (DimVector shape : {DimVector{2, 70001}, DimVector{9000, 5}, DimVector{5000, 3, 4}}) {
+    Tensor x = random_values(shape, kFloat32, rng);
+    for (const DimVector& dims : dim_subsets(x.dim())) {
+      SCOPED_TRACE(where(x.sizes(), kFloat32, Layout::kContiguous, dims, false));
+      EXPECT_TRUE(close(sum(x, dims), ref::sum(x, dims, false, std::nullopt), 8));
+      EXPECT_TRUE(close(var(x, dims), std::get<0>(ref::var_mean(x, dims, 1, false, false))));
+      EXPECT_TRUE(close(amax(x, dims), ref::amax(x, dims, false)));
+      EXPECT_TRUE(close(norm(x, 2, dims), ref::norm(x, 2, dims, false)));
+    }
+    for (int64_t d = 0; d < x.dim(); ++d) {
+      EXPECT_TRUE(close(argmax(x, d), ref::argmax(x, d, false)));
+      EXPECT_TRUE(close(std::get<0>(min(x, d)), std::get<0>(ref::min(x, d, false))));
+    }
+  }
+}
+
+TEST(Reduce, DtypesOfResults) {
+  Tensor i = tensor<int32_t>({1, 2, 3});
+  Tensor b = tensor<bool>({true, false, true});
+  EXPECT_EQ(sum(i).dtype(), kInt64);
+  EXPECT_EQ(sum(b).dtype(), kInt64);
+  EXPECT_EQ(sum(b).item<int64_t>(), 2);
+  EXPECT_EQ(prod(i.to(kInt8)).dtype(), kInt64);
+  EXPECT_EQ(sum(i, {}, false, kFloat64).dtype(), kFloat64);
+  EXPECT_EQ(mean(i, {}, false, kFloat32).item<double>(), 2.0);
+  EXPECT_EQ(amax(i).dtype(), kInt32);
+  EXPECT_EQ(all(i.to(kUInt8)).dtype(), kUInt8);
+  EXPECT_EQ(all(i).dtype(), kBool);
+  EXPECT_EQ(count_nonzero(i).dtype(), kInt64);
+  EXPECT_EQ(argmax(i).dtype(), kInt64);
+  EXPECT_EQ(logsumexp(i, {0}).dtype(), kFloat32);
+  EXPECT_EQ(norm(i.to(kFloat16)).dtype(), kFloat16);
+  EXPECT_EQ(var(i.to(kBFloat16)).dtype(), kBFloat16);
+  // Floats cast element-wise before summing when dtype is an integer type.
+  EXPECT_EQ(sum(tensor<float>({1.5f, 2.5f}), {}, false, kInt32).item<int64_t>(), 3);
+}
+
+TEST(Reduce, EmptyInputs) {
+  Tensor e = zeros({0, 3});
+  EXPECT_EQ(sum(e).item<double>(), 0.0);
+  EXPECT_EQ(prod(e).item<double>(), 1.0);
+  EXPECT_TRUE(std::isnan(mean(e).item<double>()));
+  EXPECT_TRUE(std::isnan(var(e).item<double>()));
+  EXPECT_EQ(sum(e, 0).sizes().vec(), DimVector({3}));
+  EXPECT_EQ(sum(e, 0).to(kFloat64).sum().item<double>(), 0.0);
+  EXPECT_EQ(sum(e, 1).sizes().vec(), DimVector({0}));
+  EXPECT_EQ(amax(e, 1).sizes().vec(), DimVector({0}));
+  // The inf norm has no identity: an empty reduced dim is an error, as PyTorch.
+  EXPECT_THROW(norm(e, INFINITY, 0), RuntimeError);
+  EXPECT_EQ(norm(e, INFINITY, 1).sizes().vec(), DimVector({0}));
+  EXPECT_EQ(count_nonzero(e).item<int64_t>(), 0);
+  EXPECT_TRUE(all(e).item<bool>());
+  EXPECT_FALSE(any(e).item<bool>());
+  EXPECT_EQ(logsumexp(e, {0, 1}).item<double>(), -INFINITY);
+  auto [v, i] = max(e, 1);
+  EXPECT_EQ(v.numel(), 0);
+  EXPECT_EQ(i.dtype(), kInt64);
+}
+
+TEST(Reduce, ScalarTensors) {
+  Tensor s = scalar_tensor(3.5);
+  EXPECT_EQ(sum(s, {0}).item<double>(), 3.5);
+  EXPECT_EQ(sum(s, {-1}, true).dim(), 0);
+  EXPECT_EQ(argmax(s, 0).item<int64_t>(), 0);
+  EXPECT_EQ(std::get<0>(max(s, 0)).item<double>(), 3.5);
+  EXPECT_TRUE(std::isnan(var(s).item<double>()));
+  EXPECT_EQ(median(s).item<double>(), 3.5);
+}
+
+TEST(Reduce, MedianMatchesReference) {
+  std::mt19937 rng(21);
+  for (const DimVector& shape : test_shapes()) {
+    for (ScalarType dt : {kFloat32, kFloat64, kInt64, kInt16, kUInt8, kFloat16}) {
+      Tensor x = random_values(shape, dt, rng, -3, 3);
+      if (x.numel() == 0) continue;
+      SCOPED_TRACE(where(x.sizes(), dt, Layout::kContiguous, {}, false));
+      EXPECT_TRUE(close(median(x), ref::median(x)));
+      for (int64_t d = 0; d < std::max<int64_t>(x.dim(), 1); ++d) {
+        for (bool keepdim : {false, true}) {
+          auto [v, i] = median(relayout(x, Layout::kTransposed), d, keepdim);
+          auto [rv, ri] = ref::median(x, d, keepdim);
+          EXPECT_TRUE(close(v, rv));
+          EXPECT_TRUE(close(i, ri));
+        }
+      }
+    }
+  }
+  // Ties: the index of the element at sorted position (n-1)/2 under (value, index) order.
+  auto [v, i] = median(tensor<int64_t>({3, 1, 2, 2}), 0);
+  EXPECT_EQ(v.item<int64_t>(), 2);
+  EXPECT_EQ(i.item<int64_t>(), 2);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  auto [nv, ni] = median(tensor<float>({1, nan, 3, nan}), 0);
+  EXPECT_TRUE(std::isnan(nv.item<double>()));
+  EXPECT_EQ(ni.item<int64_t>(), 1);
+  EXPECT_TRUE(std::isnan(median(zeros({0})).item<double>()));
+}
+
+template <class E, class F>
+void expect_error(F f, const std::string& needle) {
+  try {
+    f();
+    ADD_FAILURE() << "expected an exception containing: " << needle;
+  } catch (const E& e) {
+    EXPECT_THAT(e.what(), HasSubstr(needle));
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+  }
+}
+
+TEST(Reduce, ErrorMessages) {
+  Tensor x = zeros({3, 4});
+  expect_error<IndexError>([&] { sum(x, {2}); }, "sum()");
+  expect_error<IndexError>([&] { amax(x, {-3}); }, "amax()");
+  expect_error<RuntimeError>([&] { sum(x, {0, -2}); }, "appears multiple times");
+  expect_error<RuntimeError>([&] { var(x, {1, 1}); }, "appears multiple times");
+  expect_error<TypeError>([&] { mean(tensor<int64_t>({1, 2})); }, "mean(): could not infer");
+  expect_error<TypeError>([&] { var(tensor<int64_t>({1, 2})); }, "var()");
+  expect_error<TypeError>([&] { norm(tensor<int64_t>({1, 2})); }, "norm()");
+  expect_error<TypeError>([&] { argmax(tensor<bool>({true})); }, "argmax()");
+  expect_error<TypeError>([&] { median(tensor<bool>({true})); }, "median()");
+  expect_error<RuntimeError>([&] { amax(zeros({0})); },
+                             "amax(): Expected reduction dim to be specified");
+  expect_error<RuntimeError>([&] { zeros({0}).max(); },
+                             "max(): Expected reduction dim to be specified");
+  expect_error<IndexError>(
+      [&] {
+        argmax(zeros({0, 2}));
+      },
+      "argmax(): Expected reduction dim to be specified");
+  expect_error<IndexError>(
+      [&] {
+        amax(zeros({0, 2}), {0});
+      },
+      "amax(): Expected reduction dim 0 to have non-zero size");
+  expect_error<IndexError>(
+      [&] {
+        max(zeros({0, 2}), 0);
+      },
+      "max(): Expected reduction dim 0 to have non-zero size");
+  expect_error<IndexError>(
+      [&] {
+        median(zeros({2, 0}), 1);
+      },
+      "median(): Expected reduction dim 1 to have non-zero size");
+  expect_error<IndexError>([&] { argmax(x, 5); }, "argmax()");
+}
+
+TEST(Reduce, TensorMethods) {
+  Tensor x = arange(12, TensorOptions(kFloat32)).view({3, 4});
+  EXPECT_EQ(x.sum().item<double>(), 66);
+  EXPECT_EQ(x.sum(-1, true).sizes().vec(), DimVector({3, 1}));
+  EXPECT_EQ(x.mean().item<double>(), 5.5);
+  EXPECT_EQ(x.amax(0).data_ptr<float>()[3], 11);
+  EXPECT_EQ(x.max().item<double>(), 11);
+  EXPECT_EQ(x.min().item<double>(), 0);
+  EXPECT_EQ(std::get<1>(x.max(1)).data_ptr<int64_t>()[2], 3);
+  EXPECT_EQ(x.argmin().item<int64_t>(), 0);
+  EXPECT_NEAR(x.std().item<double>(), 3.605551, 1e-5);
+  EXPECT_NEAR(x.norm().item<double>(), 22.494444, 1e-4);
+  EXPECT_EQ(x.count_nonzero().item<int64_t>(), 11);
+  EXPECT_FALSE(x.all().item<bool>());
+  EXPECT_TRUE(x.any(1).data_ptr<bool>()[0]);
+  EXPECT_EQ(x.prod(1).data_ptr<float>()[0], 0);
+  EXPECT_EQ(x.median().item<double>(), 5);
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,122 @@
+// softmax / log_softmax / cumsum / cumprod against the reference implementation over every
+// dim of 1-D..4-D shapes, several layouts and dtypes; special values; errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+
+#include "ops/reference/reduce_reference.h"
+#include "reduce_test_util.h"
+#include "tessera/tessera.h"
+
+namespace tessera {
+namespace {
+
+using ::testing::HasSubstr;
+using namespace reduce_testing;
+namespace ref = reference;
+
+const std::vector<DimVector>& shapes() {
+  static const std::vector<DimVector> s = {
+      {}, {1}, {7}, {17}, {1000}, {5, 7}, {3, 4, 5}, {2, 3, 1, 33}, {0, 4}, {3, 300}, {300, 19}};
+  return s;
+}
+
+TEST(Softmax, MatchesReferenceOnEveryDim) {
+  std::mt19937 rng(17);
+  for (const DimVector& shape : shapes()) {
+    for (ScalarType dt : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
+      Tensor base = random_values(shape, dt, rng);
+      for (Layout l : {Layout::kContiguous, Layout::kTransposed, Layout::kSliced}) {
+        Tensor x = relayout(base, l);
+        for (int64_t d = -std::max<int64_t>(x.dim(), 1); d < std::max<int64_t>(x.dim(), 1); ++d) {
+          SCOPED_TRACE(fmt::format("shape {} dtype {} layout {} dim {}", x.sizes().vec(), dt,
+                                   layout_name(l), d));
+          EXPECT_TRUE(close(softmax(x, d), ref::softmax(x, d), 1e-3));
+          EXPECT_TRUE(close(log_softmax(x, d), ref::log_softmax(x, d), 1));
+        }
+      }
+    }
+  }
+}
+
+TEST(Softmax, DtypeArgumentAndSpecialValues) {
+  Tensor i = tensor<int64_t>({1, 2});
+  EXPECT_EQ(softmax(i, 0, kFloat64).dtype(), kFloat64);
+  EXPECT_NEAR(softmax(i, 0, kFloat64).data_ptr<double>()[1], 0.7310585786300049, 1e-15);
+  Tensor h = tensor<float>({1, 2}).to(kFloat16);
+  EXPECT_EQ(softmax(h, 0, kFloat32).dtype(), kFloat32);
+  const float inf = std::numeric_limits<float>::infinity();
+  // A row of -inf is NaN (0/0), as PyTorch; a -inf entry among finite ones gets 0.
+  Tensor x = tensor<float>({-inf, -inf, -inf, 1, -inf, 1}).view({2, 3});
+  Tensor s = softmax(x, 1);
+  EXPECT_TRUE(std::isnan(s.data_ptr<float>()[0]));
+  EXPECT_EQ(s.data_ptr<float>()[4], 0.0f);
+  EXPECT_NEAR(s.data_ptr<float>()[5], 0.5f, 1e-7);
+  EXPECT_EQ(log_softmax(x, 1).data_ptr<float>()[4], -inf);
+  EXPECT_EQ(x.softmax(-1).sizes().vec(), DimVector({2, 3}));
+  EXPECT_EQ(softmax(scalar_tensor(2.0), 0).item<double>(), 1.0);
+}
+
+TEST(Softmax, Errors) {
+  try {
+    softmax(tensor<int64_t>({1, 2}), 0);
+    ADD_FAILURE();
+  } catch (const TypeError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("softmax(): argument 'input' expected a floating point"));
+  }
+  EXPECT_THROW(softmax(zeros({2, 3}), 2), IndexError);
+  EXPECT_THROW(log_softmax(zeros({2, 3}), -3), IndexError);
+}
+
+TEST(Logsumexp, SpecialRows) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = tensor<float>({-inf, -inf, inf, 1, nan, 1, 1000, 1000}).view({4, 2});
+  Tensor r = logsumexp(x, {1});
+  EXPECT_EQ(r.data_ptr<float>()[0], -inf);
+  EXPECT_EQ(r.data_ptr<float>()[1], inf);
+  EXPECT_TRUE(std::isnan(r.data_ptr<float>()[2]));
+  EXPECT_NEAR(r.data_ptr<float>()[3], 1000 + std::log(2.0), 1e-3);
+}
+
+TEST(Scan, MatchesReferenceOnEveryDim) {
+  std::mt19937 rng(23);
+  for (const DimVector& shape : shapes()) {
+    for (ScalarType dt : {kFloat32, kFloat64, kFloat16, kBFloat16, kInt64, kInt32, kUInt8, kBool}) {
+      Tensor base = is_floating_point(dt) ? random_values(shape, dt, rng) * 0.5
+                                          : random_values(shape, dt, rng, -2, 2);
+      for (Layout l :
+           {Layout::kContiguous, Layout::kTransposed, Layout::kSliced, Layout::kExpanded}) {
+        Tensor x = relayout(base, l);
+        for (int64_t d = -std::max<int64_t>(x.dim(), 1); d < std::max<int64_t>(x.dim(), 1); ++d) {
+          SCOPED_TRACE(fmt::format("shape {} dtype {} layout {} dim {}", x.sizes().vec(), dt,
+                                   layout_name(l), d));
+          // Partial sums can cancel: scale the tolerance by the row length.
+          const double scale = 1 + std::sqrt(static_cast<double>(x.numel()));
+          EXPECT_TRUE(close(cumsum(x, d), ref::cumsum(x, d), scale));
+          if (x.dim() == 0 || x.size(d < 0 ? d + x.dim() : d) <= 40) {
+            EXPECT_TRUE(close(cumprod(x, d), ref::cumprod(x, d), 1, 4 * rel_tol(x.dtype()) + 0));
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(Scan, Dtypes) {
+  EXPECT_EQ(cumsum(tensor<bool>({true, true}), 0).dtype(), kInt64);
+  EXPECT_EQ(cumsum(tensor<int32_t>({1, 2}), 0).dtype(), kInt64);
+  EXPECT_EQ(cumprod(tensor<int32_t>({1, 2}), 0).dtype(), kInt64);
+  Tensor f = cumsum(tensor<float>({1.5f, 2.0f}), 0, kInt32);
+  EXPECT_EQ(f.dtype(), kInt32);
+  EXPECT_EQ(f.data_ptr<int32_t>()[1], 3);
+  EXPECT_EQ(cumsum(tensor<float>({1, 2}).to(kFloat16), 0, kFloat32).dtype(), kFloat32);
+  EXPECT_EQ(scalar_tensor(5.0).cumsum(-1).item<double>(), 5.0);
+  EXPECT_THROW(cumsum(zeros({2}), 1), IndexError);
+}
+
+}  // namespace
+}  // namespace tessera
