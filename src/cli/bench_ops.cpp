@@ -163,11 +163,15 @@ int run_bench_ops(const BenchOptions& options) {
   const int saved_threads = get_num_threads();
   std::vector<BenchRow> rows;
 
-  // The machine's limits first, while nothing else holds memory.
+  // The machine's limits first, while nothing else holds memory. The read bandwidth is
+  // measured again after the anchors and the better median is the limit: on a shared machine
+  // a neighbour's burst during one measurement would otherwise flatter every % column.
+  const Budget bw_budget = options.quick ? Budget{5, 0.3, 20} : Budget{10, 1, 50};
+  std::map<int, size_t> membw_row;
   for (int t : threads) {
-    const BenchRow bw =
-        measure_membw("ops", t, options.quick ? Budget{5, 0.3, 20} : Budget{10, 1, 50});
+    const BenchRow bw = measure_membw("ops", t, bw_budget);
     std::fprintf(stderr, "bench ops: %d thread(s): membw %.1f GB/s\n", t, *bw.gbps);
+    membw_row[t] = rows.size();
     rows.push_back(bw);
     for (auto& r : measure_peak("ops", t)) rows.push_back(r);
   }
@@ -216,6 +220,13 @@ int run_bench_ops(const BenchOptions& options) {
                            {{"OMP_NUM_THREADS", ts}, {"OPENBLAS_NUM_THREADS", ts}}, &note))
       rows.push_back(r);
     if (!note.empty()) notes.push_back(fmt::format("numpy ({} threads): {}", t, note));
+  }
+  for (int t : threads) {
+    const BenchRow bw = measure_membw("ops", t, bw_budget);
+    BenchRow& first = rows[membw_row[t]];
+    std::fprintf(stderr, "bench ops: %d thread(s): membw again %.1f GB/s (first %.1f)\n", t,
+                 *bw.gbps, *first.gbps);
+    if (*bw.gbps > *first.gbps) first = bw;
   }
   // Anchor GB/s from the same byte counts as Tessera's rows.
   std::map<std::string, double> bytes;

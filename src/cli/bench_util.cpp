@@ -214,7 +214,7 @@ BenchRow measure_membw(const std::string& suite, int threads, const Budget& budg
   const Stats s = measure(
       [&] { on_threads(threads, [&](int64_t t) { g_sink = kernel(buf + t * share, share); }); },
       budget);
-  cpu_free(buf);
+  cpu_free(buf, bytes);
   BenchRow row{suite, fmt::format("stream_read/float32/{}", share * threads), "membw", threads};
   row.stats = s;
   row.gbps = static_cast<double>(share * threads * sizeof(float)) / s.median_s / 1e9;

@@ -107,6 +107,19 @@ struct Vec<float> {
     return _mm512_mask_mov_ps(m, _mm512_cmp_ps_mask(a.v, b.v, _CMP_UNORD_Q),
                               _mm512_add_ps(a.v, b.v));
   }
+  // The instruction's max/min: when either operand is NaN the result is `acc`, so a NaN
+  // in x is dropped. Callers detect NaN separately (see reduce kernels).
+  // Per lane: a < b ? x : y (an unordered compare picks y). copysign: |mag| with sign's sign.
+  static Vec select_lt(Vec a, Vec b, Vec x, Vec y) {
+    return _mm512_mask_mov_ps(y.v, _mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ), x.v);
+  }
+  static Vec copysign(Vec mag, Vec sign) {
+    return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(mag.v),
+                                                         _mm512_castps_si512(sign.v),
+                                                         _mm512_set1_epi32(INT32_MIN), 0xd8));
+  }
+  static Vec max_fast(Vec x, Vec acc) { return _mm512_max_ps(x.v, acc.v); }
+  static Vec min_fast(Vec x, Vec acc) { return _mm512_min_ps(x.v, acc.v); }
   Vec abs() const { return _mm512_abs_ps(v); }
   Vec sqrt() const { return _mm512_sqrt_ps(v); }
   Vec exp() const { return Sleef_expf16_u10avx512f(v); }
@@ -159,6 +172,19 @@ struct Vec<double> {
     return _mm512_mask_mov_pd(m, _mm512_cmp_pd_mask(a.v, b.v, _CMP_UNORD_Q),
                               _mm512_add_pd(a.v, b.v));
   }
+  // The instruction's max/min: when either operand is NaN the result is `acc`, so a NaN
+  // in x is dropped. Callers detect NaN separately (see reduce kernels).
+  // Per lane: a < b ? x : y (an unordered compare picks y). copysign: |mag| with sign's sign.
+  static Vec select_lt(Vec a, Vec b, Vec x, Vec y) {
+    return _mm512_mask_mov_pd(y.v, _mm512_cmp_pd_mask(a.v, b.v, _CMP_LT_OQ), x.v);
+  }
+  static Vec copysign(Vec mag, Vec sign) {
+    return _mm512_castsi512_pd(_mm512_ternarylogic_epi64(_mm512_castpd_si512(mag.v),
+                                                         _mm512_castpd_si512(sign.v),
+                                                         _mm512_set1_epi64(INT64_MIN), 0xd8));
+  }
+  static Vec max_fast(Vec x, Vec acc) { return _mm512_max_pd(x.v, acc.v); }
+  static Vec min_fast(Vec x, Vec acc) { return _mm512_min_pd(x.v, acc.v); }
   Vec abs() const { return _mm512_abs_pd(v); }
   Vec sqrt() const { return _mm512_sqrt_pd(v); }
   Vec exp() const { return Sleef_expd8_u10avx512f(v); }
@@ -257,6 +283,18 @@ struct Vec<float> {
     return _mm256_blendv_ps(_mm256_min_ps(a.v, b.v), _mm256_add_ps(a.v, b.v),
                             _mm256_cmp_ps(a.v, b.v, _CMP_UNORD_Q));
   }
+  // The instruction's max/min: when either operand is NaN the result is `acc`, so a NaN
+  // in x is dropped. Callers detect NaN separately (see reduce kernels).
+  // Per lane: a < b ? x : y (an unordered compare picks y). copysign: |mag| with sign's sign.
+  static Vec select_lt(Vec a, Vec b, Vec x, Vec y) {
+    return _mm256_blendv_ps(y.v, x.v, _mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ));
+  }
+  static Vec copysign(Vec mag, Vec sign) {
+    const __m256 m = _mm256_set1_ps(-0.0f);
+    return _mm256_or_ps(_mm256_andnot_ps(m, mag.v), _mm256_and_ps(m, sign.v));
+  }
+  static Vec max_fast(Vec x, Vec acc) { return _mm256_max_ps(x.v, acc.v); }
+  static Vec min_fast(Vec x, Vec acc) { return _mm256_min_ps(x.v, acc.v); }
   Vec abs() const { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
   Vec sqrt() const { return _mm256_sqrt_ps(v); }
   Vec exp() const { return Sleef_expf8_u10avx2(v); }
@@ -320,6 +358,18 @@ struct Vec<double> {
     return _mm256_blendv_pd(_mm256_min_pd(a.v, b.v), _mm256_add_pd(a.v, b.v),
                             _mm256_cmp_pd(a.v, b.v, _CMP_UNORD_Q));
   }
+  // The instruction's max/min: when either operand is NaN the result is `acc`, so a NaN
+  // in x is dropped. Callers detect NaN separately (see reduce kernels).
+  // Per lane: a < b ? x : y (an unordered compare picks y). copysign: |mag| with sign's sign.
+  static Vec select_lt(Vec a, Vec b, Vec x, Vec y) {
+    return _mm256_blendv_pd(y.v, x.v, _mm256_cmp_pd(a.v, b.v, _CMP_LT_OQ));
+  }
+  static Vec copysign(Vec mag, Vec sign) {
+    const __m256d m = _mm256_set1_pd(-0.0);
+    return _mm256_or_pd(_mm256_andnot_pd(m, mag.v), _mm256_and_pd(m, sign.v));
+  }
+  static Vec max_fast(Vec x, Vec acc) { return _mm256_max_pd(x.v, acc.v); }
+  static Vec min_fast(Vec x, Vec acc) { return _mm256_min_pd(x.v, acc.v); }
   Vec abs() const { return _mm256_andnot_pd(_mm256_set1_pd(-0.0), v); }
   Vec sqrt() const { return _mm256_sqrt_pd(v); }
   Vec exp() const { return Sleef_expd4_u10avx2(v); }
@@ -437,6 +487,22 @@ struct GenericVec {
   }
   static GenericVec min(const GenericVec& a, const GenericVec& b) {
     return zip(a, b, [](T x, T y) { return (x != x || y != y) ? x + y : (x < y ? x : y); });
+  }
+  // As the x86 instructions: when either operand is NaN the result is `acc`.
+  static GenericVec select_lt(const GenericVec& a, const GenericVec& b, const GenericVec& x,
+                              const GenericVec& y) {
+    GenericVec r;
+    for (int i = 0; i < N; ++i) r.v[i] = a.v[i] < b.v[i] ? x.v[i] : y.v[i];
+    return r;
+  }
+  static GenericVec copysign(const GenericVec& mag, const GenericVec& sign) {
+    return zip(mag, sign, [](T m, T s) { return std::copysign(m, s); });
+  }
+  static GenericVec max_fast(const GenericVec& x, const GenericVec& acc) {
+    return zip(x, acc, [](T a, T b) { return a > b ? a : b; });
+  }
+  static GenericVec min_fast(const GenericVec& x, const GenericVec& acc) {
+    return zip(x, acc, [](T a, T b) { return a < b ? a : b; });
   }
   GenericVec abs() const {
     return map(*this, [](T x) { return std::fabs(x); });

@@ -217,3 +217,36 @@ TEST(Random, MultinomialAndBernoulli) {
   auto b = ts::bernoulli(ts::full({10000}, 0.25), &g);
   EXPECT_NEAR(b.mean().item<double>(), 0.25, 0.02);
 }
+
+namespace tessera {
+namespace {
+
+TEST(CpuCache, LargeBlocksAreReusedAndCanBeReleased) {
+  if (cpu_cache_stats().limit_bytes == 0) GTEST_SKIP() << "caching is off (sanitizer build)";
+  empty_cpu_cache();
+  const CpuCacheStats before = cpu_cache_stats();
+  void* first = nullptr;
+  {
+    Tensor a = empty({3, 1 << 20});  // 12 MiB: cached when freed
+    first = a.data_ptr();
+  }
+  EXPECT_EQ(cpu_cache_stats().cached_blocks, 1u);
+  EXPECT_GE(cpu_cache_stats().cached_bytes, size_t{12} << 20);
+  {
+    Tensor b = ones({3 << 20});  // the same rounded size: served from the cache
+    EXPECT_EQ(b.data_ptr(), first);
+    EXPECT_EQ(b.sum().item<double>(), 3.0 * (1 << 20));
+    EXPECT_EQ(cpu_cache_stats().hits, before.hits + 1);
+    EXPECT_EQ(cpu_cache_stats().cached_blocks, 0u);
+  }
+  {
+    Tensor small = empty({1000});  // small blocks never enter the cache
+  }
+  EXPECT_EQ(cpu_cache_stats().cached_blocks, 1u);
+  empty_cpu_cache();
+  EXPECT_EQ(cpu_cache_stats().cached_bytes, 0u);
+  EXPECT_EQ(cpu_cache_stats().cached_blocks, 0u);
+}
+
+}  // namespace
+}  // namespace tessera

@@ -197,6 +197,51 @@ TEST(Reduce, NaNPropagatesAndIsTheExtreme) {
   EXPECT_TRUE(std::isnan(v.data_ptr<float>()[1]));
 }
 
+// The extreme kernels run the instruction's max/min (which drops NaN) with a running sum as
+// a NaN detector. Both infinities make that sum NaN without any NaN present (the exact path
+// must then still give the true extreme); a real NaN anywhere must win.
+TEST(Reduce, FastExtremePathsSeeNaNAndBothInfinities) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = zeros({100003});
+  x.data_ptr<float>()[50000] = inf;
+  x.data_ptr<float>()[60000] = -inf;
+  EXPECT_EQ(amax(x).item<float>(), inf);
+  EXPECT_EQ(amin(x).item<float>(), -inf);
+  EXPECT_EQ(argmax(x).item<int64_t>(), 50000);
+  EXPECT_EQ(argmin(x).item<int64_t>(), 60000);
+  EXPECT_EQ(norm(x, INFINITY).item<float>(), inf);
+
+  // Columns: wide enough for the vector paths (two strips and a ragged tail).
+  const int64_t K = 301, N = 1100;
+  Tensor m = zeros({K, N});
+  float* p = m.data_ptr<float>();
+  p[7 * N + 20] = inf;
+  p[9 * N + 20] = -inf;
+  p[150 * N + 1050] = nan;
+  p[200 * N + 30] = nan;
+  p[210 * N + 30] = inf;
+  p[5 * N + 1099] = nan;
+  for (const Tensor& t : {m, m.t().contiguous().t()}) {
+    const bool cols = t.is_contiguous();
+    SCOPED_TRACE(cols ? "columns" : "rows");
+    Tensor mx = amax(t, 0), mn = amin(t, 0), ix = argmax(t, 0), in = argmin(t, 0);
+    EXPECT_EQ(mx.data_ptr<float>()[20], inf);
+    EXPECT_EQ(mn.data_ptr<float>()[20], -inf);
+    EXPECT_EQ(ix.data_ptr<int64_t>()[20], 7);
+    EXPECT_EQ(in.data_ptr<int64_t>()[20], 9);
+    for (int64_t c : {30, 1050, 1099}) {
+      EXPECT_TRUE(std::isnan(mx.data_ptr<float>()[c])) << c;
+      EXPECT_TRUE(std::isnan(mn.data_ptr<float>()[c])) << c;
+    }
+    EXPECT_EQ(ix.data_ptr<int64_t>()[30], 200);
+    EXPECT_EQ(in.data_ptr<int64_t>()[1050], 150);
+    EXPECT_EQ(ix.data_ptr<int64_t>()[1099], 5);
+    EXPECT_EQ(mx.data_ptr<float>()[21], 0.0f);
+    EXPECT_EQ(ix.data_ptr<int64_t>()[21], 0);
+  }
+}
+
 TEST(Reduce, FirstIndexOfTies) {
   // The maximum appears in several chunks and blocks: the first index wins.
   Tensor x = zeros({200000});

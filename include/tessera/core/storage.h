@@ -37,8 +37,27 @@ class StorageImpl {
 using Storage = std::shared_ptr<StorageImpl>;
 
 // The allocator behind every Tessera-owned storage: 64-byte aligned, large blocks on
-// transparent huge pages where the kernel offers them.
+// transparent huge pages where the kernel offers them. cpu_free must get the same nbytes
+// that cpu_allocate was given.
+//
+// Large blocks (>= 4 MiB) are cached when freed and handed out again for a request of the
+// same rounded size, as PyTorch's CUDA caching allocator does: a fresh 256 MiB output would
+// otherwise be new memory whose page faults cost more than the kernel that fills it. The
+// cache holds at most TESSERA_CPU_CACHE_MB mebibytes (default: a quarter of physical memory,
+// at most 8 GiB; 0 turns caching off) and is thread-safe. Sanitizer builds never cache, so
+// use-after-free stays visible.
 void* cpu_allocate(size_t nbytes);
-void cpu_free(void* p);
+void cpu_free(void* p, size_t nbytes);
+
+struct CpuCacheStats {
+  size_t cached_bytes = 0;  // held by the cache, free for reuse
+  size_t cached_blocks = 0;
+  size_t limit_bytes = 0;
+  size_t hits = 0;    // allocations served from the cache
+  size_t misses = 0;  // large allocations that went to the system
+};
+CpuCacheStats cpu_cache_stats();
+// Returns every cached block to the system (torch.cuda.empty_cache's counterpart).
+void empty_cpu_cache();
 
 }  // namespace tessera

@@ -8,6 +8,7 @@
 #include "core/convert.h"
 #include "core/dtype_dispatch.h"
 #include "core/loops.h"
+#include "core/vec_math.h"
 
 namespace tessera::cpu::TS_ISA {
 
@@ -332,9 +333,11 @@ void binary_kernel(TensorIterator& iter, BinaryOp op, const Scalar& alpha) {
 
 // -------------------------------------------------------------------------------- unary
 
+// x * Phi(x) with Phi through erfc, so the lower tail keeps its digits (1 + erf(x / sqrt 2)
+// cancels to nothing there).
 template <class C>
 C gelu_erf(C x) {
-  return C(0.5) * x * (C(1) + std::erf(x * C(M_SQRT1_2)));
+  return C(0.5) * x * std::erfc(-x * C(M_SQRT1_2));
 }
 template <class C>
 C gelu_tanh(C x) {
@@ -376,14 +379,26 @@ void unary_float(TensorIterator& iter, UnaryOp op) {
       return vk([](C x) { return C(1) / (C(1) + std::exp(-x)); },
                 [](V x) { return V(C(1)) / (V(C(1)) + (-x).exp()); });
     case UnaryOp::Erf:
-      return vk([](C x) { return std::erf(x); }, [](V x) { return x.erf(); });
+      return vk([](C x) { return std::erf(x); },
+                [](V x) {
+                  if constexpr (std::is_same_v<C, float>) {
+                    return vec::TS_ISA::erf_approx(x);
+                  } else {
+                    return x.erf();
+                  }
+                });
     case UnaryOp::Relu:
       // relu keeps NaN (PyTorch's clamp_min(0) propagates it).
       return vk([](C x) { return x != x ? x : (x > 0 ? x : C(0)); },
                 [](V x) { return V::max(x, V(C(0))); });
     case UnaryOp::GeluErf:
-      return vk(gelu_erf<C>,
-                [](V x) { return V(C(0.5)) * x * (V(C(1)) + (x * V(C(M_SQRT1_2))).erf()); });
+      return vk(gelu_erf<C>, [](V x) {
+        if constexpr (std::is_same_v<C, float>) {
+          return x * vec::TS_ISA::normal_cdf(x);
+        } else {
+          return V(C(0.5)) * x * (V(C(1)) + (x * V(C(M_SQRT1_2))).erf());
+        }
+      });
     case UnaryOp::GeluTanh:
       return vk(gelu_tanh<C>, [](V x) {
         const V k(C(M_2_SQRTPI * M_SQRT1_2));
