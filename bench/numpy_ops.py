@@ -67,6 +67,7 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--min-time", type=float, default=1.0)
     ap.add_argument("--max-reps", type=int, default=100)
+    ap.add_argument("--filter", default="", help="only cases whose name contains this")
     args = ap.parse_args()
     try:
         import numpy as np
@@ -75,6 +76,8 @@ def main():
         return 2
     t = int(args.threads.split(",")[0])
     for name, fn in cases(np):
+        if args.filter not in name:
+            continue
         row = {"suite": "ops", "case": name, "impl": "numpy", "threads": t}
         if isinstance(fn, str):
             row.update(median_s=None, min_s=None, max_s=None, reps=0, skipped=fn)

@@ -77,6 +77,7 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--min-time", type=float, default=1.0)
     ap.add_argument("--max-reps", type=int, default=100)
+    ap.add_argument("--filter", default="", help="only cases whose name contains this")
     args = ap.parse_args()
     try:
         import torch
@@ -88,6 +89,8 @@ def main():
     for t in [int(x) for x in args.threads.split(",")]:
         torch.set_num_threads(t)
         for name, fn, impl in table:
+            if args.filter not in name:
+                continue
             row = {"suite": "ops", "case": name, "impl": impl, "threads": t}
             row.update(measure(fn, args.reps, args.min_time, args.max_reps))
             row.update(gflops=None, gbps=None)

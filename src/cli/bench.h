@@ -16,6 +16,7 @@ struct BenchOptions {
   bool quick = false;        // headline cases, fewer repetitions: the run stays under ~2 min
   std::vector<int> threads;  // thread counts to measure; empty: 1 and the machine's cores
   std::string json_path;     // empty: no JSON file
+  std::string filter;        // only cases whose name contains this (anchors too)
 };
 
 // `tessera bench ops`: reductions over 64M float32 and an 8192x8192 matrix, broadcast add,

@@ -180,6 +180,8 @@ int run_bench_ops(const BenchOptions& options) {
   {
     const Inputs in = make_inputs();
     cases = make_cases(in);
+    std::erase_if(
+        cases, [&](const OpsCase& c) { return c.name.find(options.filter) == std::string::npos; });
     for (int t : threads) {
       set_num_threads(t);
       for (const auto& c : cases) {
@@ -202,7 +204,8 @@ int run_bench_ops(const BenchOptions& options) {
   const std::string dir = TS_BENCH_SCRIPT_DIR;
   const std::vector<std::string> common = {"--reps",     std::to_string(budget.min_reps),
                                            "--min-time", fmt::format("{}", budget.min_time_s),
-                                           "--max-reps", std::to_string(budget.max_reps)};
+                                           "--max-reps", std::to_string(budget.max_reps),
+                                           "--filter",   options.filter};
   {
     std::string note;
     std::vector<std::string> args = common;

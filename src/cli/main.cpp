@@ -1,6 +1,8 @@
 // The `tessera` command: info, demo, bench.
 #include <CLI/CLI.hpp>
+#include <cctype>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
 #include "cli/bench.h"
@@ -41,8 +43,15 @@ int main(int argc, char** argv) {
   bench->add_flag("--quick", bench_opts.quick, "Headline cases only (about 2 minutes)");
   bench->add_option("--threads", threads, "Thread counts, e.g. 1,2");
   bench->add_option("--json", bench_opts.json_path, "Write JSON lines to this file");
+  bench->add_option("--filter", bench_opts.filter,
+                    "Only cases whose name contains this text, e.g. var/ or dim0");
   bench->callback([&] {
     if (!threads.empty()) bench_opts.threads = parse_threads(threads);
+    for (char c : bench_opts.filter) {  // it reaches the anchor scripts' command line
+      TS_CHECK(std::isalnum(static_cast<unsigned char>(c)) || std::strchr("/_.-", c), ValueError,
+               "bench: --filter may hold letters, digits and / _ . -, but got '{}'",
+               bench_opts.filter);
+    }
     TS_CHECK(bench_opts.suite == "ops", NotImplementedError,
              "bench: suite '{}' is not available yet (available: ops)", bench_opts.suite);
     status = tessera::cli::run_bench_ops(bench_opts);

@@ -50,16 +50,19 @@ constexpr DtypeMask kKernelReal = dtype_bit(kBool) | kIntegralTypes | kKernelFlo
 // Column kernels walk rows that are far apart (often a page each), so the hardware
 // prefetcher restarts on every row. Touching the first few lines of the row kPrefetchRows
 // ahead starts it early; prefetching whole rows instead fills the load queue and measured
-// ~20% slower (8192x8192 float32 column sums on Zen 4).
+// ~20% slower (8192x8192 float32 column sums on Zen 4). Both helpers are always_inline: GCC
+// otherwise finds a void function of prefetches "const" and deletes its calls before it
+// would inline them (seen with GCC 12: no prefetch left in the column kernels).
 constexpr int64_t kPrefetchRows = 4;
-inline void prefetch_row(const void* p, int64_t bytes) {
+[[gnu::always_inline]] inline void prefetch_row(const void* p, int64_t bytes) {
   const char* c = static_cast<const char*>(p);
   const int64_t head = std::min<int64_t>(bytes, 256);
   for (int64_t o = 0; o < head; o += 64) __builtin_prefetch(c + o);
 }
 // For loops that take rows k and k + 1 (of K, rs elements apart) per pass.
 template <class T>
-inline void prefetch_two_rows_ahead(const T* r0, int64_t rs, int64_t k, int64_t K, int64_t bytes) {
+[[gnu::always_inline]] inline void prefetch_two_rows_ahead(const T* r0, int64_t rs, int64_t k,
+                                                           int64_t K, int64_t bytes) {
   if (k + kPrefetchRows + 1 < K) {
     prefetch_row(r0 + kPrefetchRows * rs, bytes);
     prefetch_row(r0 + (kPrefetchRows + 1) * rs, bytes);
@@ -342,7 +345,7 @@ void reduce_rows(const ReduceArgs& args) {
 }
 
 // ---- cols: K rows of N contiguous columns --------------------------------------------
-// Extremes down a strip of columns: running extremes stay in L1 and two rows are folded in
+// Extremes down a strip of columns: running extremes stay in L1 and four rows are folded in
 // per pass. kExact = false uses the instruction's max/min and returns true when a sum of
 // every value seen is NaN (a NaN, or both infinities, in the strip): the caller then redoes
 // the strip with kExact = true, the NaN-propagating combine.
@@ -355,33 +358,38 @@ bool extreme_cols_strip(const T* x, int64_t K, int64_t rs, int64_t nb, float_acc
   const int64_t bytes = nb * static_cast<int64_t>(sizeof(T));
   for (int64_t j = 0; j < nb; ++j) acc[j] = Comb::id;
   V c0(C(0)), c1(C(0));
-  auto fold = [&](const T* r0, const T* r1) {  // r1 may be null (a last odd row)
+  // Folds M consecutive rows starting at r (M = 4 per pass: less accumulator traffic).
+  auto fold = [&](const T* r, auto rows) {
+    constexpr int M = decltype(rows)::value;
     int64_t j = 0;
     for (; j + W <= nb; j += W) {
-      const V v0 = map.v(V::load_convert(r0 + j));
-      const V v1 = r1 ? map.v(V::load_convert(r1 + j)) : V(Comb::id);
       V a = V::load(acc + j);
-      if constexpr (kExact) {
-        a = comb.v(a, comb.v(v0, v1));
-      } else {
-        a = comb.fast(v1, comb.fast(v0, a));
-        c0 = c0 + v0;
-        if (r1) c1 = c1 + v1;
+      for (int i = 0; i < M; ++i) {
+        const V v = map.v(V::load_convert(r + i * rs + j));
+        if constexpr (kExact) {
+          a = comb.v(a, v);
+        } else {
+          a = comb.fast(v, a);
+          if (i % 2 == 0) {
+            c0 = c0 + v;
+          } else {
+            c1 = c1 + v;
+          }
+        }
       }
       a.store(acc + j);
     }
-    for (; j < nb; ++j) {
-      acc[j] = comb.s(acc[j], map.s(static_cast<C>(r0[j])));
-      if (r1) acc[j] = comb.s(acc[j], map.s(static_cast<C>(r1[j])));
-    }
+    for (; j < nb; ++j)
+      for (int i = 0; i < M; ++i) acc[j] = comb.s(acc[j], map.s(static_cast<C>(r[i * rs + j])));
   };
   int64_t k = 0;
-  for (; k + 2 <= K; k += 2) {
-    const T* r0 = x + k * rs;
-    prefetch_two_rows_ahead(r0, rs, k, K, bytes);
-    fold(r0, r0 + rs);
+  for (; k + 4 <= K; k += 4) {
+    const T* r = x + k * rs;
+    prefetch_two_rows_ahead(r, rs, k, K, bytes);
+    prefetch_two_rows_ahead(r + 2 * rs, rs, k + 2, K, bytes);
+    fold(r, std::integral_constant<int, 4>{});
   }
-  if (k < K) fold(x + k * rs, nullptr);
+  for (; k < K; ++k) fold(x + k * rs, std::integral_constant<int, 1>{});
   if constexpr (kExact) {
     return false;
   } else {
@@ -390,7 +398,7 @@ bool extreme_cols_strip(const T* x, int64_t K, int64_t rs, int64_t nb, float_acc
   }
 }
 
-// Sums down columns: groups of kGroup rows are summed linearly (two rows per pass) into an
+// Sums down columns: groups of kGroup rows are summed linearly (four rows per pass) into an
 // L1-resident strip of accumulators; group strips are merged pairwise by a binary counter.
 template <class T, class Map, class Comb>
 void sum_cols(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out, const Map& map,
@@ -417,19 +425,20 @@ void sum_cols(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out, const 
       const int64_t kg = std::min(kGroup, K - k0);
       for (int64_t j = 0; j < nb; ++j) acc[j] = Comb::id;
       int64_t k = k0;
-      for (; k + 2 <= k0 + kg; k += 2) {
-        const T* r0 = x + k * rs + c0;
-        const T* r1 = r0 + rs;
-        prefetch_two_rows_ahead(r0, rs, k, K, bytes);
+      for (; k + 4 <= k0 + kg; k += 4) {  // four rows per pass, added pairwise
+        const T* r = x + k * rs + c0;
+        prefetch_two_rows_ahead(r, rs, k, K, bytes);
+        prefetch_two_rows_ahead(r + 2 * rs, rs, k + 2, K, bytes);
+        auto row = [&](int i, int64_t j) { return map.v(V::load_convert(r + i * rs + j)); };
+        auto row_s = [&](int i, int64_t j) { return map.s(static_cast<C>(r[i * rs + j])); };
         int64_t j = 0;
         for (; j + W <= nb; j += W) {
-          V a = V::load(acc + j);
-          a = comb.v(a, comb.v(map.v(V::load_convert(r0 + j)), map.v(V::load_convert(r1 + j))));
-          a.store(acc + j);
+          const V q = comb.v(comb.v(row(0, j), row(1, j)), comb.v(row(2, j), row(3, j)));
+          comb.v(V::load(acc + j), q).store(acc + j);
         }
         for (; j < nb; ++j)
-          acc[j] =
-              comb.s(acc[j], comb.s(map.s(static_cast<C>(r0[j])), map.s(static_cast<C>(r1[j]))));
+          acc[j] = comb.s(
+              acc[j], comb.s(comb.s(row_s(0, j), row_s(1, j)), comb.s(row_s(2, j), row_s(3, j))));
       }
       for (; k < k0 + kg; ++k) {
         const T* r0 = x + k * rs + c0;
@@ -655,7 +664,7 @@ void arg_cols_strip_exact(const T* x, int64_t K, int64_t rs, int64_t nb,
 }
 
 #if defined(__AVX512F__)
-// float32 fast path (nb a multiple of 16): two rows per pass are first compared with each other
+// float32 fast path (nb a multiple of 16): four rows per pass are first compared with each other
 // (the later row wins only when strictly better, keeping the first index), then with the running
 // extreme. Ordered compares never pick a NaN; a sum of every value seen flags one, and the caller
 // then redoes the strip exactly. Returns whether it flagged.
@@ -670,27 +679,39 @@ bool arg_cols_strip_fast(const float* x, int64_t K, int64_t rs, int64_t nb, floa
   }
   __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps();
   for (int64_t j = 0; j < nv; j += 16) c0 = _mm512_add_ps(c0, _mm512_load_ps(best + j));
+  // Four rows per pass, as a tournament: (0 vs 1), (2 vs 3), then the winners; the later
+  // row wins only when strictly better, so ties keep the first index.
+  auto duel = [&](__m512 a, __m512i ia, __m512 b, __m512i ib, __m512& v, __m512i& i) {
+    const __mmask16 second = _mm512_cmp_ps_mask(b, a, kCmp);
+    v = _mm512_mask_mov_ps(a, second, b);
+    i = _mm512_mask_mov_epi32(ia, second, ib);
+  };
   int64_t k = 1;
-  for (; k + 2 <= K; k += 2) {
-    const float* r0 = x + k * rs;
-    const float* r1 = r0 + rs;
-    prefetch_two_rows_ahead(r0, rs, k, K, nv * 4);
+  for (; k + 4 <= K; k += 4) {
+    const float* r = x + k * rs;
+    prefetch_two_rows_ahead(r, rs, k, K, nv * 4);
+    prefetch_two_rows_ahead(r + 2 * rs, rs, k + 2, K, nv * 4);
     const __m512i k0 = _mm512_set1_epi32(static_cast<int32_t>(k));
     const __m512i k1 = _mm512_set1_epi32(static_cast<int32_t>(k + 1));
+    const __m512i k2 = _mm512_set1_epi32(static_cast<int32_t>(k + 2));
+    const __m512i k3 = _mm512_set1_epi32(static_cast<int32_t>(k + 3));
     for (int64_t j = 0; j < nv; j += 16) {
-      const __m512 v0 = _mm512_loadu_ps(r0 + j), v1 = _mm512_loadu_ps(r1 + j);
-      const __mmask16 second = _mm512_cmp_ps_mask(v1, v0, kCmp);
-      const __m512 v = _mm512_mask_mov_ps(v0, second, v1);
-      const __m512i i = _mm512_mask_mov_epi32(k0, second, k1);
+      const __m512 v0 = _mm512_loadu_ps(r + j), v1 = _mm512_loadu_ps(r + rs + j);
+      const __m512 v2 = _mm512_loadu_ps(r + 2 * rs + j), v3 = _mm512_loadu_ps(r + 3 * rs + j);
+      __m512 v01, v23, v;
+      __m512i i01, i23, i;
+      duel(v0, k0, v1, k1, v01, i01);
+      duel(v2, k2, v3, k3, v23, i23);
+      duel(v01, i01, v23, i23, v, i);
       const __m512 b = _mm512_load_ps(best + j);
       const __mmask16 take = _mm512_cmp_ps_mask(v, b, kCmp);
       _mm512_store_ps(best + j, _mm512_mask_mov_ps(b, take, v));
       _mm512_store_si512(idx + j, _mm512_mask_mov_epi32(_mm512_load_si512(idx + j), take, i));
-      c0 = _mm512_add_ps(c0, v0);
-      c1 = _mm512_add_ps(c1, v1);
+      c0 = _mm512_add_ps(c0, _mm512_add_ps(v0, v2));
+      c1 = _mm512_add_ps(c1, _mm512_add_ps(v1, v3));
     }
   }
-  for (; k < K; ++k) {  // a last odd row
+  for (; k < K; ++k) {  // the last rows
     const float* r = x + k * rs;
     const __m512i kv = _mm512_set1_epi32(static_cast<int32_t>(k));
     for (int64_t j = 0; j < nv; j += 16) {
@@ -710,8 +731,13 @@ template <bool kMax, class T>
 void arg_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out) {
   using C = std::conditional_t<is_float_input_v<T>, float_acc_t<T>, int64_t>;
   constexpr int64_t kStrip = 1024;
-  alignas(64) C best[kStrip];
-  alignas(64) int32_t idx[kStrip];
+  struct Strip {  // idx a cache line more than 4 KiB after best: no 4K aliasing (see moments)
+    alignas(64) C best[kStrip];
+    char pad[64];
+    alignas(64) int32_t idx[kStrip];
+  } strip;
+  C* best = strip.best;
+  int32_t* idx = strip.idx;
   for (int64_t c0 = 0; c0 < N; c0 += kStrip) {
     const int64_t nb = std::min(kStrip, N - c0);
     int64_t done = 0;  // columns finished by the fast path
@@ -811,60 +837,80 @@ void moments_rows(const ReduceArgs& args) {
   });
 }
 
+// Columns, one pass: within a group of kGroup rows every column sums its deviations from the
+// group's first row, and their squares (a shift, so nothing cancels against a large mean);
+// then group mean = shift + s1 / n and M2 = s2 - s1^2 / n, merged across groups by Chan's
+// formula in double. The shift is a sample of the group, so by Samuelson's inequality
+// s2 <= n * M2, and the rounding error of M2 stays within about n ulp (n = kGroup).
 template <class T>
 void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out) {
   using C = float_acc_t<T>;
   using V = Vec<C>;
   constexpr int W = V::kSize;
-  constexpr int64_t kStrip = 1024;  // kGroup rows x kStrip columns stay in L2 for pass 2
-  constexpr int64_t kGroup = 16;
-  alignas(64) C sum[kStrip];
-  alignas(64) C q[kStrip];
+  constexpr int64_t kStrip = 1024;
+  constexpr int64_t kGroup = 33;  // the first row, then eight passes of four
+  // Three accumulator rows a cache line more than 4 KiB apart: at exactly 4 KiB the store to
+  // s1[j] and the load of s2[j] alias in the load/store unit and stall (measured: -30%).
+  constexpr int64_t kPitch = kStrip + 64 / static_cast<int64_t>(sizeof(C));
+  alignas(64) C acc[3 * kPitch];
+  C* shift = acc;
+  C* s1 = acc + kPitch;
+  C* s2 = acc + 2 * kPitch;
   double mean[kStrip], m2[kStrip];
   for (int64_t c0 = 0; c0 < N; c0 += kStrip) {
     const int64_t nb = std::min(kStrip, N - c0);
+    const int64_t bytes = nb * static_cast<int64_t>(sizeof(T));
     double cnt = 0;
     for (int64_t j = 0; j < nb; ++j) mean[j] = m2[j] = 0;
     for (int64_t k0 = 0; k0 < K; k0 += kGroup) {
       const int64_t kg = std::min(kGroup, K - k0);
-      for (int64_t j = 0; j < nb; ++j) sum[j] = q[j] = C(0);
-      const int64_t bytes = nb * static_cast<int64_t>(sizeof(T));
-      int64_t k = k0;
-      for (; k + 2 <= k0 + kg; k += 2) {  // pass 1, two rows at a time
-        const T* r0 = x + k * rs + c0;
-        const T* r1 = r0 + rs;
-        prefetch_two_rows_ahead(r0, rs, k, K, bytes);
-        int64_t j = 0;
-        for (; j + W <= nb; j += W)
-          (V::load(sum + j) + (V::load_convert(r0 + j) + V::load_convert(r1 + j))).store(sum + j);
-        for (; j < nb; ++j) sum[j] += static_cast<C>(r0[j]) + static_cast<C>(r1[j]);
+      const T* first = x + k0 * rs + c0;
+      for (int64_t j = 0; j < nb; ++j) {
+        shift[j] = static_cast<C>(first[j]);
+        s1[j] = s2[j] = C(0);
       }
-      for (; k < k0 + kg; ++k) {
-        const T* r = x + k * rs + c0;
-        int64_t j = 0;
-        for (; j + W <= nb; j += W) (V::load(sum + j) + V::load_convert(r + j)).store(sum + j);
-        for (; j < nb; ++j) sum[j] += static_cast<C>(r[j]);
-      }
-      const C inv = C(1) / static_cast<C>(kg);
-      for (int64_t j = 0; j < nb; ++j) sum[j] *= inv;  // now the group mean
-      for (int64_t k = k0; k < k0 + kg; ++k) {
-        const T* r = x + k * rs + c0;
+      // Folds M consecutive rows starting at r into s1 and s2 (M = 4 halves the accumulator
+      // traffic per row against M = 2).
+      auto fold = [&](const T* r, auto rows) {
+        constexpr int M = decltype(rows)::value;
         int64_t j = 0;
         for (; j + W <= nb; j += W) {
-          const V d = V::load_convert(r + j) - V::load(sum + j);
-          V::fmadd(d, d, V::load(q + j)).store(q + j);
+          const V sh = V::load(shift + j);
+          V a = V::load(s1 + j), q = V::load(s2 + j);
+          for (int i = 0; i < M; ++i) {
+            const V d = V::load_convert(r + i * rs + j) - sh;
+            a = a + d;
+            q = V::fmadd(d, d, q);
+          }
+          a.store(s1 + j);
+          q.store(s2 + j);
         }
         for (; j < nb; ++j) {
-          const C d = static_cast<C>(r[j]) - sum[j];
-          q[j] += d * d;
+          for (int i = 0; i < M; ++i) {
+            const C d = static_cast<C>(r[i * rs + j]) - shift[j];
+            s1[j] += d;
+            s2[j] += d * d;
+          }
         }
+      };
+      int64_t k = k0 + 1;  // the first row's deviation is 0
+      for (; k + 4 <= k0 + kg; k += 4) {
+        const T* r = x + k * rs + c0;
+        prefetch_two_rows_ahead(r, rs, k, K, bytes);
+        prefetch_two_rows_ahead(r + 2 * rs, rs, k + 2, K, bytes);
+        fold(r, std::integral_constant<int, 4>{});
       }
-      const double nb_d = static_cast<double>(kg), tot = cnt + nb_d;
-      const double wb = nb_d / tot, wc = cnt * nb_d / tot;
+      for (; k < k0 + kg; ++k) fold(x + k * rs + c0, std::integral_constant<int, 1>{});
+      const double n = static_cast<double>(kg), tot = cnt + n;
+      const double wb = n / tot, wc = cnt * n / tot;
       for (int64_t j = 0; j < nb; ++j) {
-        const double delta = static_cast<double>(sum[j]) - mean[j];
+        const double a = static_cast<double>(s1[j]);
+        const double group_mean = static_cast<double>(shift[j]) + a / n;
+        double group_m2 = static_cast<double>(s2[j]) - a * a / n;
+        if (group_m2 < 0) group_m2 = 0;  // rounding; a NaN stays NaN
+        const double delta = group_mean - mean[j];
         mean[j] += delta * wb;
-        m2[j] += static_cast<double>(q[j]) + delta * delta * wc;
+        m2[j] += group_m2 + delta * delta * wc;
       }
       cnt = tot;
     }
