@@ -44,6 +44,24 @@ void pack_panel(int64_t valid, int64_t width, int64_t kc, const T* src, int64_t 
   }
 }
 
+template <class T>
+void pack_b_rows(int64_t kc, int64_t nc, const T* b, int64_t rs, int64_t nr, T* dst) {
+  const int64_t full = nc / nr * nr, rest = nc - full;
+  for (int64_t p = 0; p < kc; ++p) {
+    const T* row = b + p * rs;
+    T* d = dst + p * nr;
+    for (int64_t j = 0; j < full; j += nr, d += nr * kc)
+      for (int64_t x = 0; x < nr; ++x) d[x] = row[j + x];
+    if (rest > 0) {
+      for (int64_t x = 0; x < rest; ++x) d[x] = row[full + x];
+      for (int64_t x = rest; x < nr; ++x) d[x] = T(0);
+    }
+  }
+}
+
+template void pack_b_rows<float>(int64_t, int64_t, const float*, int64_t, int64_t, float*);
+template void pack_b_rows<double>(int64_t, int64_t, const double*, int64_t, int64_t, double*);
+
 template void pack_panel<float>(int64_t, int64_t, int64_t, const float*, int64_t, int64_t, float*);
 template void pack_panel<double>(int64_t, int64_t, int64_t, const double*, int64_t, int64_t,
                                  double*);

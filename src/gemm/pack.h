@@ -29,9 +29,18 @@ void pack_a_block(int64_t mc, int64_t kc, const T* a, int64_t rs, int64_t cs, in
     pack_panel<T>(mc - i < mr ? mc - i : mr, mr, kc, a + i * rs, rs, cs, dst + i * kc);
 }
 
-// B(p, j) = b[p * rs + j * cs], kc x nc, into NR-column micro-panels.
+// B(p, j) = b[p * rs + j * cs], kc x nc, into NR-column micro-panels. A row-major B
+// (cs == 1) is swept one source row at a time across all panels (pack_b_rows): panel by
+// panel, every NR-element step would land on a new page of a wide B.
+template <class T>
+void pack_b_rows(int64_t kc, int64_t nc, const T* b, int64_t rs, int64_t nr, T* dst);
+
 template <class T>
 void pack_b_block(int64_t kc, int64_t nc, const T* b, int64_t rs, int64_t cs, int64_t nr, T* dst) {
+  if (cs == 1) {
+    pack_b_rows<T>(kc, nc, b, rs, nr, dst);
+    return;
+  }
   for (int64_t j = 0; j < nc; j += nr)
     pack_panel<T>(nc - j < nr ? nc - j : nr, nr, kc, b + j * cs, cs, rs, dst + j * kc);
 }
@@ -40,5 +49,8 @@ extern template void pack_panel<float>(int64_t, int64_t, int64_t, const float*, 
                                        float*);
 extern template void pack_panel<double>(int64_t, int64_t, int64_t, const double*, int64_t, int64_t,
                                         double*);
+extern template void pack_b_rows<float>(int64_t, int64_t, const float*, int64_t, int64_t, float*);
+extern template void pack_b_rows<double>(int64_t, int64_t, const double*, int64_t, int64_t,
+                                         double*);
 
 }  // namespace tessera::gemm
