@@ -17,7 +17,10 @@
 // and a tile's arithmetic does not depend on which block holds it, so the result is bitwise
 // the same for any thread count. Cutting n makes every thread pack all of A's rows for its
 // columns (A is packed tn times), cutting m packs B tm times; the plan picks the grid with
-// the shortest critical path (multiply-adds plus a packing cost per element).
+// the shortest critical path (multiply-adds plus a packing cost per element). One parallel
+// region per GEMM: a BLIS-style split of loop 3 over a shared packed B (two barriers per KC
+// step, tasks claimed dynamically) measured 5-15% slower on a 2-core machine shared with
+// another process, because every barrier waits for a worker the OS may have descheduled.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
