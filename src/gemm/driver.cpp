@@ -127,6 +127,11 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+// Multiply-adds of a problem, in double: m * n * k can exceed int64 for valid sizes.
+double work(int64_t m, int64_t n, int64_t k) {
+  return static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+}
+
 // C := beta * C (zeros when beta == 0, without reading C).
 template <class T>
 void scale_c(const Operands<T>& p) {
@@ -200,7 +205,7 @@ struct Grid {
 // The tm x tn thread grid with the shortest critical path for at most `threads` threads.
 Grid plan_grid(int64_t m, int64_t n, int64_t k, const BlockSizes& bs, int64_t threads) {
   const int64_t mp = ceil_div(m, bs.mr), np = ceil_div(n, bs.nr);
-  if (threads <= 1 || m * n * k < kMinParallelWork) return {};
+  if (threads <= 1 || work(m, n, k) < kMinParallelWork) return {};
   Grid best;
   double best_cost = 0;
   for (int64_t tm = 1; tm <= threads; ++tm) {
@@ -281,6 +286,18 @@ void validate(const GemmProblem& p, std::string_view op) {
            op, p.dtype);
   TS_CHECK(p.m >= 0 && p.n >= 0 && p.k >= 0, ValueError,
            "{}(): expected non-negative sizes, but got m={}, n={}, k={}", op, p.m, p.n, p.k);
+  // Element offsets (i * rs + j * cs) must fit in int64.
+  auto span_fits = [](int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+    const double span = static_cast<double>(rows) * std::fabs(static_cast<double>(rs)) +
+                        static_cast<double>(cols) * std::fabs(static_cast<double>(cs));
+    return span < 9.0e18;
+  };
+  TS_CHECK(span_fits(p.m, p.k, p.a_rs, p.a_cs) && span_fits(p.k, p.n, p.b_rs, p.b_cs) &&
+               span_fits(p.m, p.n, p.c_rs, p.c_cs),
+           ValueError,
+           "{}(): expected operands whose element offsets fit in int64, but got m={}, n={}, "
+           "k={} with strides a=({}, {}), b=({}, {}), c=({}, {})",
+           op, p.m, p.n, p.k, p.a_rs, p.a_cs, p.b_rs, p.b_cs, p.c_rs, p.c_cs);
   if (p.m == 0 || p.n == 0) return;
   TS_CHECK(p.c != nullptr, ValueError, "{}(): argument 'c' expected a pointer, but got null", op);
   TS_CHECK(!overlaps_itself(p.m, p.n, p.c_rs, p.c_cs), ValueError,
@@ -322,7 +339,7 @@ void gemm_strided_batched(const GemmProblem& p, int64_t batch, int64_t a_bs, int
     return q;
   };
   // Small problems: one problem per task. Large ones: each split over all threads.
-  if (batch > 1 && p.m * p.n * p.k < 16 * kMinParallelWork) {
+  if (batch > 1 && work(p.m, p.n, p.k) < 16 * kMinParallelWork) {
     parallel_tasks(batch, [&](int64_t i) { run_problem(problem(i), ks, false); });
   } else {
     for (int64_t i = 0; i < batch; ++i) run_problem(problem(i), ks, true);
@@ -336,7 +353,7 @@ void gemm_grouped(std::span<const GemmProblem> problems, const cpu::GemmKernels*
   std::vector<int64_t> small;
   for (size_t i = 0; i < problems.size(); ++i) {
     const GemmProblem& p = problems[i];
-    if (p.m * p.n * p.k < 16 * kMinParallelWork) {
+    if (work(p.m, p.n, p.k) < 16 * kMinParallelWork) {
       small.push_back(static_cast<int64_t>(i));
     } else {
       run_problem(p, ks, true);
@@ -345,7 +362,7 @@ void gemm_grouped(std::span<const GemmProblem> problems, const cpu::GemmKernels*
   // Largest first, so that dynamic claiming balances the tail.
   std::stable_sort(small.begin(), small.end(), [&](int64_t x, int64_t y) {
     const GemmProblem &a = problems[x], &b = problems[y];
-    return a.m * a.n * a.k > b.m * b.n * b.k;
+    return work(a.m, a.n, a.k) > work(b.m, b.n, b.k);
   });
   parallel_tasks(static_cast<int64_t>(small.size()),
                  [&](int64_t i) { run_problem(problems[small[i]], ks, false); });

@@ -273,6 +273,10 @@ TEST(GemmEngine, BadInputErrors) {
   bad.b = nullptr;
   EXPECT_THROW(gemm(bad), ValueError);
   EXPECT_THROW(gemm_strided_batched(p, 2, 4, 4, 0), ValueError);
+  bad = p;
+  bad.m = bad.n = int64_t{1} << 40;  // offsets past int64
+  bad.c_rs = int64_t{1} << 40;
+  EXPECT_THROW(gemm(bad), ValueError);
 }
 
 TEST(GemmEngine, BlockSizesAreSane) {
