@@ -4,7 +4,9 @@
 Run by the `tessera` command in the same invocation (BENCHMARKS.md). Cases are M x K x N
 float32 products, named as in src/cli/bench_gemm.cpp (`mm/float32/MxKxN`); each runs
 torch.mm into a preallocated output (as Tessera and OpenBLAS do), so allocation and page
-faults of a fresh result are not timed. Threads: torch.set_num_threads per --threads entry.
+faults of a fresh result are not timed. Threads: torch.set_num_threads per --threads entry;
+Debian's PyTorch runs mm on OpenBLAS, whose thread count is OPENBLAS_NUM_THREADS at load time,
+so the caller runs this script once per thread count with that variable set.
 """
 import argparse
 import json

@@ -9,13 +9,16 @@
 //
 // Threads: Tessera's pool at each thread count; OpenBLAS with openblas_set_num_threads(t)
 // (restored to 1 afterwards: Tessera's other OpenBLAS calls assume one thread), run after all
-// Tessera rows so its spinning workers cannot disturb them; PyTorch with set_num_threads(t).
-// "% peak" is GFLOP/s over the `peak` row (AVX-512 or AVX2 FMA loop) of the same thread
-// count; "x openblas" / "x torch" are anchor median / Tessera median (higher is better).
+// Tessera rows so its spinning workers cannot disturb them; PyTorch with set_num_threads(t)
+// and OPENBLAS_NUM_THREADS=t (see below).
+// A note says which OpenBLAS kernel ran (OPENBLAS_CORETYPE in the environment overrides its
+// cpuid choice). "% peak" is GFLOP/s over the `peak` row (AVX-512 or AVX2 FMA loop) of the same
+// thread count; "x openblas" / "x torch" are anchor median / Tessera median (higher is better).
 #include <cblas.h>
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -95,15 +98,6 @@ const BenchRow* find_row(const std::vector<BenchRow>& rows, const std::string& i
   return nullptr;
 }
 
-std::string join_ints(const std::vector<int>& v) {
-  std::string s;
-  for (int x : v) {
-    if (!s.empty()) s += ',';
-    s += std::to_string(x);
-  }
-  return s;
-}
-
 void print_table(const std::vector<GemmShape>& shapes, const std::vector<BenchRow>& rows,
                  const std::vector<int>& threads) {
   for (int t : threads) {
@@ -181,24 +175,36 @@ int run_bench_gemm(const BenchOptions& options) {
   openblas_set_num_threads(1);
 
   std::vector<std::string> notes;
-  {
-    std::string cases, note;
-    for (const auto& s : shapes) {
-      if (!cases.empty()) cases += ',';
-      cases += fmt::format("{}x{}x{}", s.m, s.k, s.n);
-    }
-    const std::vector<std::string> args = {"--threads",  join_ints(threads),
+  // OpenBLAS picks its kernel by cpuid unless OPENBLAS_CORETYPE forces one (an older core's
+  // kernel can be half as fast): say which one this run measured.
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  notes.push_back(fmt::format("openblas ran its {} kernels{}", openblas_get_corename(),
+                              forced ? fmt::format(" (OPENBLAS_CORETYPE={} is set)", forced)
+                                     : std::string(" (detected from cpuid)")));
+  // PyTorch 1.13 from Debian calls OpenBLAS (pthreads), whose thread count comes from
+  // OPENBLAS_NUM_THREADS at load time, not from torch.set_num_threads: without it a
+  // "1-thread" torch row ran on every core. One script run per thread count.
+  std::string cases;
+  for (const auto& s : shapes) {
+    if (!cases.empty()) cases += ',';
+    cases += fmt::format("{}x{}x{}", s.m, s.k, s.n);
+  }
+  for (int t : threads) {
+    std::string note;
+    const std::string ts = std::to_string(t);
+    const std::vector<std::string> args = {"--threads",  ts,
                                            "--cases",    cases,
                                            "--reps",     std::to_string(budget.min_reps),
                                            "--min-time", fmt::format("{}", budget.min_time_s),
                                            "--max-reps", std::to_string(budget.max_reps)};
     for (auto& r :
-         run_python_anchor(std::string(TS_BENCH_SCRIPT_DIR) + "/torch_gemm.py", args, {}, &note)) {
+         run_python_anchor(std::string(TS_BENCH_SCRIPT_DIR) + "/torch_gemm.py", args,
+                           {{"OPENBLAS_NUM_THREADS", ts}, {"OMP_NUM_THREADS", ts}}, &note)) {
       for (const auto& s : shapes)
         if (r.case_name == s.name() && r.stats) r.gflops = s.flops() / r.stats->median_s / 1e9;
       rows.push_back(r);
     }
-    if (!note.empty()) notes.push_back("torch: " + note);
+    if (!note.empty()) notes.push_back(fmt::format("torch ({} threads): {}", t, note));
   }
 
   print_table(shapes, rows, threads);
