@@ -23,4 +23,8 @@ struct BenchOptions {
 // gelu and softmax, against PyTorch 1.13 and NumPy. Returns the process exit status.
 int run_bench_ops(const BenchOptions& options);
 
+// `tessera bench gemm`: float32 GEMM (square 256..4096 and transformer shapes) through the
+// engine against OpenBLAS and PyTorch 1.13, with the same run's FMA peak.
+int run_bench_gemm(const BenchOptions& options);
+
 }  // namespace tessera::cli

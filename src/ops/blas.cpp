@@ -1,6 +1,8 @@
-// Matrix products through OpenBLAS (float32, float64, complex64, complex128; float16 and
-// bfloat16 through float32) and a plain loop for integers. OpenBLAS runs single-threaded:
-// Tessera's pool splits batches. The GEMM engine will replace this file's BLAS calls.
+// Matrix products. float32 and float64 (and float16/bfloat16, computed in float32) run on
+// Tessera's GEMM engine (src/gemm) with the operands' own strides: transposed and sliced
+// views need no copies, and the engine threads on Tessera's pool. complex64/complex128 still
+// call OpenBLAS single-threaded inside the pool (TEMPORARY: until the engine has complex
+// kernels), and integers a plain loop.
 #include "tessera/ops/blas.h"
 
 #include <cblas.h>
@@ -9,6 +11,7 @@
 
 #include "core/dtype_dispatch.h"
 #include "core/tensor_make.h"
+#include "gemm/gemm.h"
 #include "tessera/core/parallel.h"
 #include "tessera/ops/factory.h"
 #include "tessera/ops/pointwise.h"
@@ -41,7 +44,21 @@ BlasMatrix as_blas(const Tensor& m) {
   return {cm, false, std::max<int64_t>(c, 1)};
 }
 
-// C[m, n] = A[m, k] @ B[k, n] for 2-D tensors of the same BLAS dtype; C is contiguous.
+// A GEMM problem over 2-D strided views: C = alpha * A @ B + beta * C.
+gemm::GemmProblem engine_problem(const Tensor& a, const Tensor& b, const Tensor& c, double alpha,
+                                 double beta) {
+  gemm::GemmProblem p;
+  p.dtype = c.dtype();
+  p.m = c.size(0), p.n = c.size(1), p.k = a.size(1);
+  p.a = a.data_ptr(), p.a_rs = a.stride(0), p.a_cs = a.stride(1);
+  p.b = b.data_ptr(), p.b_rs = b.stride(0), p.b_cs = b.stride(1);
+  p.c = c.data_ptr(), p.c_rs = c.stride(0), p.c_cs = c.stride(1);
+  p.alpha = alpha, p.beta = beta;
+  return p;
+}
+
+// TEMPORARY OpenBLAS path for the dtypes the engine does not compute yet (complex), and the
+// integer loop. C[m, n] = A[m, k] @ B[k, n] for 2-D tensors of the same dtype; C contiguous.
 void gemm_2d(const Tensor& a, const Tensor& b, const Tensor& c) {
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   if (m == 0 || n == 0) return;
@@ -97,12 +114,20 @@ ScalarType compute_dtype(ScalarType t) {
   return (t == kFloat16 || t == kBFloat16) ? kFloat32 : t;
 }
 
-// [B, m, k] x [B, k, n] -> [B, m, n], batches split across the pool.
+// [B, m, k] x [B, k, n] -> [B, m, n]. The engine splits small batches by batch and large
+// problems within each; the OpenBLAS path splits batches across the pool.
 Tensor batched(const Tensor& a, const Tensor& b, std::string_view op) {
   const ScalarType ct = compute_dtype(a.dtype());
   Tensor ac = a.to(ct), bc = b.to(ct);
   const int64_t nb = a.size(0);
   Tensor c = make_empty({nb, a.size(1), b.size(2)}, ct, op);
+  if (gemm::gemm_supports(ct)) {
+    if (nb == 0) return c.to(a.dtype());
+    const gemm::GemmProblem p =
+        engine_problem(ac.select(0, 0), bc.select(0, 0), c.select(0, 0), 1, 0);
+    gemm::gemm_strided_batched(p, nb, ac.stride(0), bc.stride(0), c.stride(0), nullptr, op);
+    return c.to(a.dtype());
+  }
   openblas_single_threaded();
   parallel_for(0, nb, 1, [&](int64_t s, int64_t e) {
     for (int64_t i = s; i < e; ++i) gemm_2d(ac.select(0, i), bc.select(0, i), c.select(0, i));
@@ -138,6 +163,25 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
              const Scalar& alpha) {
+  if (gemm::gemm_supports(a.dtype()) && a.dim() == 2 && b.dim() == 2 && self.dtype() == a.dtype() &&
+      !beta.is_complex() && !alpha.is_complex()) {
+    // The engine applies beta and alpha itself: one pass over the output, and beta == 0
+    // never reads self (NaN there does not propagate, as in PyTorch).
+    TS_CHECK(a.size(1) == b.size(0), RuntimeError,
+             "addmm(): mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})", a.size(0),
+             a.size(1), b.size(0), b.size(1));
+    check_mm_dtypes("addmm", a, b);
+    const int64_t m = a.size(0), n = b.size(1);
+    const DimVector out_shape = broadcast_shapes(self.sizes(), IntArrayRef({m, n}), "addmm");
+    TS_CHECK(out_shape.size() == 2 && out_shape[0] == m && out_shape[1] == n, RuntimeError,
+             "addmm(): argument 'self' expected a shape broadcastable to [{}, {}], but got [{}]", m,
+             n, fmt::join(self.sizes(), ", "));
+    Tensor out = make_empty({m, n}, a.dtype(), "addmm");
+    const double beta_d = beta.to_double();
+    if (beta_d != 0) out.copy_(self.expand({m, n}));
+    gemm::gemm(engine_problem(a, b, out, alpha.to_double(), beta_d), nullptr, "addmm");
+    return out;
+  }
   Tensor prod = mm(a, b);
   TS_CHECK(self.dtype() == prod.dtype(), TypeError,
            "addmm(): expected self and mat1 to have the same dtype, but got {} != {}", self.dtype(),
@@ -155,6 +199,19 @@ Tensor matmul(const Tensor& a, const Tensor& b) {
   if (a.dim() == 2 && b.dim() == 1) return mm(a, b.unsqueeze(1)).squeeze(1);
   if (a.dim() == 1 && b.dim() == 2) return mm(a.unsqueeze(0), b).squeeze(0);
   if (a.dim() == 2 && b.dim() == 2) return mm(a, b);
+  // [..., m, k] x [k, n] with a contiguous left side: fold the batch into m, one GEMM (as a
+  // Linear layer's input), no copies.
+  if (a.dim() >= 3 && b.dim() == 2 && a.is_contiguous()) {
+    const int64_t k = a.size(-1);
+    int64_t rows = 1;
+    for (int64_t d = 0; d + 1 < a.dim(); ++d) rows *= a.size(d);
+    TS_CHECK(k == b.size(0), RuntimeError,
+             "matmul(): shapes cannot be multiplied ({}x{} and {}x{}); a: [{}], b: [{}]", rows, k,
+             b.size(0), b.size(1), fmt::join(a.sizes(), ", "), fmt::join(b.sizes(), ", "));
+    DimVector os(a.sizes().begin(), a.sizes().end());
+    os.back() = b.size(1);
+    return mm(a.reshape({rows, k}), b).reshape(os);
+  }
   // Batched: broadcast the batch dims, fold them into one, bmm, unfold.
   Tensor x = a.dim() == 1 ? a.unsqueeze(0) : a;
   Tensor y = b.dim() == 1 ? b.unsqueeze(1) : b;

@@ -1,0 +1,62 @@
+#!/usr/bin/python3
+"""PyTorch 1.13 anchor for `tessera bench gemm`: one JSON line per case and thread count.
+
+Run by the `tessera` command in the same invocation (BENCHMARKS.md). Cases are M x K x N
+float32 products, named as in src/cli/bench_gemm.cpp (`mm/float32/MxKxN`); each runs
+torch.mm into a preallocated output (as Tessera and OpenBLAS do), so allocation and page
+faults of a fresh result are not timed. Threads: torch.set_num_threads per --threads entry;
+Debian's PyTorch runs mm on OpenBLAS, whose thread count is OPENBLAS_NUM_THREADS at load time,
+so the caller runs this script once per thread count with that variable set.
+"""
+import argparse
+import json
+import sys
+import time
+
+
+def measure(fn, reps, min_time, max_reps):
+    fn()  # warm-up
+    times = []
+    start = time.perf_counter()
+    while len(times) < max_reps and (len(times) < reps or time.perf_counter() - start < min_time):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    n = len(times)
+    median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
+    return {"median_s": median, "min_s": times[0], "max_s": times[-1], "reps": n}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", default="1")
+    ap.add_argument("--cases", required=True, help="comma-separated MxKxN")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--min-time", type=float, default=1.0)
+    ap.add_argument("--max-reps", type=int, default=100)
+    args = ap.parse_args()
+    try:
+        import torch
+    except ImportError as e:
+        print(f"torch is not installed: {e}", file=sys.stderr)
+        return 2
+    shapes = [tuple(int(x) for x in c.split("x")) for c in args.cases.split(",")]
+    for t in [int(x) for x in args.threads.split(",")]:
+        torch.set_num_threads(t)
+        for m, k, n in shapes:
+            g = torch.Generator().manual_seed(0)
+            a = torch.rand(m, k, generator=g) * 2 - 1
+            b = torch.rand(k, n, generator=g) * 2 - 1
+            c = torch.empty(m, n)
+            row = {"suite": "gemm", "case": f"mm/float32/{m}x{k}x{n}", "impl": "torch",
+                   "threads": t}
+            row.update(measure(lambda: torch.mm(a, b, out=c), args.reps, args.min_time,
+                               args.max_reps))
+            row.update(gflops=2.0 * m * n * k / row["median_s"] / 1e9, gbps=None)
+            print(json.dumps(row), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,222 @@
+// `tessera bench gemm`: float32 GEMM through Tessera's engine against OpenBLAS (same process)
+// and PyTorch 1.13 (bench/torch_gemm.py, same invocation), with the machine's FMA peak and
+// read bandwidth measured in the same run (issue 3's goals).
+//
+// Cases (M x K x N, the same strings in bench/torch_gemm.py): mm/float32/MxKxN for square
+// n = 256, 512, 1024, 2048 (and 4096 without --quick) and the transformer shapes
+// (512,768,3072), (512,3072,768), (2048,4096,4096). Every implementation writes a
+// preallocated row-major C = A B (alpha 1, beta 0), so no allocation is timed.
+//
+// Threads: Tessera's pool at each thread count; OpenBLAS with openblas_set_num_threads(t)
+// (restored to 1 afterwards: Tessera's other OpenBLAS calls assume one thread), run after all
+// Tessera rows so its spinning workers cannot disturb them; PyTorch with set_num_threads(t)
+// and OPENBLAS_NUM_THREADS=t (see below).
+// A note says which OpenBLAS kernel ran (OPENBLAS_CORETYPE in the environment overrides its
+// cpuid choice). "% peak" is GFLOP/s over the `peak` row (AVX-512 or AVX2 FMA loop) of the same
+// thread count; "x openblas" / "x torch" are anchor median / Tessera median (higher is better).
+#include <cblas.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/bench.h"
+#include "cli/bench_util.h"
+#include "gemm/gemm.h"
+#include "tessera/tessera.h"
+
+#ifndef TS_BENCH_SCRIPT_DIR
+#define TS_BENCH_SCRIPT_DIR "bench"
+#endif
+
+namespace tessera::cli {
+namespace {
+
+struct GemmShape {
+  int64_t m, k, n;
+  std::string name() const { return fmt::format("mm/float32/{}x{}x{}", m, k, n); }
+  double flops() const { return 2.0 * m * n * k; }
+};
+
+std::vector<GemmShape> make_shapes(bool quick) {
+  std::vector<GemmShape> s;
+  for (int64_t n : {256, 512, 1024, 2048}) s.push_back({n, n, n});
+  if (!quick) s.push_back({4096, 4096, 4096});
+  s.push_back({512, 768, 3072});
+  s.push_back({512, 3072, 768});
+  s.push_back({2048, 4096, 4096});
+  return s;
+}
+
+// Deterministic values in [-1, 1): a cheap hash per index.
+void fill(const Tensor& t, uint32_t seed) {
+  float* p = t.data_ptr<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+    h ^= h >> 15;
+    h *= 2246822519u;
+    h ^= h >> 13;
+    p[i] = static_cast<float>(h >> 8) * (2.0f / 16777216.0f) - 1.0f;
+  }
+}
+
+struct Operands {
+  Tensor a, b, c;
+};
+
+Operands make_operands(const GemmShape& s) {
+  Operands o{empty({s.m, s.k}, kFloat32), empty({s.k, s.n}, kFloat32), empty({s.m, s.n}, kFloat32)};
+  fill(o.a, 1);
+  fill(o.b, 2);
+  fill(o.c, 3);
+  return o;
+}
+
+void run_tessera(const GemmShape& s, const Operands& o) {
+  gemm::GemmProblem p;
+  p.m = s.m, p.n = s.n, p.k = s.k;
+  p.a = o.a.data_ptr(), p.a_rs = s.k, p.a_cs = 1;
+  p.b = o.b.data_ptr(), p.b_rs = s.n, p.b_cs = 1;
+  p.c = o.c.data_ptr(), p.c_rs = s.n, p.c_cs = 1;
+  gemm::gemm(p);
+}
+
+void run_openblas(const GemmShape& s, const Operands& o) {
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f, o.a.data_ptr<float>(),
+              s.k, o.b.data_ptr<float>(), s.n, 0.0f, o.c.data_ptr<float>(), s.n);
+}
+
+const BenchRow* find_row(const std::vector<BenchRow>& rows, const std::string& impl,
+                         const std::string& case_name, int threads) {
+  for (const auto& r : rows)
+    if (r.impl == impl && r.threads == threads && (case_name.empty() || r.case_name == case_name))
+      return &r;
+  return nullptr;
+}
+
+void print_table(const std::vector<GemmShape>& shapes, const std::vector<BenchRow>& rows,
+                 const std::vector<int>& threads) {
+  for (int t : threads) {
+    double peak = NAN;
+    std::string peak_name;
+    for (const auto& r : rows)
+      if (r.impl == "peak" && r.threads == t && r.gflops && r.case_name.starts_with("fma/")) {
+        peak = *r.gflops;
+        peak_name = r.case_name;
+      }
+    const BenchRow* bw = find_row(rows, "membw", "", t);
+    std::printf("\ngemm, %d thread%s: peak %.1f GFLOP/s (%s); membw %.1f GB/s\n", t,
+                t == 1 ? "" : "s", peak, peak_name.c_str(), bw && bw->gbps ? *bw->gbps : NAN);
+    std::printf("%-28s %9s %8s %7s %9s %10s %9s %8s\n", "case", "ms", "GFLOP/s", "% peak",
+                "openblas", "x openblas", "torch", "x torch");
+    for (const auto& s : shapes) {
+      const BenchRow* ts = find_row(rows, "tessera", s.name(), t);
+      if (!ts || !ts->stats) continue;
+      std::string line =
+          fmt::format("{:<28} {:9.3f} {:8.1f} {:6.1f}%", s.name(), ts->stats->median_s * 1e3,
+                      *ts->gflops, 100 * *ts->gflops / peak);
+      for (const char* anchor : {"openblas", "torch"}) {
+        const BenchRow* a = find_row(rows, anchor, s.name(), t);
+        const int w = std::string(anchor) == "openblas" ? 10 : 8;
+        if (!a || !a->stats) {
+          line += fmt::format(" {:>9} {:>{}}", "skipped", "-", w);
+        } else {
+          line += fmt::format(" {:9.1f} {:{}.2f}x", *a->gflops,
+                              a->stats->median_s / ts->stats->median_s, w - 1);
+        }
+      }
+      std::printf("%s\n", line.c_str());
+    }
+  }
+}
+
+}  // namespace
+
+int run_bench_gemm(const BenchOptions& options) {
+  const std::vector<int> threads = options.threads.empty() ? default_threads() : options.threads;
+  const Budget budget = options.quick ? Budget{3, 0.2, 20} : Budget{5, 1.0, 50};
+  const int saved_threads = get_num_threads();
+  std::vector<GemmShape> shapes = make_shapes(options.quick);
+  std::erase_if(shapes, [&](const GemmShape& s) {
+    return s.name().find(options.filter) == std::string::npos;
+  });
+  std::vector<BenchRow> rows;
+
+  for (int t : threads) {
+    rows.push_back(measure_membw("gemm", t, Budget{3, 0.2, 10}));
+    for (auto& r : measure_peak("gemm", t)) rows.push_back(r);
+  }
+
+  for (const auto& s : shapes) {
+    const Operands o = make_operands(s);
+    for (int t : threads) {
+      set_num_threads(t);
+      BenchRow row{"gemm", s.name(), "tessera", t};
+      row.stats = measure([&] { run_tessera(s, o); }, budget);
+      row.gflops = s.flops() / row.stats->median_s / 1e9;
+      std::fprintf(stderr, "bench gemm: %s tessera %d thread(s): %.1f GFLOP/s\n", s.name().c_str(),
+                   t, *row.gflops);
+      rows.push_back(row);
+    }
+    set_num_threads(saved_threads);
+  }
+  // OpenBLAS after every Tessera row: its threads spin for a while after each call.
+  for (int t : threads) {
+    openblas_set_num_threads(t);
+    for (const auto& s : shapes) {
+      const Operands o = make_operands(s);
+      BenchRow row{"gemm", s.name(), "openblas", t};
+      row.stats = measure([&] { run_openblas(s, o); }, budget);
+      row.gflops = s.flops() / row.stats->median_s / 1e9;
+      rows.push_back(row);
+    }
+  }
+  openblas_set_num_threads(1);
+
+  std::vector<std::string> notes;
+  // OpenBLAS picks its kernel by cpuid unless OPENBLAS_CORETYPE forces one (an older core's
+  // kernel can be half as fast): say which one this run measured.
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  notes.push_back(fmt::format("openblas ran its {} kernels{}", openblas_get_corename(),
+                              forced ? fmt::format(" (OPENBLAS_CORETYPE={} is set)", forced)
+                                     : std::string(" (detected from cpuid)")));
+  // PyTorch 1.13 from Debian calls OpenBLAS (pthreads), whose thread count comes from
+  // OPENBLAS_NUM_THREADS at load time, not from torch.set_num_threads: without it a
+  // "1-thread" torch row ran on every core. One script run per thread count.
+  std::string cases;
+  for (const auto& s : shapes) {
+    if (!cases.empty()) cases += ',';
+    cases += fmt::format("{}x{}x{}", s.m, s.k, s.n);
+  }
+  for (int t : threads) {
+    std::string note;
+    const std::string ts = std::to_string(t);
+    const std::vector<std::string> args = {"--threads",  ts,
+                                           "--cases",    cases,
+                                           "--reps",     std::to_string(budget.min_reps),
+                                           "--min-time", fmt::format("{}", budget.min_time_s),
+                                           "--max-reps", std::to_string(budget.max_reps)};
+    for (auto& r :
+         run_python_anchor(std::string(TS_BENCH_SCRIPT_DIR) + "/torch_gemm.py", args,
+                           {{"OPENBLAS_NUM_THREADS", ts}, {"OMP_NUM_THREADS", ts}}, &note)) {
+      for (const auto& s : shapes)
+        if (r.case_name == s.name() && r.stats) r.gflops = s.flops() / r.stats->median_s / 1e9;
+      rows.push_back(r);
+    }
+    if (!note.empty()) notes.push_back(fmt::format("torch ({} threads): {}", t, note));
+  }
+
+  print_table(shapes, rows, threads);
+  for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
+  if (!write_json_lines(options.json_path, rows)) {
+    std::fprintf(stderr, "bench gemm: cannot write %s\n", options.json_path.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,99 @@
+#include "gemm/blocksizes.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+
+#include <fmt/format.h>
+
+namespace tessera::gemm {
+
+namespace {
+
+// "48K", "1024K", "32M" as sysfs writes them; 0 when unreadable.
+int64_t read_sysfs_size(const std::string& path) {
+  std::ifstream f(path);
+  std::string s;
+  if (!(f >> s) || s.empty()) return 0;
+  char* end = nullptr;
+  int64_t v = std::strtoll(s.c_str(), &end, 10);
+  if (end && (*end == 'K' || *end == 'k')) v <<= 10;
+  if (end && (*end == 'M' || *end == 'm')) v <<= 20;
+  return v > 0 ? v : 0;
+}
+
+std::string read_word(const std::string& path) {
+  std::ifstream f(path);
+  std::string s;
+  f >> s;
+  return s;
+}
+
+CacheSizes detect() {
+  CacheSizes c;
+  CacheSizes found{0, 0, 0};
+  const std::string base = "/sys/devices/system/cpu/cpu0/cache/index";
+  for (int i = 0; i < 8; ++i) {
+    const std::string dir = base + std::to_string(i) + "/";
+    const std::string level = read_word(dir + "level"), type = read_word(dir + "type");
+    const int64_t size = read_sysfs_size(dir + "size");
+    if (level.empty() || size == 0) continue;
+    if (level == "1" && (type == "Data" || type == "Unified")) found.l1d = size;
+    if (level == "2") found.l2 = size;
+    if (level == "3") found.l3 = size;
+  }
+#if defined(_SC_LEVEL1_DCACHE_SIZE)
+  if (found.l1d == 0) found.l1d = std::max<long>(0, sysconf(_SC_LEVEL1_DCACHE_SIZE));
+  if (found.l2 == 0) found.l2 = std::max<long>(0, sysconf(_SC_LEVEL2_CACHE_SIZE));
+  if (found.l3 == 0) found.l3 = std::max<long>(0, sysconf(_SC_LEVEL3_CACHE_SIZE));
+#endif
+  // Virtual machines sometimes report nonsense (an L3 of half a gigabyte, an L1 of 0): keep
+  // each level within a plausible range, else fall back to the default.
+  auto sane = [](int64_t v, int64_t lo, int64_t hi, int64_t dflt) {
+    return (v >= lo && v <= hi) ? v : dflt;
+  };
+  c.l1d = sane(found.l1d, 16 << 10, 256 << 10, c.l1d);
+  c.l2 = sane(found.l2, 128 << 10, 8 << 20, c.l2);
+  c.l3 = sane(found.l3, 1 << 20, 256 << 20, c.l3);
+  return c;
+}
+
+int64_t round_down(int64_t v, int64_t m) {
+  return std::max(m, v / m * m);
+}
+
+}  // namespace
+
+const CacheSizes& cache_sizes() {
+  static const CacheSizes c = detect();
+  return c;
+}
+
+BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSizes& caches) {
+  BlockSizes b;
+  b.mr = mr;
+  b.nr = nr;
+  b.kc = std::clamp<int64_t>(round_down(caches.l1d * 4 / 3 / (nr * elem_size), 8), 64, 512);
+  b.mc = std::clamp<int64_t>(round_down(caches.l2 * 2 / 3 / (b.kc * elem_size), mr), mr, 1024);
+  b.nc = std::clamp<int64_t>(round_down(caches.l3 / 4 / (b.kc * elem_size), nr), nr,
+                             round_down(4096, nr));
+  if (const char* env = std::getenv("TESSERA_GEMM_BLOCKS")) {
+    long mc = 0, kc = 0, nc = 0;
+    if (std::sscanf(env, "%ld,%ld,%ld", &mc, &kc, &nc) == 3 && mc > 0 && kc > 0 && nc > 0) {
+      b.mc = round_down(mc, mr);
+      b.kc = kc;
+      b.nc = round_down(nc, nr);
+    }
+  }
+  return b;
+}
+
+std::string to_string(const BlockSizes& b) {
+  return fmt::format("MR={} NR={} MC={} KC={} NC={}", b.mr, b.nr, b.mc, b.kc, b.nc);
+}
+
+}  // namespace tessera::gemm

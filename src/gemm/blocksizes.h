@@ -1,0 +1,42 @@
+// Cache blocking for the five GEMM loops (docs/gemm.md has the table for this machine).
+//
+//   KC: depth of one rank-kc update. The B micro-panel (KC x NR) is re-read by every A
+//       micro-panel of the block; a deeper KC amortises each C-tile update (load, scale,
+//       store) over more FMAs. KC * NR * size ~= 4/3 L1d: the panel's tail streams from L2,
+//       which on Zen 5 (48 KiB L1d, 1 MiB L2) measured 10-15% faster than the classic
+//       "B panel fits in 2/3 of L1" (KC = 256 there), capped at 512.
+//   MC: rows of the packed A block, which every B micro-panel of the block streams through:
+//       MC * KC * size <= ~2/3 L2 (a multiple of MR).
+//   NC: columns of the packed B block, reused by every A block: KC * NC * size within a
+//       share of L3, and at most 4096 (a multiple of NR).
+//
+// MR and NR come from the ISA's microkernel; cache sizes from sysfs, then sysconf, then
+// defaults (32 KiB, 1 MiB, 8 MiB). TESSERA_GEMM_BLOCKS=MC,KC,NC overrides the derived values
+// (rounded to MR and NR multiples) for tuning experiments.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace tessera::gemm {
+
+struct CacheSizes {
+  int64_t l1d = 32 << 10;
+  int64_t l2 = 1 << 20;
+  int64_t l3 = 8 << 20;  // the share of one core's cluster, as the OS reports it
+};
+
+// Read once per process.
+const CacheSizes& cache_sizes();
+
+struct BlockSizes {
+  int64_t mr = 0, nr = 0;
+  int64_t mc = 0, kc = 0, nc = 0;
+};
+
+// Blocking for a microkernel of mr x nr elements of `elem_size` bytes.
+BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSizes& caches);
+
+std::string to_string(const BlockSizes& b);
+
+}  // namespace tessera::gemm

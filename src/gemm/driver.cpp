@@ -1,0 +1,371 @@
+// The GEMM driver: BLIS's five loops around the microkernel, thread splitting, batching.
+//
+//   for jc in 0..n step NC            loop 5: B block of NC columns
+//     for pc in 0..k step KC          loop 4: rank-KC update; pack B[pc:pc+KC, jc:jc+NC]
+//       for ic in 0..m step MC        loop 3: pack A[ic:ic+MC, pc:pc+KC]
+//         for jr in 0..NC step NR     loop 2: B micro-panel (stays in L1)
+//           for ir in 0..MC step MR   loop 1: A micro-panel (streams from L2)
+//             microkernel(KC, alpha, A panel, B panel, pc == 0 ? beta : 1, C tile)
+//
+// Edge tiles (fewer than MR rows or NR columns left) run the same full-size kernel on a
+// temporary MR x NR tile: the valid part of C is copied in (only when beta != 0), the kernel
+// runs with the real beta, and the valid part is copied back, so edge and interior tiles
+// round identically and no write ever lands outside C.
+//
+// Threads: C is cut into a tm x tn grid of blocks whose edges fall on MR/NR boundaries, one
+// block per thread, each running the five loops on its own packed buffers. k is never split,
+// and a tile's arithmetic does not depend on which block holds it, so the result is bitwise
+// the same for any thread count. Cutting n makes every thread pack all of A's rows for its
+// columns (A is packed tn times), cutting m packs B tm times; the plan picks the grid with
+// the shortest critical path (multiply-adds plus a packing cost per element). One parallel
+// region per GEMM: a BLIS-style split of loop 3 over a shared packed B (two barriers per KC
+// step, tasks claimed dynamically) measured 5-15% slower on a 2-core machine shared with
+// another process, because every barrier waits for a worker the OS may have descheduled.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <new>
+#include <vector>
+
+#include "gemm/blocksizes.h"
+#include "gemm/gemm.h"
+#include "gemm/pack.h"
+#include "tessera/core/error.h"
+#include "tessera/core/parallel.h"
+
+namespace tessera::gemm {
+
+namespace {
+
+// Below this many multiply-adds a GEMM runs on one thread: waking the pool costs more.
+constexpr int64_t kMinParallelWork = int64_t{1} << 21;
+// A packed element costs about this many multiply-adds of kernel time (plan_grid).
+constexpr int64_t kPackCost = 8;
+// Largest register tile any kernel uses (elements), for the edge-tile buffer.
+constexpr int64_t kMaxTile = 32 * 64;
+
+template <class T>
+struct Operands {
+  int64_t m = 0, n = 0, k = 0;
+  const T* a = nullptr;
+  int64_t a_rs = 0, a_cs = 0;
+  const T* b = nullptr;
+  int64_t b_rs = 0, b_cs = 0;
+  T* c = nullptr;
+  int64_t c_rs = 0, c_cs = 0;
+  T alpha = 1, beta = 0;
+};
+
+template <class T>
+Operands<T> typed(const GemmProblem& p) {
+  return {p.m,
+          p.n,
+          p.k,
+          static_cast<const T*>(p.a),
+          p.a_rs,
+          p.a_cs,
+          static_cast<const T*>(p.b),
+          p.b_rs,
+          p.b_cs,
+          static_cast<T*>(p.c),
+          p.c_rs,
+          p.c_cs,
+          static_cast<T>(p.alpha),
+          static_cast<T>(p.beta)};
+}
+
+// C^T = B^T A^T: the same product with the roles of rows and columns exchanged.
+template <class T>
+Operands<T> transposed(const Operands<T>& p) {
+  return {p.n,    p.m,    p.k, p.b,    p.b_cs, p.b_rs,  p.a,
+          p.a_cs, p.a_rs, p.c, p.c_cs, p.c_rs, p.alpha, p.beta};
+}
+
+// Per-thread packing buffers (64-byte aligned), grown on demand and kept for the thread's
+// life, so steady-state GEMMs allocate nothing.
+class Workspace {
+ public:
+  ~Workspace() {
+    release(a_);
+    release(b_);
+  }
+  template <class T>
+  T* a(int64_t count) {
+    return static_cast<T*>(grow(a_, count * sizeof(T)));
+  }
+  template <class T>
+  T* b(int64_t count) {
+    return static_cast<T*>(grow(b_, count * sizeof(T)));
+  }
+
+ private:
+  struct Buffer {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  static void release(Buffer& buf) {
+    if (buf.ptr) ::operator delete (buf.ptr, std::align_val_t{64});
+    buf = {};
+  }
+  static void* grow(Buffer& buf, size_t bytes) {
+    if (bytes > buf.bytes) {
+      release(buf);
+      buf.ptr = ::operator new (bytes, std::align_val_t{64});
+      buf.bytes = bytes;
+    }
+    return buf.ptr;
+  }
+  Buffer a_, b_;
+};
+
+Workspace& workspace() {
+  thread_local Workspace ws;
+  return ws;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Multiply-adds of a problem, in double: m * n * k can exceed int64 for valid sizes.
+double work(int64_t m, int64_t n, int64_t k) {
+  return static_cast<double>(m) * static_cast<double>(n) * static_cast<double>(k);
+}
+
+// C := beta * C (zeros when beta == 0, without reading C).
+template <class T>
+void scale_c(const Operands<T>& p) {
+  for (int64_t i = 0; i < p.m; ++i) {
+    T* row = p.c + i * p.c_rs;
+    if (p.beta == T(0)) {
+      for (int64_t j = 0; j < p.n; ++j) row[j * p.c_cs] = T(0);
+    } else if (p.beta != T(1)) {
+      for (int64_t j = 0; j < p.n; ++j) row[j * p.c_cs] *= p.beta;
+    }
+  }
+}
+
+// Loops 2 and 1 over one packed A block (mc x kc) and one packed B block (kc x nc).
+template <class T>
+void macro_kernel(const cpu::GemmMicroKernel<T>& uk, int64_t mc, int64_t nc, int64_t kc, T alpha,
+                  const T* ap, const T* bp, T beta, T* c, int64_t rs, int64_t cs) {
+  const int64_t mr = uk.mr, nr = uk.nr;
+  alignas(64) T edge[kMaxTile];
+  for (int64_t jr = 0; jr < nc; jr += nr) {
+    const int64_t nv = std::min(nr, nc - jr);
+    const T* b_panel = bp + jr * kc;
+    for (int64_t ir = 0; ir < mc; ir += mr) {
+      const int64_t mv = std::min(mr, mc - ir);
+      const T* a_panel = ap + ir * kc;
+      T* tile = c + ir * rs + jr * cs;
+      if (mv == mr && nv == nr) {
+        uk.fn(kc, alpha, a_panel, b_panel, beta, tile, rs, cs);
+        continue;
+      }
+      if (beta != T(0)) {
+        std::fill(edge, edge + mr * nr, T(0));
+        for (int64_t i = 0; i < mv; ++i)
+          for (int64_t j = 0; j < nv; ++j) edge[i * nr + j] = tile[i * rs + j * cs];
+      }
+      uk.fn(kc, alpha, a_panel, b_panel, beta, edge, nr, 1);
+      for (int64_t i = 0; i < mv; ++i)
+        for (int64_t j = 0; j < nv; ++j) tile[i * rs + j * cs] = edge[i * nr + j];
+    }
+  }
+}
+
+// Loops 5, 4 and 3 on the calling thread.
+template <class T>
+void gemm_serial(const Operands<T>& p, const cpu::GemmMicroKernel<T>& uk, const BlockSizes& bs) {
+  const int64_t mc_max = std::min(bs.mc, p.m), nc_max = std::min(bs.nc, p.n);
+  const int64_t kc_max = std::min(bs.kc, p.k);
+  Workspace& ws = workspace();
+  T* apack = ws.a<T>(ceil_div(mc_max, bs.mr) * bs.mr * kc_max);
+  T* bpack = ws.b<T>(ceil_div(nc_max, bs.nr) * bs.nr * kc_max);
+  for (int64_t jc = 0; jc < p.n; jc += bs.nc) {
+    const int64_t nc = std::min(bs.nc, p.n - jc);
+    for (int64_t pc = 0; pc < p.k; pc += bs.kc) {
+      const int64_t kc = std::min(bs.kc, p.k - pc);
+      pack_b_block<T>(kc, nc, p.b + pc * p.b_rs + jc * p.b_cs, p.b_rs, p.b_cs, bs.nr, bpack);
+      const T beta = pc == 0 ? p.beta : T(1);
+      for (int64_t ic = 0; ic < p.m; ic += bs.mc) {
+        const int64_t mc = std::min(bs.mc, p.m - ic);
+        pack_a_block<T>(mc, kc, p.a + ic * p.a_rs + pc * p.a_cs, p.a_rs, p.a_cs, bs.mr, apack);
+        macro_kernel<T>(uk, mc, nc, kc, p.alpha, apack, bpack, beta,
+                        p.c + ic * p.c_rs + jc * p.c_cs, p.c_rs, p.c_cs);
+      }
+    }
+  }
+}
+
+struct Grid {
+  int64_t tm = 1, tn = 1;
+};
+
+// The tm x tn thread grid with the shortest critical path for at most `threads` threads.
+Grid plan_grid(int64_t m, int64_t n, int64_t k, const BlockSizes& bs, int64_t threads) {
+  const int64_t mp = ceil_div(m, bs.mr), np = ceil_div(n, bs.nr);
+  if (threads <= 1 || work(m, n, k) < kMinParallelWork) return {};
+  Grid best;
+  double best_cost = 0;
+  for (int64_t tm = 1; tm <= threads; ++tm) {
+    for (int64_t tn = 1; tm * tn <= threads; ++tn) {
+      if (tm > mp || tn > np) continue;
+      const double rows = static_cast<double>(ceil_div(mp, tm) * bs.mr);
+      const double cols = static_cast<double>(ceil_div(np, tn) * bs.nr);
+      const double kd = static_cast<double>(k);
+      const double packed = rows * kd * std::ceil(cols / bs.nc) + cols * kd;
+      const double cost = rows * cols * kd + kPackCost * packed;
+      if (best_cost == 0 || cost < best_cost) {
+        best_cost = cost;
+        best = {tm, tn};
+      }
+    }
+  }
+  return best;
+}
+
+template <class T>
+void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_threads) {
+  if (p0.m == 0 || p0.n == 0) return;
+  if (p0.k == 0 || p0.alpha == T(0)) {
+    scale_c(p0);
+    return;
+  }
+  // Column-major C: compute C^T = B^T A^T so that the kernel stores contiguous rows.
+  const Operands<T> p = (p0.c_cs != 1 && p0.c_rs == 1) ? transposed(p0) : p0;
+  const cpu::GemmMicroKernel<T>& uk = kernels.get<T>();
+  TS_INTERNAL_ASSERT(uk.mr * uk.nr <= kMaxTile);
+  const BlockSizes bs = block_sizes(uk.mr, uk.nr, sizeof(T), cache_sizes());
+  const int64_t threads = allow_threads && !in_parallel_region() ? get_num_threads() : 1;
+  const Grid g = plan_grid(p.m, p.n, p.k, bs, threads);
+  if (g.tm * g.tn == 1) {
+    gemm_serial(p, uk, bs);
+    return;
+  }
+  const int64_t mp = ceil_div(p.m, bs.mr), np = ceil_div(p.n, bs.nr);
+  parallel_tasks(g.tm * g.tn, [&](int64_t t) {
+    const int64_t ti = t / g.tn, tj = t % g.tn;
+    const int64_t i0 = mp * ti / g.tm * bs.mr, i1 = std::min(p.m, mp * (ti + 1) / g.tm * bs.mr);
+    const int64_t j0 = np * tj / g.tn * bs.nr, j1 = std::min(p.n, np * (tj + 1) / g.tn * bs.nr);
+    if (i0 >= i1 || j0 >= j1) return;
+    Operands<T> s = p;
+    s.m = i1 - i0;
+    s.n = j1 - j0;
+    s.a = p.a + i0 * p.a_rs;
+    s.b = p.b + j0 * p.b_cs;
+    s.c = p.c + i0 * p.c_rs + j0 * p.c_cs;
+    gemm_serial(s, uk, bs);
+  });
+}
+
+// Runs one validated problem with the dtype's kernels.
+void run_problem(const GemmProblem& p, const cpu::GemmKernels& kernels, bool allow_threads) {
+  if (p.dtype == ScalarType::Float32) {
+    run(typed<float>(p), kernels, allow_threads);
+  } else {
+    run(typed<double>(p), kernels, allow_threads);
+  }
+}
+
+const cpu::GemmKernels& default_kernels() {
+  return TS_DISPATCH(gemm_kernels);
+}
+
+// Sum of |stride| * (extent - 1): the span of a strided matrix, in elements.
+bool overlaps_itself(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  if (rows <= 1 || cols <= 1) return (rows > 1 && rs == 0) || (cols > 1 && cs == 0);
+  const int64_t ars = rs < 0 ? -rs : rs, acs = cs < 0 ? -cs : cs;
+  // Non-overlapping when the smaller stride's whole run fits inside one step of the larger.
+  if (ars <= acs) return ars == 0 || ars * (rows - 1) >= acs;
+  return acs == 0 || acs * (cols - 1) >= ars;
+}
+
+void validate(const GemmProblem& p, std::string_view op) {
+  TS_CHECK(gemm_supports(p.dtype), TypeError, "{}(): expected dtype float32 or float64, but got {}",
+           op, p.dtype);
+  TS_CHECK(p.m >= 0 && p.n >= 0 && p.k >= 0, ValueError,
+           "{}(): expected non-negative sizes, but got m={}, n={}, k={}", op, p.m, p.n, p.k);
+  // Element offsets (i * rs + j * cs) must fit in int64.
+  auto span_fits = [](int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+    const double span = static_cast<double>(rows) * std::fabs(static_cast<double>(rs)) +
+                        static_cast<double>(cols) * std::fabs(static_cast<double>(cs));
+    return span < 9.0e18;
+  };
+  TS_CHECK(span_fits(p.m, p.k, p.a_rs, p.a_cs) && span_fits(p.k, p.n, p.b_rs, p.b_cs) &&
+               span_fits(p.m, p.n, p.c_rs, p.c_cs),
+           ValueError,
+           "{}(): expected operands whose element offsets fit in int64, but got m={}, n={}, "
+           "k={} with strides a=({}, {}), b=({}, {}), c=({}, {})",
+           op, p.m, p.n, p.k, p.a_rs, p.a_cs, p.b_rs, p.b_cs, p.c_rs, p.c_cs);
+  if (p.m == 0 || p.n == 0) return;
+  TS_CHECK(p.c != nullptr, ValueError, "{}(): argument 'c' expected a pointer, but got null", op);
+  TS_CHECK(!overlaps_itself(p.m, p.n, p.c_rs, p.c_cs), ValueError,
+           "{}(): argument 'c' expected non-overlapping strides for a {}x{} matrix, but got "
+           "({}, {})",
+           op, p.m, p.n, p.c_rs, p.c_cs);
+  if (p.k == 0 || p.alpha == 0) return;
+  TS_CHECK(p.a != nullptr && p.b != nullptr, ValueError,
+           "{}(): arguments 'a' and 'b' expected pointers, but got {} and {}", op,
+           p.a ? "a pointer" : "null", p.b ? "a pointer" : "null");
+}
+
+}  // namespace
+
+bool gemm_supports(ScalarType dtype) {
+  return dtype == ScalarType::Float32 || dtype == ScalarType::Float64;
+}
+
+void gemm(const GemmProblem& p, const cpu::GemmKernels* kernels, std::string_view op) {
+  validate(p, op);
+  run_problem(p, kernels ? *kernels : default_kernels(), true);
+}
+
+void gemm_strided_batched(const GemmProblem& p, int64_t batch, int64_t a_bs, int64_t b_bs,
+                          int64_t c_bs, const cpu::GemmKernels* kernels, std::string_view op) {
+  TS_CHECK(batch >= 0, ValueError, "{}(): argument 'batch' expected >= 0, but got {}", op, batch);
+  validate(p, op);
+  if (batch == 0 || p.m == 0 || p.n == 0) return;
+  TS_CHECK(batch == 1 || c_bs != 0, ValueError,
+           "{}(): argument 'c_bs' expected a non-zero batch stride for {} outputs, but got 0", op,
+           batch);
+  const cpu::GemmKernels& ks = kernels ? *kernels : default_kernels();
+  const size_t elem = p.dtype == ScalarType::Float32 ? sizeof(float) : sizeof(double);
+  auto problem = [&](int64_t i) {
+    GemmProblem q = p;
+    q.a = static_cast<const char*>(p.a) + i * a_bs * static_cast<int64_t>(elem);
+    q.b = static_cast<const char*>(p.b) + i * b_bs * static_cast<int64_t>(elem);
+    q.c = static_cast<char*>(p.c) + i * c_bs * static_cast<int64_t>(elem);
+    return q;
+  };
+  // Small problems: one problem per task. Large ones: each split over all threads.
+  if (batch > 1 && work(p.m, p.n, p.k) < 16 * kMinParallelWork) {
+    parallel_tasks(batch, [&](int64_t i) { run_problem(problem(i), ks, false); });
+  } else {
+    for (int64_t i = 0; i < batch; ++i) run_problem(problem(i), ks, true);
+  }
+}
+
+void gemm_grouped(std::span<const GemmProblem> problems, const cpu::GemmKernels* kernels,
+                  std::string_view op) {
+  for (const GemmProblem& p : problems) validate(p, op);
+  const cpu::GemmKernels& ks = kernels ? *kernels : default_kernels();
+  std::vector<int64_t> small;
+  for (size_t i = 0; i < problems.size(); ++i) {
+    const GemmProblem& p = problems[i];
+    if (work(p.m, p.n, p.k) < 16 * kMinParallelWork) {
+      small.push_back(static_cast<int64_t>(i));
+    } else {
+      run_problem(p, ks, true);
+    }
+  }
+  // Largest first, so that dynamic claiming balances the tail.
+  std::stable_sort(small.begin(), small.end(), [&](int64_t x, int64_t y) {
+    const GemmProblem &a = problems[x], &b = problems[y];
+    return work(a.m, a.n, a.k) > work(b.m, b.n, b.k);
+  });
+  parallel_tasks(static_cast<int64_t>(small.size()),
+                 [&](int64_t i) { run_problem(problems[small[i]], ks, false); });
+}
+
+}  // namespace tessera::gemm

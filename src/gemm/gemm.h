@@ -1,0 +1,70 @@
+// Tessera's GEMM engine (internal API): C = alpha * A * B + beta * C for strided operands.
+//
+// A problem is a plain struct. Every operand is a strided matrix given by a pointer and
+// element strides (row stride, column stride), so row-major, column-major, transposed views
+// (swap the strides) and general strides need no copies:
+//
+//   A: m x k, A(i, p) = a[i * a_rs + p * a_cs]
+//   B: k x n, B(p, j) = b[p * b_rs + j * b_cs]
+//   C: m x n, C(i, j) = c[i * c_rs + j * c_cs]
+//
+// Semantics (those of BLAS):
+//   - beta == 0: C is written, never read (NaN/Inf garbage in C does not reach the result);
+//   - alpha == 0 or k == 0: A and B are not read; C := beta * C (0 when beta == 0);
+//   - m == 0 or n == 0: nothing is touched.
+//
+// Numerics: each C element is one k-ordered dot product per KC block (see docs/gemm.md), and
+// work is split across threads only over rows and columns of C, never over k. Results are
+// therefore bitwise identical for every thread count.
+//
+// Threads: Tessera's pool (tessera::parallel_tasks); a call from inside a parallel region
+// runs serially. Workspaces (packed panels) are cached per thread and reused.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "gemm/kernels/microkernel.h"
+#include "tessera/core/dtype.h"
+
+namespace tessera::gemm {
+
+struct GemmProblem {
+  ScalarType dtype = ScalarType::Float32;
+  int64_t m = 0, n = 0, k = 0;
+  const void* a = nullptr;
+  int64_t a_rs = 0, a_cs = 0;
+  const void* b = nullptr;
+  int64_t b_rs = 0, b_cs = 0;
+  void* c = nullptr;
+  int64_t c_rs = 0, c_cs = 0;
+  double alpha = 1, beta = 0;
+};
+
+// The dtypes the engine computes (float32, float64 for now).
+bool gemm_supports(ScalarType dtype);
+
+// Validates p (throws tessera::Error naming `op`) and runs it on the kernels of the ISA chosen
+// at start-up, or on `kernels` when given (tests and benchmarks compare ISAs that way).
+void gemm(const GemmProblem& p, const cpu::GemmKernels* kernels = nullptr,
+          std::string_view op = "gemm");
+
+// `batch` problems shaped like p; problem i uses a + i * a_bs, b + i * b_bs, c + i * c_bs
+// (element offsets; a stride of 0 shares an operand). The C matrices must not overlap.
+void gemm_strided_batched(const GemmProblem& p, int64_t batch, int64_t a_bs, int64_t b_bs,
+                          int64_t c_bs, const cpu::GemmKernels* kernels = nullptr,
+                          std::string_view op = "gemm_strided_batched");
+
+// A list of independent problems, any shapes (a pointer-array batch, or grouped GEMM with a
+// different m per problem as mixture-of-experts layers need). Small problems are spread over
+// the threads one problem per task; large ones are each split over all threads. Their C
+// matrices must not overlap.
+void gemm_grouped(std::span<const GemmProblem> problems, const cpu::GemmKernels* kernels = nullptr,
+                  std::string_view op = "gemm_grouped");
+
+// The oracle: a plain triple loop accumulating in double (long double for float64), same
+// semantics as gemm() (beta == 0 never reads C). Serial and slow; for tests.
+void gemm_reference(const GemmProblem& p);
+
+}  // namespace tessera::gemm
