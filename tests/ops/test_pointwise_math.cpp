@@ -50,6 +50,22 @@ double ulp_of(double ref) {
   return std::nextafter(r, std::numeric_limits<float>::infinity()) - r;
 }
 
+TEST(PointwiseMath, ExpFloat32WithinOneUlp) {
+  // Subnormal results, the overflow edge and the specials included.
+  std::vector<float> xs = sweep(-110.0f, 90.0f, 1 << 21);
+  Tensor y = exp(tensor<float>(xs));
+  const float* got = y.data_ptr<float>();
+  for (size_t i = 0; i < xs.size(); ++i) {
+    const double ref = std::exp(static_cast<double>(xs[i]));
+    if (std::isinf(static_cast<float>(ref))) {
+      ASSERT_EQ(got[i], INFINITY) << "exp(" << xs[i] << ")";
+      continue;
+    }
+    ASSERT_LE(std::fabs(got[i] - ref), 1.0 * ulp_of(ref)) << "exp(" << xs[i] << ") = " << got[i];
+  }
+  EXPECT_TRUE(std::isnan(exp(tensor<float>({NAN})).item<float>()));
+}
+
 TEST(PointwiseMath, ErfFloat32WithinThreeUlp) {
   const std::vector<float> xs = sweep(-12.0f, 12.0f, 1 << 20);
   Tensor x = tensor<float>(xs);
