@@ -2,7 +2,7 @@
 """PyTorch 1.13 anchor for `tessera bench gemm`: one JSON line per case and thread count.
 
 Run by the `tessera` command in the same invocation (BENCHMARKS.md). Cases are M x K x N
-float32 products, named as in src/cli/bench_gemm.cpp (`mm/float32/MxKxN`); each runs
+products (float32, or bfloat16 with --dtype), named as in src/cli/bench_gemm.cpp (`mm/float32/MxKxN`); each runs
 torch.mm into a preallocated output (as Tessera and OpenBLAS do), so allocation and page
 faults of a fresh result are not timed. Threads: torch.set_num_threads per --threads entry;
 Debian's PyTorch runs mm on OpenBLAS, whose thread count is OPENBLAS_NUM_THREADS at load time,
@@ -35,6 +35,7 @@ def main():
     ap.add_argument("--reps", type=int, default=10)
     ap.add_argument("--min-time", type=float, default=1.0)
     ap.add_argument("--max-reps", type=int, default=100)
+    ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     args = ap.parse_args()
     try:
         import torch
@@ -46,10 +47,11 @@ def main():
         torch.set_num_threads(t)
         for m, k, n in shapes:
             g = torch.Generator().manual_seed(0)
-            a = torch.rand(m, k, generator=g) * 2 - 1
-            b = torch.rand(k, n, generator=g) * 2 - 1
-            c = torch.empty(m, n)
-            row = {"suite": "gemm", "case": f"mm/float32/{m}x{k}x{n}", "impl": "torch",
+            dt = getattr(torch, args.dtype)
+            a = (torch.rand(m, k, generator=g) * 2 - 1).to(dt)
+            b = (torch.rand(k, n, generator=g) * 2 - 1).to(dt)
+            c = torch.empty(m, n, dtype=dt)
+            row = {"suite": "gemm", "case": f"mm/{args.dtype}/{m}x{k}x{n}", "impl": "torch",
                    "threads": t}
             row.update(measure(lambda: torch.mm(a, b, out=c), args.reps, args.min_time,
                                args.max_reps))

@@ -25,6 +25,7 @@
 #include <fmt/format.h>
 
 #include "cli/bench.h"
+#include "cli/bench_gemm_lowp.h"
 #include "cli/bench_util.h"
 #include "gemm/gemm.h"
 #include "tessera/tessera.h"
@@ -211,6 +212,7 @@ int run_bench_gemm(const BenchOptions& options) {
   }
 
   print_table(shapes, rows, threads);
+  bench_gemm_lowp(options, threads, budget, rows, notes);
   for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
   if (!write_json_lines(options.json_path, rows)) {
     std::fprintf(stderr, "bench gemm: cannot write %s\n", options.json_path.c_str());

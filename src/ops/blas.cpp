@@ -1,4 +1,4 @@
-// Matrix products. float32 and float64 (and float16/bfloat16, computed in float32) run on
+// Matrix products. float32 and float64 (bfloat16/float16: src/ops/blas_lowp.cpp) run on
 // Tessera's GEMM engine (src/gemm) with the operands' own strides: transposed and sliced
 // views need no copies, and the engine threads on Tessera's pool. complex64/complex128 still
 // call OpenBLAS single-threaded inside the pool (TEMPORARY: until the engine has complex
@@ -12,6 +12,7 @@
 #include "core/dtype_dispatch.h"
 #include "core/tensor_make.h"
 #include "gemm/gemm.h"
+#include "ops/blas_lowp.h"
 #include "tessera/core/parallel.h"
 #include "tessera/ops/factory.h"
 #include "tessera/ops/pointwise.h"
@@ -117,6 +118,7 @@ ScalarType compute_dtype(ScalarType t) {
 // [B, m, k] x [B, k, n] -> [B, m, n]. The engine splits small batches by batch and large
 // problems within each; the OpenBLAS path splits batches across the pool.
 Tensor batched(const Tensor& a, const Tensor& b, std::string_view op) {
+  if (is_lowp_mm_dtype(a.dtype())) return bmm_lowp(a, b, op);
   const ScalarType ct = compute_dtype(a.dtype());
   Tensor ac = a.to(ct), bc = b.to(ct);
   const int64_t nb = a.size(0);
@@ -163,6 +165,9 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
              const Scalar& alpha) {
+  if (is_lowp_mm_dtype(a.dtype()) && a.dim() == 2 && b.dim() == 2 && self.dtype() == a.dtype() &&
+      !beta.is_complex() && !alpha.is_complex())
+    return addmm_lowp(self, a, b, beta.to_double(), alpha.to_double());
   if (gemm::gemm_supports(a.dtype()) && a.dim() == 2 && b.dim() == 2 && self.dtype() == a.dtype() &&
       !beta.is_complex() && !alpha.is_complex()) {
     // The engine applies beta and alpha itself: one pass over the output, and beta == 0

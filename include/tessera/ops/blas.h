@@ -2,6 +2,8 @@
 // GEMM engine replaces them.
 #pragma once
 
+#include <optional>
+
 #include "tessera/core/tensor.h"
 
 namespace tessera {
@@ -15,5 +17,28 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar&
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor dot(const Tensor& a, const Tensor& b);
 Tensor outer(const Tensor& a, const Tensor& b);
+
+}  // namespace tessera
+
+namespace tessera {
+
+// torch._scaled_mm: out = (a * scale_a) @ (b * scale_b) [* global_scale] + bias in out_dtype,
+// accumulated in float32 (src/gemm/lowp.h).
+//
+// float8: a [M, K] and b [K, N] of float8_e4m3fn or float8_e5m2 (any strides), float32
+//   scale_a of shape [] / [1] / [1, 1] (per tensor) or [M, 1] (per row), scale_b [] / [1] /
+//   [1, 1] or [1, N] (per column). Per-tensor scales multiply alpha; row and column scales
+//   apply per element as each output tile is stored.
+// NVFP4: a [M, K/2] and b [K/2, N] of float4_e2m1fn_x2 (two values per byte along K, low
+//   nibble first), K contiguous in both (a row-major, b = w.t() for a row-major w [N, K/2]),
+//   K a multiple of 16; scale_a [M, K/16] and scale_b [N, K/16] float8_e4m3fn, one per 16
+//   consecutive K of a row of a / a column of b; global_scale a float32 one-element tensor,
+//   applied in the epilogue (when C is written), never as a separate pass.
+// bias: [N] of out_dtype or float32, added after scaling. out_dtype: bfloat16 (default; unlike
+//   PyTorch, whose default is a's dtype: float8 outputs are not offered), float16 or float32.
+Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b,
+                 const std::optional<Tensor>& bias = std::nullopt,
+                 std::optional<ScalarType> out_dtype = std::nullopt,
+                 const std::optional<Tensor>& global_scale = std::nullopt);
 
 }  // namespace tessera

@@ -1,0 +1,135 @@
+// `tessera bench gemm`, low precision: bfloat16 mm (bf16 in, bf16 out, float32 accumulation)
+// at square n = 512..2048 (and 4096 without --quick), and scaled_mm with float8_e4m3fn
+// (per-row/column scales, bf16 out) and NVFP4 (block scales + global scale, bf16 out).
+// Columns: GFLOP/s, % of the same run's vdpbf16ps peak (impl "peak", dpbf16 case), ratio to
+// Tessera's float32 mm of the same shape (goal >= 1.8x at n >= 1024) and to PyTorch 1.13's
+// bf16 mm (bench/torch_gemm.py --dtype bfloat16, OPENBLAS_NUM_THREADS per thread count).
+#include "cli/bench_gemm_lowp.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include <fmt/format.h>
+
+#include "tessera/tessera.h"
+
+#ifndef TS_BENCH_SCRIPT_DIR
+#define TS_BENCH_SCRIPT_DIR "bench"
+#endif
+
+namespace tessera::cli {
+namespace {
+
+struct LowpCase {
+  std::string op, dtype;  // "mm"/"scaled_mm", "bfloat16"/"float8_e4m3fn"/"nvfp4"
+  int64_t n;
+  std::string name() const { return fmt::format("{}/{}/{}x{}x{}", op, dtype, n, n, n); }
+  double flops() const { return 2.0 * double(n) * double(n) * double(n); }
+};
+
+const BenchRow* find(const std::vector<BenchRow>& rows, const std::string& impl,
+                     const std::string& prefix, int threads) {
+  for (const auto& r : rows)
+    if (r.impl == impl && r.threads == threads && r.case_name.starts_with(prefix)) return &r;
+  return nullptr;
+}
+
+// Runs one case's operands; returns the callable to time.
+std::function<void()> make_case(const LowpCase& c) {
+  const int64_t n = c.n;
+  manual_seed(1);
+  if (c.dtype == "bfloat16") {
+    Tensor a = randn({n, n}).to(kBFloat16), b = randn({n, n}).to(kBFloat16);
+    return [a, b] { (void)a.mm(b); };
+  }
+  if (c.dtype == "float8_e4m3fn") {
+    Tensor a = randn({n, n}).to(kFloat8_e4m3fn), b = randn({n, n}).to(kFloat8_e4m3fn).t();
+    Tensor sa = rand({n, 1}).add(0.5), sb = rand({1, n}).add(0.5);
+    return [a, b, sa, sb] { (void)scaled_mm(a, b, sa, sb); };
+  }
+  Tensor a = randint(0, 256, {n, n / 2}, kUInt8).view(kFloat4_e2m1fn_x2);
+  Tensor w = randint(0, 256, {n, n / 2}, kUInt8).view(kFloat4_e2m1fn_x2);
+  Tensor sa = rand({n, n / 16}).add(0.5).to(kFloat8_e4m3fn);
+  Tensor sw = rand({n, n / 16}).add(0.5).to(kFloat8_e4m3fn);
+  Tensor g = full({}, 0.5f);
+  return [a, w, sa, sw, g] { (void)scaled_mm(a, w.t(), sa, sw, std::nullopt, kBFloat16, g); };
+}
+
+}  // namespace
+
+void bench_gemm_lowp(const BenchOptions& options, const std::vector<int>& threads,
+                     const Budget& budget, std::vector<BenchRow>& rows,
+                     std::vector<std::string>& notes) {
+  std::vector<LowpCase> cases;
+  std::vector<int64_t> sizes = {512, 1024, 2048};
+  if (!options.quick) sizes.push_back(4096);
+  for (int64_t n : sizes) cases.push_back({"mm", "bfloat16", n});
+  for (int64_t n : {1024, 2048}) {
+    cases.push_back({"scaled_mm", "float8_e4m3fn", n});
+    cases.push_back({"scaled_mm", "nvfp4", n});
+  }
+  std::erase_if(
+      cases, [&](const LowpCase& c) { return c.name().find(options.filter) == std::string::npos; });
+  if (cases.empty()) return;
+  const int saved = get_num_threads();
+  for (const auto& c : cases) {
+    const auto fn = make_case(c);
+    for (int t : threads) {
+      set_num_threads(t);
+      BenchRow row{"gemm", c.name(), "tessera", t};
+      row.stats = measure(fn, budget);
+      row.gflops = c.flops() / row.stats->median_s / 1e9;
+      std::fprintf(stderr, "bench gemm: %s tessera %d thread(s): %.1f GFLOP/s\n", c.name().c_str(),
+                   t, *row.gflops);
+      rows.push_back(row);
+    }
+  }
+  set_num_threads(saved);
+
+  std::string torch_cases;
+  for (const auto& c : cases)
+    if (c.op == "mm")
+      torch_cases += fmt::format("{}{}x{}x{}", torch_cases.empty() ? "" : ",", c.n, c.n, c.n);
+  for (int t : threads) {
+    if (torch_cases.empty()) break;
+    std::string note;
+    const std::string ts = std::to_string(t);
+    for (auto& r : run_python_anchor(
+             std::string(TS_BENCH_SCRIPT_DIR) + "/torch_gemm.py",
+             {"--threads", ts, "--cases", torch_cases, "--dtype", "bfloat16", "--reps",
+              std::to_string(budget.min_reps), "--min-time", fmt::format("{}", budget.min_time_s),
+              "--max-reps", std::to_string(budget.max_reps)},
+             {{"OPENBLAS_NUM_THREADS", ts}, {"OMP_NUM_THREADS", ts}}, &note))
+      rows.push_back(r);
+    if (!note.empty()) notes.push_back(fmt::format("torch bf16 ({} threads): {}", t, note));
+  }
+
+  for (int t : threads) {
+    const BenchRow* peak = find(rows, "peak", "dpbf16/", t);
+    const double pk = peak && peak->gflops ? *peak->gflops : NAN;
+    std::printf("\ngemm low precision, %d thread%s: dpbf16 peak %.1f GFLOP/s\n", t,
+                t == 1 ? "" : "s", pk);
+    std::printf("%-36s %9s %8s %7s %10s %8s %8s\n", "case", "ms", "GFLOP/s", "% peak", "x float32",
+                "torch", "x torch");
+    for (const auto& c : cases) {
+      const BenchRow* ts = find(rows, "tessera", c.name(), t);
+      if (!ts || !ts->stats) continue;
+      const BenchRow* f32 =
+          find(rows, "tessera", fmt::format("mm/float32/{}x{}x{}", c.n, c.n, c.n), t);
+      const BenchRow* th = c.op == "mm" ? find(rows, "torch", c.name(), t) : nullptr;
+      std::string line =
+          fmt::format("{:<36} {:9.3f} {:8.1f} {:6.1f}%", c.name(), ts->stats->median_s * 1e3,
+                      *ts->gflops, 100 * *ts->gflops / pk);
+      line += f32 && f32->stats
+                  ? fmt::format(" {:9.2f}x", f32->stats->median_s / ts->stats->median_s)
+                  : fmt::format(" {:>10}", "-");
+      line += th && th->stats ? fmt::format(" {:8.1f} {:7.2f}x",
+                                            2.0 * c.n * c.n * c.n / th->stats->median_s / 1e9,
+                                            th->stats->median_s / ts->stats->median_s)
+                              : fmt::format(" {:>8} {:>8}", "skipped", "-");
+      std::printf("%s\n", line.c_str());
+    }
+  }
+}
+
+}  // namespace tessera::cli

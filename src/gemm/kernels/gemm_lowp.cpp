@@ -1,0 +1,139 @@
+// Low-precision GEMM kernels for every ISA (contracts: lowp_kernels.h).
+//
+//   bf16_avx512_14x32: 14 rows x 2 zmm of 16 float lanes, like sgemm_avx512_14x32, but each
+//                      k step is a pair: per pair 2 B loads (32 columns x 2 k of bf16), 14
+//                      32-bit broadcasts of A pairs and 28 vdpbf16ps, i.e. twice the
+//                      multiply-adds of a float32 FMA step for the same instruction count.
+//                      Compiled with the avx512bf16 target only around the kernel, and listed
+//                      in the table only when cpuid reports AVX512_BF16.
+//   store_tile:        the epilogue over Tessera's Vec<float> of the ISA (16, 8 or 4 lanes):
+//                      scale, bias, beta * C and the rounding to bfloat16/float16/float32.
+#include <cstring>
+
+#include "gemm/kernels/lowp_kernels.h"
+#include "tessera/core/half.h"
+
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "core/cpu_features.h"
+#include "core/vec.h"
+
+namespace tessera::cpu::TS_ISA {
+namespace {
+
+#if defined(__AVX512F__)
+#pragma GCC push_options
+#pragma GCC target("avx512bf16")
+void bf16_avx512_14x32(int64_t kp, const uint16_t* __restrict a, const uint16_t* __restrict b,
+                       float* c, int64_t ldc, bool accumulate) {
+  constexpr int MR = 14;
+  __m512 acc[MR][2];
+#pragma GCC unroll 14
+  for (int i = 0; i < MR; ++i) acc[i][0] = acc[i][1] = _mm512_setzero_ps();
+#pragma GCC unroll 2
+  for (int64_t q = 0; q < kp; ++q) {
+    const __m512bh b0 = (__m512bh)_mm512_load_si512(b);
+    const __m512bh b1 = (__m512bh)_mm512_load_si512(b + 32);
+#pragma GCC unroll 14
+    for (int i = 0; i < MR; ++i) {
+      int32_t pair;
+      std::memcpy(&pair, a + 2 * i, sizeof(pair));
+      const __m512bh ai = (__m512bh)_mm512_set1_epi32(pair);
+      acc[i][0] = _mm512_dpbf16_ps(acc[i][0], ai, b0);
+      acc[i][1] = _mm512_dpbf16_ps(acc[i][1], ai, b1);
+    }
+    a += 2 * MR;
+    b += 64;
+  }
+#pragma GCC unroll 14
+  for (int i = 0; i < MR; ++i) {
+    float* row = c + i * ldc;
+    if (accumulate) {
+      acc[i][0] = _mm512_add_ps(acc[i][0], _mm512_loadu_ps(row));
+      acc[i][1] = _mm512_add_ps(acc[i][1], _mm512_loadu_ps(row + 16));
+    }
+    _mm512_storeu_ps(row, acc[i][0]);
+    _mm512_storeu_ps(row + 16, acc[i][1]);
+  }
+}
+#pragma GCC pop_options
+#endif
+
+// One row of the epilogue into contiguous T: out = acc * scale [* col] [+ bias] [+ beta * c].
+template <class T>
+void store_row(const float* acc, int64_t nv, float scale, const float* col, const float* bias,
+               float beta, T* c) {
+  using V = vec::TS_ISA::Vec<float>;
+  constexpr int L = V::kSize;
+  const V vs(scale), vb(beta);
+  for (int64_t j = 0; j < nv; j += L) {
+    const int n = nv - j < L ? static_cast<int>(nv - j) : L;
+    V v = (n == L ? V::load(acc + j) : V::load(acc + j, n)) * vs;
+    if (col) v = v * (n == L ? V::load(col + j) : V::load(col + j, n));
+    if (bias) v = v + (n == L ? V::load(bias + j) : V::load(bias + j, n));
+    if (beta != 0.0f)
+      v = V::fmadd(vb, n == L ? V::load_convert(c + j) : V::load_convert(c + j, n), v);
+    if (n == L) {
+      v.store_convert(c + j);
+    } else {
+      v.store_convert(c + j, n);
+    }
+  }
+}
+
+template <class T>
+void store_rows(const LowpTile& t) {
+  constexpr int64_t kMaxRow = 256;
+  for (int64_t i = 0; i < t.mv; ++i) {
+    const float scale = t.row_scale ? t.alpha * t.row_scale[i] : t.alpha;
+    T* crow = static_cast<T*>(t.c) + i * t.c_rs;
+    if (t.c_cs == 1) {
+      store_row<T>(t.acc + i * t.ld, t.nv, scale, t.col_scale, t.bias, t.beta, crow);
+      continue;
+    }
+    // Strided C: through a contiguous row, so that both layouts round identically.
+    for (int64_t j0 = 0; j0 < t.nv; j0 += kMaxRow) {
+      const int64_t n = t.nv - j0 < kMaxRow ? t.nv - j0 : kMaxRow;
+      T row[kMaxRow];
+      if (t.beta != 0.0f)
+        for (int64_t j = 0; j < n; ++j) row[j] = crow[(j0 + j) * t.c_cs];
+      store_row<T>(t.acc + i * t.ld + j0, n, scale, t.col_scale ? t.col_scale + j0 : nullptr,
+                   t.bias ? t.bias + j0 : nullptr, t.beta, row);
+      for (int64_t j = 0; j < n; ++j) crow[(j0 + j) * t.c_cs] = row[j];
+    }
+  }
+}
+
+void store_tile(const LowpTile& t) {
+  switch (t.out) {
+    case ScalarType::BFloat16:
+      store_rows<BFloat16>(t);
+      break;
+    case ScalarType::Float16:
+      store_rows<Half>(t);
+      break;
+    default:
+      store_rows<float>(t);
+      break;
+  }
+}
+
+}  // namespace
+
+const LowpGemmKernels& lowp_gemm_kernels() {
+  static const LowpGemmKernels table = [] {
+    LowpGemmKernels t;
+    t.isa = gemm_kernels().isa;
+    t.f32 = &gemm_kernels();
+    t.store = store_tile;
+#if defined(__AVX512F__)
+    if (cpu_features().avx512_bf16) t.bf16 = {bf16_avx512_14x32, 14, 32, "bf16_avx512_14x32"};
+#endif
+    return t;
+  }();
+  return table;
+}
+
+}  // namespace tessera::cpu::TS_ISA

@@ -1,0 +1,322 @@
+// The low-precision GEMM driver (contract: src/gemm/lowp.h): the five loops of driver.cpp
+// around either the bf16 pair microkernel or the float32 one, with decode-while-packing and
+// an epilogue on every stored tile.
+//
+//   for jc in 0..n step NC                  B block of NC columns
+//     for pc in 0..k step KC                pack B[pc:pc+KC, jc:jc+NC] (decoded)
+//       for ic in 0..m step MC              pack A[ic:ic+MC, pc:pc+KC] (decoded)
+//         for each MR x NR tile             kernel -> float32 accumulator tile
+//           if pc is the last KC block:     epilogue(scales, bias, beta * C) -> C
+//
+// The accumulator must stay float32 until the last KC block, whatever C's dtype is, so when k
+// spans several KC blocks each thread keeps a float32 workspace W for its rows x NC columns
+// (NC shrunk so W stays within kMaxAccBytes); with a single KC block the kernel writes a
+// temporary tile and the epilogue follows at once. Either way C is written exactly once.
+//
+// Threads: the thread's block of C is a contiguous range of rows or of columns on MR/NR
+// boundaries; k is never split and KC depends only on the kernel, so every tile's arithmetic
+// is the same for any thread count (bitwise reproducible).
+#include "gemm/lowp.h"
+
+#include <algorithm>
+#include <cmath>
+#include <new>
+#include <vector>
+
+#include "core/dispatch.h"
+#include "gemm/blocksizes.h"
+#include "gemm/pack_lowp.h"
+#include "tessera/core/error.h"
+#include "tessera/core/half.h"
+#include "tessera/core/parallel.h"
+
+namespace tessera::gemm {
+
+namespace {
+
+constexpr int64_t kMinParallelWork = int64_t{1} << 21;
+constexpr int64_t kMaxAccBytes = int64_t{8} << 20;
+constexpr int64_t kMaxTile = 32 * 64;
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+// Per-thread buffers (64-byte aligned) for packed A, packed B and the float32 accumulators.
+class LowpWorkspace {
+ public:
+  ~LowpWorkspace() {
+    for (Buffer& b : bufs_)
+      if (b.ptr) ::operator delete (b.ptr, std::align_val_t{64});
+  }
+  void* get(int slot, size_t bytes) {
+    Buffer& b = bufs_[slot];
+    if (bytes > b.bytes) {
+      if (b.ptr) ::operator delete (b.ptr, std::align_val_t{64});
+      b.ptr = ::operator new (bytes, std::align_val_t{64});
+      b.bytes = bytes;
+    }
+    return b.ptr;
+  }
+
+ private:
+  struct Buffer {
+    void* ptr = nullptr;
+    size_t bytes = 0;
+  };
+  Buffer bufs_[3];
+};
+
+LowpWorkspace& workspace() {
+  thread_local LowpWorkspace ws;
+  return ws;
+}
+
+LaneView lanes_of_a(const LowpOperand& o) {
+  return {o.dtype, o.data, o.rs, o.cs, o.block_scale, o.scale_ls, o.scale_ks};
+}
+LaneView lanes_of_b(const LowpOperand& o) {
+  return {o.dtype, o.data, o.cs, o.rs, o.block_scale, o.scale_ls, o.scale_ks};
+}
+
+// The kernel choice for a problem: pairs (vdpbf16ps) or float32.
+struct Plan {
+  bool pairs = false;
+  int64_t mr = 0, nr = 0;
+  BlockSizes bs;
+};
+
+Plan make_plan(const LowpProblem& p, const cpu::LowpGemmKernels& ks) {
+  Plan pl;
+  pl.pairs =
+      ks.bf16.fn != nullptr && p.a.dtype != ScalarType::Float16 && p.b.dtype != ScalarType::Float16;
+  pl.mr = pl.pairs ? ks.bf16.mr : ks.f32->sgemm.mr;
+  pl.nr = pl.pairs ? ks.bf16.nr : ks.f32->sgemm.nr;
+  pl.bs = block_sizes(pl.mr, pl.nr, pl.pairs ? 2 : 4, cache_sizes());
+  if (pl.pairs) pl.bs.kc = std::max<int64_t>(2, pl.bs.kc / 2 * 2);  // pairs never straddle
+  return pl;
+}
+
+// The epilogue for the tile at (i, j) of the whole problem, from float32 accumulators.
+void store(const LowpProblem& p, const cpu::LowpGemmKernels& ks, int64_t i, int64_t j, int64_t mv,
+           int64_t nv, const float* acc, int64_t ld) {
+  cpu::LowpTile t;
+  t.acc = acc, t.ld = ld, t.mv = mv, t.nv = nv;
+  t.alpha = p.alpha, t.beta = p.beta;
+  t.row_scale = p.row_scale ? p.row_scale + i : nullptr;
+  t.col_scale = p.col_scale ? p.col_scale + j : nullptr;
+  t.bias = p.bias ? p.bias + j : nullptr;
+  t.out = p.c_dtype;
+  t.c = static_cast<char*>(p.c) + (i * p.c_rs + j * p.c_cs) * element_size(p.c_dtype);
+  t.c_rs = p.c_rs, t.c_cs = p.c_cs;
+  ks.store(t);
+}
+
+// k == 0 or alpha == 0: the product is zero; C := bias + beta * C through the epilogue.
+void store_zero_product(const LowpProblem& p, const cpu::LowpGemmKernels& ks) {
+  alignas(64) static const float zeros[64 * 64] = {};
+  for (int64_t i = 0; i < p.m; i += 64)
+    for (int64_t j = 0; j < p.n; j += 64)
+      store(p, ks, i, j, std::min<int64_t>(64, p.m - i), std::min<int64_t>(64, p.n - j), zeros, 64);
+}
+
+// Rows [i0, i1) x columns [j0, j1) of C on the calling thread.
+void run_block(const LowpProblem& p, const cpu::LowpGemmKernels& ks, const Plan& pl, int64_t i0,
+               int64_t i1, int64_t j0, int64_t j1) {
+  const BlockSizes& bs = pl.bs;
+  const int64_t mr = pl.mr, nr = pl.nr, m = i1 - i0, n = j1 - j0;
+  const bool multi_k = p.k > bs.kc;
+  const int64_t m_pad = ceil_div(m, mr) * mr;
+  int64_t nc_max = std::min(bs.nc, n);
+  if (multi_k) {
+    const int64_t fit = kMaxAccBytes / (4 * m_pad) / nr * nr;
+    nc_max = std::min(nc_max, std::max(nr, fit));
+  }
+  const int64_t kc_max = std::min(bs.kc, p.k);
+  const int64_t kc_store = pl.pairs ? (kc_max + 1) / 2 * 2 : kc_max;  // elements per lane
+  const int64_t elem = pl.pairs ? 2 : 4;
+  const int64_t mc_max = std::min(bs.mc, m);
+  LowpWorkspace& ws = workspace();
+  void* apack = ws.get(0, ceil_div(mc_max, mr) * mr * kc_store * elem);
+  void* bpack = ws.get(1, ceil_div(nc_max, nr) * nr * kc_store * elem);
+  const int64_t ldw = ceil_div(nc_max, nr) * nr;
+  float* acc_ws = multi_k ? static_cast<float*>(ws.get(2, m_pad * ldw * sizeof(float))) : nullptr;
+  alignas(64) float tile[kMaxTile];
+  const LaneView av = lanes_of_a(p.a), bv = lanes_of_b(p.b);
+
+  for (int64_t jc = 0; jc < n; jc += nc_max) {
+    const int64_t nc = std::min(nc_max, n - jc);
+    for (int64_t pc = 0; pc < p.k; pc += bs.kc) {
+      const int64_t kc = std::min(bs.kc, p.k - pc);
+      const int64_t kcs = pl.pairs ? (kc + 1) / 2 * 2 : kc;
+      const bool first = pc == 0, last = pc + kc >= p.k;
+      if (pl.pairs) {
+        pack_lowp_pairs(bv, j0 + jc, pc, nc, kc, nr, static_cast<uint16_t*>(bpack));
+      } else {
+        pack_lowp_f32(bv, j0 + jc, pc, nc, kc, nr, static_cast<float*>(bpack));
+      }
+      for (int64_t ic = 0; ic < m; ic += bs.mc) {
+        const int64_t mc = std::min(bs.mc, m - ic);
+        if (pl.pairs) {
+          pack_lowp_pairs(av, i0 + ic, pc, mc, kc, mr, static_cast<uint16_t*>(apack));
+        } else {
+          pack_lowp_f32(av, i0 + ic, pc, mc, kc, mr, static_cast<float*>(apack));
+        }
+        for (int64_t jr = 0; jr < nc; jr += nr) {
+          const int64_t nv = std::min(nr, nc - jr);
+          for (int64_t ir = 0; ir < mc; ir += mr) {
+            const int64_t mv = std::min(mr, mc - ir);
+            float* c = multi_k ? acc_ws + (ic + ir) * ldw + jr : tile;
+            const int64_t ldc = multi_k ? ldw : nr;
+            const bool accumulate = multi_k && !first;
+            if (pl.pairs) {
+              ks.bf16.fn(kcs / 2, static_cast<const uint16_t*>(apack) + ir * kcs,
+                         static_cast<const uint16_t*>(bpack) + jr * kcs, c, ldc, accumulate);
+            } else {
+              ks.f32->sgemm.fn(kc, 1.0f, static_cast<const float*>(apack) + ir * kc,
+                               static_cast<const float*>(bpack) + jr * kc, accumulate ? 1.0f : 0.0f,
+                               c, ldc, 1);
+            }
+            if (last) store(p, ks, i0 + ic + ir, j0 + jc + jr, mv, nv, c, ldc);
+          }
+        }
+      }
+    }
+  }
+}
+
+void run(const LowpProblem& p, const cpu::LowpGemmKernels& ks) {
+  if (p.m == 0 || p.n == 0) return;
+  if (p.k == 0 || p.alpha == 0) {
+    store_zero_product(p, ks);
+    return;
+  }
+  const Plan pl = make_plan(p, ks);
+  TS_INTERNAL_ASSERT(pl.mr * pl.nr <= kMaxTile);
+  const int64_t threads = in_parallel_region() ? 1 : get_num_threads();
+  const double work = double(p.m) * double(p.n) * double(p.k);
+  const int64_t mp = ceil_div(p.m, pl.mr), np = ceil_div(p.n, pl.nr);
+  if (threads <= 1 || work < double(kMinParallelWork) || (mp < 2 && np < 2)) {
+    run_block(p, ks, pl, 0, p.m, 0, p.n);
+    return;
+  }
+  // Split the longer side (in tiles): cutting columns re-packs A per thread, rows B.
+  const bool by_cols = np >= mp;
+  const int64_t tiles = by_cols ? np : mp;
+  const int64_t tasks = std::min(threads, tiles);
+  parallel_tasks(tasks, [&](int64_t t) {
+    const int64_t s = tiles * t / tasks, e = tiles * (t + 1) / tasks;
+    if (by_cols) {
+      run_block(p, ks, pl, 0, p.m, s * pl.nr, std::min(p.n, e * pl.nr));
+    } else {
+      run_block(p, ks, pl, s * pl.mr, std::min(p.m, e * pl.mr), 0, p.n);
+    }
+  });
+}
+
+bool is_output_dtype(ScalarType t) {
+  return t == ScalarType::Float32 || t == ScalarType::BFloat16 || t == ScalarType::Float16;
+}
+
+void validate_operand(const LowpOperand& o, const char* name, bool is_b, int64_t lanes, int64_t k,
+                      std::string_view op) {
+  TS_CHECK(gemm_lowp_supports(o.dtype), TypeError,
+           "{}(): argument '{}' expected dtype bfloat16, float16, float8_e4m3fn, float8_e5m2 or "
+           "float4_e2m1fn_x2, but got {}",
+           op, name, o.dtype);
+  TS_CHECK(o.data != nullptr, ValueError, "{}(): argument '{}' expected a pointer, but got null",
+           op, name);
+  if (o.dtype != ScalarType::Float4_e2m1fn_x2) {
+    TS_CHECK(o.block_scale == nullptr, ValueError,
+             "{}(): argument '{}' expected no block scales for dtype {}, but got some", op, name,
+             o.dtype);
+    return;
+  }
+  const int64_t kstride = is_b ? o.rs : o.cs, lstride = is_b ? o.cs : o.rs;
+  TS_CHECK(k % 16 == 0, ValueError,
+           "{}(): argument '{}' expected K a multiple of 16 for float4_e2m1fn_x2 (NVFP4 blocks), "
+           "but got K={}",
+           op, name, k);
+  TS_CHECK(kstride == 1 && (lanes <= 1 || (lstride > 0 && lstride % 2 == 0)), ValueError,
+           "{}(): argument '{}' expected float4_e2m1fn_x2 packed along K (K stride 1, other "
+           "stride even and positive, in 4-bit elements), but got strides ({}, {})",
+           op, name, o.rs, o.cs);
+  TS_CHECK(o.block_scale != nullptr, ValueError,
+           "{}(): argument '{}' expected float8_e4m3fn block scales for float4_e2m1fn_x2, but "
+           "got none",
+           op, name);
+}
+
+void validate(const LowpProblem& p, std::string_view op) {
+  TS_CHECK(p.m >= 0 && p.n >= 0 && p.k >= 0, ValueError,
+           "{}(): expected non-negative sizes, but got m={}, n={}, k={}", op, p.m, p.n, p.k);
+  TS_CHECK(is_output_dtype(p.c_dtype), TypeError,
+           "{}(): argument 'c' expected dtype float32, bfloat16 or float16, but got {}", op,
+           p.c_dtype);
+  if (p.m == 0 || p.n == 0) return;
+  TS_CHECK(p.c != nullptr, ValueError, "{}(): argument 'c' expected a pointer, but got null", op);
+  if (p.k == 0 || p.alpha == 0) return;
+  validate_operand(p.a, "a", false, p.m, p.k, op);
+  validate_operand(p.b, "b", true, p.n, p.k, op);
+  TS_CHECK(
+      (p.a.dtype == ScalarType::Float4_e2m1fn_x2) == (p.b.dtype == ScalarType::Float4_e2m1fn_x2),
+      TypeError, "{}(): expected both operands float4_e2m1fn_x2 or neither, but got {} and {}", op,
+      p.a.dtype, p.b.dtype);
+}
+
+double read_c(const LowpProblem& p, int64_t i, int64_t j) {
+  const int64_t off = i * p.c_rs + j * p.c_cs;
+  if (p.c_dtype == ScalarType::BFloat16) return float(static_cast<const BFloat16*>(p.c)[off]);
+  if (p.c_dtype == ScalarType::Float16) return float(static_cast<const Half*>(p.c)[off]);
+  return static_cast<const float*>(p.c)[off];
+}
+
+void write_c(const LowpProblem& p, int64_t i, int64_t j, double v) {
+  const int64_t off = i * p.c_rs + j * p.c_cs;
+  if (p.c_dtype == ScalarType::BFloat16) {
+    static_cast<BFloat16*>(p.c)[off] = BFloat16(static_cast<float>(v));
+  } else if (p.c_dtype == ScalarType::Float16) {
+    static_cast<Half*>(p.c)[off] = Half(static_cast<float>(v));
+  } else {
+    static_cast<float*>(p.c)[off] = static_cast<float>(v);
+  }
+}
+
+}  // namespace
+
+bool gemm_lowp_supports(ScalarType t) {
+  return t == ScalarType::BFloat16 || t == ScalarType::Float16 || t == ScalarType::Float8_e4m3fn ||
+         t == ScalarType::Float8_e5m2 || t == ScalarType::Float4_e2m1fn_x2;
+}
+
+double lowp_decode(const LowpOperand& o, bool is_b, int64_t row, int64_t col) {
+  return is_b ? lowp_value(lanes_of_b(o), col, row) : lowp_value(lanes_of_a(o), row, col);
+}
+
+void gemm_lowp(const LowpProblem& p, const cpu::LowpGemmKernels* kernels, std::string_view op) {
+  validate(p, op);
+  run(p, kernels ? *kernels : TS_DISPATCH(lowp_gemm_kernels));
+}
+
+void gemm_lowp_reference(const LowpProblem& p) {
+  validate(p, "gemm_lowp_reference");
+  std::vector<double> arow(static_cast<size_t>(p.k));
+  for (int64_t i = 0; i < p.m; ++i) {
+    const bool product = p.alpha != 0 && p.k > 0;
+    if (product)
+      for (int64_t q = 0; q < p.k; ++q) arow[q] = lowp_decode(p.a, false, i, q);
+    for (int64_t j = 0; j < p.n; ++j) {
+      double acc = 0;
+      if (product)
+        for (int64_t q = 0; q < p.k; ++q) acc += arow[q] * lowp_decode(p.b, true, q, j);
+      double v = double(p.alpha) * acc;
+      if (p.row_scale) v *= p.row_scale[i];
+      if (p.col_scale) v *= p.col_scale[j];
+      if (p.bias) v += p.bias[j];
+      if (p.beta != 0) v += double(p.beta) * read_c(p, i, j);
+      write_c(p, i, j, v);
+    }
+  }
+}
+
+}  // namespace tessera::gemm

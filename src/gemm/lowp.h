@@ -1,0 +1,72 @@
+// Low-precision GEMM (internal API): bfloat16/float16 products accumulated in float32, and the
+// scaled products behind scaled_mm (float8 with per-tensor/row/column scales, NVFP4 with
+// block scales), all on one path:
+//
+//   C = alpha * diag(row_scale) * (A B) * diag(col_scale) + bias + beta * C
+//
+// where A (m x k) and B (k x n) are decoded while packing and C is float32, bfloat16 or
+// float16. Operand formats (LowpOperand::dtype):
+//   - BFloat16, Float16: A(i, p) = a[i * rs + p * cs] (element strides, any sign);
+//   - Float8_e4m3fn, Float8_e5m2: the same, one byte per element;
+//   - Float4_e2m1fn_x2 (NVFP4): strides count 4-bit elements; element e is nibble e & 1 of
+//     byte e / 2 (low nibble first). K must be contiguous (A: cs == 1, B: rs == 1) and the
+//     other stride even and positive, so each byte holds two consecutive k. Every 16
+//     consecutive k of a row of A (column of B) share a float8_e4m3fn block scale:
+//     A(i, p) = e2m1 * scale[i * scale_ls + (p / 16) * scale_ks], k a multiple of 16.
+//
+// Decoding: bfloat16, float8 and NVFP4 (value times block scale: at most 6 significant bits)
+// are exact in bfloat16, so on a CPU with AVX512_BF16 they are packed as bfloat16 k-pairs for
+// the vdpbf16ps kernel; float16 (11 significant bits), or any operand on a CPU without
+// AVX512_BF16, is decoded to float32 and runs the float32 microkernel. Either way products are
+// exact and accumulate in float32; the scales, bias, beta and the one rounding to C's dtype
+// happen in the epilogue, as each tile is stored (never a separate pass over C). Semantics
+// otherwise those of gemm(): beta == 0 never reads C; alpha == 0 or k == 0 reads neither A
+// nor B; results are bitwise identical for every thread count.
+#pragma once
+
+#include <cstdint>
+#include <string_view>
+
+#include "gemm/kernels/lowp_kernels.h"
+#include "tessera/core/dtype.h"
+
+namespace tessera::gemm {
+
+struct LowpOperand {
+  ScalarType dtype = ScalarType::BFloat16;
+  const void* data = nullptr;
+  int64_t rs = 0, cs = 0;
+  // NVFP4 only: float8_e4m3fn block scales, indexed by (lane, k / 16) where the lane is the
+  // row of A or the column of B.
+  const void* block_scale = nullptr;
+  int64_t scale_ls = 0, scale_ks = 0;
+};
+
+struct LowpProblem {
+  int64_t m = 0, n = 0, k = 0;
+  LowpOperand a, b;
+  ScalarType c_dtype = ScalarType::Float32;  // Float32, BFloat16 or Float16
+  void* c = nullptr;
+  int64_t c_rs = 0, c_cs = 0;
+  float alpha = 1, beta = 0;
+  const float* row_scale = nullptr;  // [m] or null
+  const float* col_scale = nullptr;  // [n] or null
+  const float* bias = nullptr;       // [n] or null
+};
+
+// Whether `dtype` is an operand format of this path.
+bool gemm_lowp_supports(ScalarType dtype);
+
+// Validates p (throws tessera::Error naming `op`) and runs it on the kernels of the ISA chosen
+// at start-up, or on `kernels` (tests pass each ISA's table, and one with bf16.fn cleared).
+void gemm_lowp(const LowpProblem& p, const cpu::LowpGemmKernels* kernels = nullptr,
+               std::string_view op = "gemm_lowp");
+
+// The oracle: operands decoded to double, one k-ordered sum in double per element, the
+// epilogue in double, one rounding to C's dtype. Serial; for tests.
+void gemm_lowp_reference(const LowpProblem& p);
+
+// Decoded value of element (lane, step) of an operand seen lane-major (tests use it too).
+double lowp_decode(const LowpOperand& o, bool is_b, int64_t row, int64_t col);
+
+}  // namespace tessera::gemm
