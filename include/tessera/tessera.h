@@ -10,6 +10,7 @@
 #include "tessera/core/version.h"
 #include "tessera/ops/blas.h"
 #include "tessera/ops/factory.h"
+#include "tessera/ops/fused.h"
 #include "tessera/ops/pointwise.h"
 #include "tessera/ops/random.h"
 #include "tessera/ops/reduce.h"

@@ -27,6 +27,7 @@
 #include "cli/bench.h"
 #include "cli/bench_gemm_lowp.h"
 #include "cli/bench_util.h"
+#include "gemm/epilogue.h"
 #include "gemm/gemm.h"
 #include "tessera/tessera.h"
 
@@ -77,18 +78,118 @@ Operands make_operands(const GemmShape& s) {
   return o;
 }
 
-void run_tessera(const GemmShape& s, const Operands& o) {
+// C = A B for row-major A (m x k) and B (k x n); c may be null (an epilogue's problem).
+gemm::GemmProblem row_major_problem(const GemmShape& s, const Tensor& a, const Tensor& b,
+                                    const Tensor* c) {
   gemm::GemmProblem p;
   p.m = s.m, p.n = s.n, p.k = s.k;
-  p.a = o.a.data_ptr(), p.a_rs = s.k, p.a_cs = 1;
-  p.b = o.b.data_ptr(), p.b_rs = s.n, p.b_cs = 1;
-  p.c = o.c.data_ptr(), p.c_rs = s.n, p.c_cs = 1;
-  gemm::gemm(p);
+  p.a = a.data_ptr(), p.a_rs = s.k, p.a_cs = 1;
+  p.b = b.data_ptr(), p.b_rs = s.n, p.b_cs = 1;
+  if (c) p.c = c->data_ptr(), p.c_rs = s.n, p.c_cs = 1;
+  return p;
+}
+
+void run_tessera(const GemmShape& s, const Operands& o) {
+  gemm::gemm(row_major_problem(s, o.a, o.b, &o.c));
 }
 
 void run_openblas(const GemmShape& s, const Operands& o) {
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f, o.a.data_ptr<float>(),
               s.k, o.b.data_ptr<float>(), s.n, 0.0f, o.c.data_ptr<float>(), s.n);
+}
+
+// ---------------------------------------------------------------- fused epilogues
+// D = gelu(A B + bias) with the row sums of D, one GEMM returning both (gemm_epilogue), as
+// float32 or bfloat16 D. Anchors: Tessera's bare GEMM (the overhead goal, <= 5%) and, at the
+// output-heavy shapes, OpenBLAS sgemm followed by separate eager passes (bias add in place,
+// gelu, row sum, and a conversion for bfloat16 output): the ATen way (goal: fused >= 1.25x).
+struct FusedCase {
+  GemmShape s;
+  bool bf16_out = false;
+  std::string name() const {
+    return s.name() + (bf16_out ? "/bias_gelu_rowsum_bf16out" : "/bias_gelu_rowsum");
+  }
+};
+
+struct FusedOperands {
+  Tensor a, b, bias, d, rowsum;
+};
+
+FusedOperands make_fused_operands(const FusedCase& f) {
+  FusedOperands o{
+      empty({f.s.m, f.s.k}, kFloat32), empty({f.s.k, f.s.n}, kFloat32), empty({f.s.n}, kFloat32),
+      empty({f.s.m, f.s.n}, f.bf16_out ? kBFloat16 : kFloat32), empty({f.s.m}, kFloat32)};
+  fill(o.a, 1);
+  fill(o.b, 2);
+  fill(o.bias, 4);
+  return o;
+}
+
+void run_tessera_fused(const FusedCase& f, const FusedOperands& o) {
+  const gemm::GemmProblem p = row_major_problem(f.s, o.a, o.b, nullptr);
+  gemm::EpiloguePlan plan(f.s.m, f.s.n);
+  const auto h = plan.add(plan.accumulator(), plan.row_vector(o.bias.data_ptr()));
+  const auto g = plan.unary(gemm::EpilogueOp::GeluErf, h);
+  plan.store(g, o.d.data_ptr(), f.s.n, 1, o.d.dtype());
+  plan.reduce(g, gemm::EpilogueReduceKind::Sum, gemm::EpilogueAxis::Rows, o.rowsum.data_ptr());
+  gemm::gemm_epilogue(p, plan);
+}
+
+void run_openblas_unfused(const FusedCase& f, const Operands& o, const Tensor& bias) {
+  run_openblas(f.s, o);
+  o.c.add_(bias);
+  Tensor g = gelu(o.c);
+  if (f.bf16_out) g = g.to(kBFloat16);
+  Tensor s = g.sum({1});
+}
+
+std::vector<BenchRow> bench_fused(const std::vector<GemmShape>& shapes, bool quick,
+                                  const std::vector<int>& threads, const Budget& budget,
+                                  const std::string& filter) {
+  std::vector<FusedCase> cases;
+  for (const auto& s : shapes) cases.push_back({s, false});
+  std::vector<GemmShape> heavy = {{4096, 64, 4096}};
+  if (!quick) heavy.push_back({8192, 128, 8192});
+  for (const auto& s : heavy)
+    for (bool bf16 : {false, true}) cases.push_back({s, bf16});
+  std::erase_if(cases,
+                [&](const FusedCase& f) { return f.name().find(filter) == std::string::npos; });
+  std::vector<BenchRow> rows;
+  const int saved = get_num_threads();
+  for (const auto& f : cases) {
+    const bool anchor = f.s.k <= 128;  // the output-heavy shapes
+    const FusedOperands fo = make_fused_operands(f);
+    for (int t : threads) {
+      set_num_threads(t);
+      BenchRow row{"gemm", f.name(), "tessera", t};
+      row.stats = measure([&] { run_tessera_fused(f, fo); }, budget);
+      row.gflops = f.s.flops() / row.stats->median_s / 1e9;
+      rows.push_back(row);
+      std::fprintf(stderr, "bench gemm: %s tessera %d thread(s): %.1f GFLOP/s\n", f.name().c_str(),
+                   t, *row.gflops);
+      // The bare GEMM of the same shape, measured right after (this machine is shared: an
+      // adjacent pair compares better than the main table's row from minutes earlier).
+      const Operands o = make_operands(f.s);
+      BenchRow bare{"gemm", f.name(), "tessera-bare", t};
+      bare.stats = measure([&] { run_tessera(f.s, o); }, budget);
+      bare.gflops = f.s.flops() / bare.stats->median_s / 1e9;
+      rows.push_back(bare);
+    }
+    set_num_threads(saved);
+    if (!anchor) continue;
+    const Operands o = make_operands(f.s);
+    for (int t : threads) {
+      set_num_threads(t);
+      openblas_set_num_threads(t);
+      BenchRow row{"gemm", f.name(), "openblas", t};
+      row.stats = measure([&] { run_openblas_unfused(f, o, fo.bias); }, budget);
+      row.gflops = f.s.flops() / row.stats->median_s / 1e9;
+      rows.push_back(row);
+    }
+    openblas_set_num_threads(1);
+    set_num_threads(saved);
+  }
+  return rows;
 }
 
 const BenchRow* find_row(const std::vector<BenchRow>& rows, const std::string& impl,
@@ -135,6 +236,32 @@ void print_table(const std::vector<GemmShape>& shapes, const std::vector<BenchRo
   }
 }
 
+void print_fused_table(const std::vector<BenchRow>& rows, const std::vector<int>& threads) {
+  for (int t : threads) {
+    std::printf(
+        "\nfused bias+gelu+rowsum, %d thread%s (overhead: fused / bare GEMM of the same "
+        "shape; x openblas: sgemm + eager bias/gelu/sum passes / fused)\n",
+        t, t == 1 ? "" : "s");
+    std::printf("%-52s %9s %8s %9s %10s\n", "case", "ms", "GFLOP/s", "overhead", "x openblas");
+    for (const auto& r : rows) {
+      if (r.impl != "tessera" || r.threads != t || !r.stats) continue;
+      if (r.case_name.find("/bias_gelu") == std::string::npos) continue;
+      const BenchRow* bare = find_row(rows, "tessera-bare", r.case_name, t);
+      if (!bare)
+        bare = find_row(rows, "tessera", r.case_name.substr(0, r.case_name.find("/bias")), t);
+      const BenchRow* ob = find_row(rows, "openblas", r.case_name, t);
+      std::string line =
+          fmt::format("{:<52} {:9.3f} {:8.1f}", r.case_name, r.stats->median_s * 1e3, *r.gflops);
+      line += bare && bare->stats
+                  ? fmt::format(" {:8.1f}%", 100 * (r.stats->median_s / bare->stats->median_s - 1))
+                  : fmt::format(" {:>9}", "-");
+      line += ob && ob->stats ? fmt::format(" {:9.2f}x", ob->stats->median_s / r.stats->median_s)
+                              : fmt::format(" {:>10}", "-");
+      std::printf("%s\n", line.c_str());
+    }
+  }
+}
+
 }  // namespace
 
 int run_bench_gemm(const BenchOptions& options) {
@@ -142,6 +269,7 @@ int run_bench_gemm(const BenchOptions& options) {
   const Budget budget = options.quick ? Budget{3, 0.2, 20} : Budget{5, 1.0, 50};
   const int saved_threads = get_num_threads();
   std::vector<GemmShape> shapes = make_shapes(options.quick);
+  const std::vector<GemmShape> all_shapes = shapes;  // the fused cases filter by their own names
   std::erase_if(shapes, [&](const GemmShape& s) {
     return s.name().find(options.filter) == std::string::npos;
   });
@@ -165,6 +293,8 @@ int run_bench_gemm(const BenchOptions& options) {
     }
     set_num_threads(saved_threads);
   }
+  for (auto& r : bench_fused(all_shapes, options.quick, threads, budget, options.filter))
+    rows.push_back(r);
   // OpenBLAS after every Tessera row: its threads spin for a while after each call.
   for (int t : threads) {
     openblas_set_num_threads(t);
@@ -193,7 +323,7 @@ int run_bench_gemm(const BenchOptions& options) {
     if (!cases.empty()) cases += ',';
     cases += fmt::format("{}x{}x{}", s.m, s.k, s.n);
   }
-  for (int t : threads) {
+  for (int t : shapes.empty() ? std::vector<int>{} : threads) {
     std::string note;
     const std::string ts = std::to_string(t);
     const std::vector<std::string> args = {"--threads",  ts,
@@ -212,6 +342,7 @@ int run_bench_gemm(const BenchOptions& options) {
   }
 
   print_table(shapes, rows, threads);
+  print_fused_table(rows, threads);
   bench_gemm_lowp(options, threads, budget, rows, notes);
   for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
   if (!write_json_lines(options.json_path, rows)) {

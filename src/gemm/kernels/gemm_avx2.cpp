@@ -26,7 +26,8 @@ void dgemm_avx2_6x8(int64_t k, double alpha, const double* a, const double* b, d
 const GemmKernels& gemm_kernels() {
   static const GemmKernels table{"avx2",
                                  {sgemm_avx2_6x16, 6, 16, "sgemm_avx2_6x16"},
-                                 {dgemm_avx2_6x8, 6, 8, "dgemm_avx2_6x8"}};
+                                 {dgemm_avx2_6x8, 6, 8, "dgemm_avx2_6x8"},
+                                 epilogue_tile_f32};
   return table;
 }
 

@@ -30,7 +30,8 @@ void dgemm_avx512_14x16(int64_t k, double alpha, const double* a, const double* 
 const GemmKernels& gemm_kernels() {
   static const GemmKernels table{"avx512",
                                  {sgemm_avx512_14x32, 14, 32, "sgemm_avx512_14x32"},
-                                 {dgemm_avx512_14x16, 14, 16, "dgemm_avx512_14x16"}};
+                                 {dgemm_avx512_14x16, 14, 16, "dgemm_avx512_14x16"},
+                                 epilogue_tile_f32};
   return table;
 }
 

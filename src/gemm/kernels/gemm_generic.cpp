@@ -28,7 +28,8 @@ void dgemm_generic_4x4(int64_t k, double alpha, const double* a, const double* b
 const GemmKernels& gemm_kernels() {
   static const GemmKernels table{"generic",
                                  {sgemm_generic_4x8, 4, 8, "sgemm_generic_4x8"},
-                                 {dgemm_generic_4x4, 4, 4, "dgemm_generic_4x4"}};
+                                 {dgemm_generic_4x4, 4, 4, "dgemm_generic_4x4"},
+                                 epilogue_tile_f32};
   return table;
 }
 

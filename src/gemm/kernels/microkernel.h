@@ -26,6 +26,7 @@
 #include <cstdint>
 
 #include "core/dispatch.h"
+#include "gemm/kernels/epilogue_tile.h"
 
 namespace tessera::cpu {
 
@@ -41,11 +42,13 @@ struct GemmMicroKernel {
   const char* name = "";  // e.g. "sgemm_avx512_12x32"
 };
 
-// One ISA's GEMM kernels: float32 and float64 microkernels (more dtypes join later).
+// One ISA's GEMM kernels: float32 and float64 microkernels (more dtypes join later) and the
+// float32 epilogue-plan interpreter that runs on each finished tile (epilogue_tile.h).
 struct GemmKernels {
   const char* isa = "";
   GemmMicroKernel<float> sgemm;
   GemmMicroKernel<double> dgemm;
+  EpilogueTileFn epilogue_f32 = nullptr;
 
   template <class T>
   const GemmMicroKernel<T>& get() const {

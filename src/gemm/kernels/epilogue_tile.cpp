@@ -1,0 +1,329 @@
+// The epilogue-plan interpreter, compiled once per ISA (contract: epilogue_tile.h).
+//
+// One call per finished MR x NR tile. Nodes run in order, each as one tight loop over the
+// tile's mr * nr / L vectors (node outer, vectors inner), so the switch on the op costs once
+// per node per tile, not once per vector; a node's values live in its own tile buffer in
+// `scratch` (a 14 x 32 float tile is 1.8 KiB, so a dozen nodes stay in L1). The accumulator
+// node reads the driver's tile in place.
+//
+// Vectors run over the padded tile (rows >= mv and columns >= nv hold finite padding), so
+// no loop needs a tail; only leaves that read memory, stores and reductions look at mv, nv.
+#include "gemm/kernels/epilogue_tile.h"
+
+#include <cmath>
+#include <limits>
+
+#include "core/vec.h"
+#include "core/vec_math.h"
+#include "tessera/core/half.h"
+
+namespace tessera::cpu::TS_ISA {
+namespace {
+
+using V = vec::TS_ISA::Vec<float>;
+constexpr int L = V::kSize;
+
+float load_scalar(const void* p, ScalarType t, int64_t off) {
+  switch (t) {
+    case ScalarType::BFloat16:
+      return static_cast<const BFloat16*>(p)[off];
+    case ScalarType::Float16:
+      return static_cast<const Half*>(p)[off];
+    default:
+      return static_cast<const float*>(p)[off];
+  }
+}
+
+void store_scalar(void* p, ScalarType t, int64_t off, float v) {
+  switch (t) {
+    case ScalarType::BFloat16:
+      static_cast<BFloat16*>(p)[off] = BFloat16(v);
+      break;
+    case ScalarType::Float16:
+      static_cast<Half*>(p)[off] = Half(v);
+      break;
+    default:
+      static_cast<float*>(p)[off] = v;
+  }
+}
+
+// `n` contiguous elements of dtype t at p, widened to float, into dst[0..n).
+void load_row(const void* p, ScalarType t, int64_t off, int n, float* dst) {
+  int j = 0;
+  switch (t) {
+    case ScalarType::BFloat16: {
+      const BFloat16* s = static_cast<const BFloat16*>(p) + off;
+      for (; j + L <= n; j += L) V::load_convert(s + j).store(dst + j);
+      if (j < n) V::load_convert(s + j, n - j).store(dst + j, n - j);
+      break;
+    }
+    case ScalarType::Float16: {
+      const Half* s = static_cast<const Half*>(p) + off;
+      for (; j + L <= n; j += L) V::load_convert(s + j).store(dst + j);
+      if (j < n) V::load_convert(s + j, n - j).store(dst + j, n - j);
+      break;
+    }
+    default: {
+      const float* s = static_cast<const float*>(p) + off;
+      for (; j + L <= n; j += L) V::load(s + j).store(dst + j);
+      if (j < n) V::load(s + j, n - j).store(dst + j, n - j);
+    }
+  }
+}
+
+template <class D>
+void store_row_as(const float* src, D* dst, int n) {
+  int j = 0;
+  for (; j + L <= n; j += L) V::load(src + j).store_convert(dst + j);
+  if (j < n) V::load(src + j).store_convert(dst + j, n - j);
+}
+
+void store_row(const float* src, void* p, ScalarType t, int64_t off, int n) {
+  switch (t) {
+    case ScalarType::BFloat16:
+      store_row_as(src, static_cast<BFloat16*>(p) + off, n);
+      break;
+    case ScalarType::Float16:
+      store_row_as(src, static_cast<Half*>(p) + off, n);
+      break;
+    default:
+      store_row_as(src, static_cast<float*>(p) + off, n);
+  }
+}
+
+// A matrix leaf (InputTile, SourceC): rows < mv, columns < nv from memory; zeros elsewhere.
+void gather_tile(const EpilogueInstr& in, const EpilogueTile& t, float* out) {
+  const int size = t.mr * t.nr;
+  for (int v = 0; v < size; v += L) V(0.0f).store(out + v);
+  for (int i = 0; i < t.mv; ++i) {
+    float* row = out + i * t.nr;
+    const int64_t base = (t.i0 + i) * in.rs + t.j0 * in.cs;
+    if (in.cs == 1) {
+      load_row(in.data, in.dtype, base, t.nv, row);
+    } else {
+      for (int j = 0; j < t.nv; ++j) row[j] = load_scalar(in.data, in.dtype, base + j * in.cs);
+    }
+  }
+}
+
+template <class F>
+void map_unary(const float* x, float* out, int size, F f) {
+  for (int v = 0; v < size; v += L) f(V::load(x + v)).store(out + v);
+}
+
+template <class F>
+void map_binary(const float* x, const float* y, float* out, int size, F f) {
+  for (int v = 0; v < size; v += L) f(V::load(x + v), V::load(y + v)).store(out + v);
+}
+
+V sigmoid(V x) {
+  return V(1.0f) / (V(1.0f) + (-x).exp());
+}
+
+V gelu_tanh(V x) {
+  const V inner = V(0.7978845608028654f) * V::fmadd(V(0.044715f) * x * x, x, x);
+  return V(0.5f) * x * (V(1.0f) + inner.tanh());
+}
+
+// Rounds each lane to `dtype` and back (float32: unchanged).
+V round_to(V x, ScalarType dtype) {
+  if (dtype == ScalarType::BFloat16) {
+    BFloat16 tmp[L];
+    x.store_convert(tmp);
+    return V::load_convert(tmp);
+  }
+  if (dtype == ScalarType::Float16) {
+    Half tmp[L];
+    x.store_convert(tmp);
+    return V::load_convert(tmp);
+  }
+  return x;
+}
+
+void run_node(const EpilogueInstr& in, const EpilogueTile& t, const float* const* vals,
+              float* out) {
+  const int size = t.mr * t.nr;
+  const float* x = in.x >= 0 ? vals[in.x] : nullptr;
+  const float* y = in.y >= 0 ? vals[in.y] : nullptr;
+  switch (in.op) {
+    case EpilogueOp::Accumulator:
+    case EpilogueOp::kCount:
+      break;  // Accumulator reads t.acc in place (see epilogue_tile_f32)
+    case EpilogueOp::Scalar:
+      for (int v = 0; v < size; v += L) V(in.s0).store(out + v);
+      break;
+    case EpilogueOp::SourceC:
+      gather_tile(in, t, out);
+      for (int v = 0; v < size; v += L) (V::load(out + v) * V(in.s0)).store(out + v);
+      break;
+    case EpilogueOp::InputTile:
+      gather_tile(in, t, out);
+      break;
+    case EpilogueOp::RowBroadcast: {
+      for (int j = 0; j < t.nr; j += L) V(0.0f).store(out + j);
+      if (in.rs == 1) {
+        load_row(in.data, in.dtype, t.j0, t.nv, out);
+      } else {
+        for (int j = 0; j < t.nv; ++j) out[j] = load_scalar(in.data, in.dtype, (t.j0 + j) * in.rs);
+      }
+      for (int i = 1; i < t.mr; ++i)
+        for (int j = 0; j < t.nr; j += L) V::load(out + j).store(out + i * t.nr + j);
+      break;
+    }
+    case EpilogueOp::ColBroadcast:
+      for (int i = 0; i < t.mr; ++i) {
+        const float v = i < t.mv ? load_scalar(in.data, in.dtype, (t.i0 + i) * in.rs) : 0.0f;
+        for (int j = 0; j < t.nr; j += L) V(v).store(out + i * t.nr + j);
+      }
+      break;
+    case EpilogueOp::Add:
+      map_binary(x, y, out, size, [](V a, V b) { return a + b; });
+      break;
+    case EpilogueOp::Sub:
+      map_binary(x, y, out, size, [](V a, V b) { return a - b; });
+      break;
+    case EpilogueOp::Mul:
+      map_binary(x, y, out, size, [](V a, V b) { return a * b; });
+      break;
+    case EpilogueOp::Div:
+      map_binary(x, y, out, size, [](V a, V b) { return a / b; });
+      break;
+    case EpilogueOp::Max:
+      map_binary(x, y, out, size, [](V a, V b) { return V::max(a, b); });
+      break;
+    case EpilogueOp::Min:
+      map_binary(x, y, out, size, [](V a, V b) { return V::min(a, b); });
+      break;
+    case EpilogueOp::Relu:
+      map_unary(x, out, size, [](V a) { return V::max(a, V(0.0f)); });
+      break;
+    case EpilogueOp::GeluErf:
+      map_unary(x, out, size, [](V a) { return a * vec::TS_ISA::normal_cdf(a); });
+      break;
+    case EpilogueOp::GeluTanh:
+      map_unary(x, out, size, gelu_tanh);
+      break;
+    case EpilogueOp::Silu:
+      map_unary(x, out, size, [](V a) { return a * sigmoid(a); });
+      break;
+    case EpilogueOp::Sigmoid:
+      map_unary(x, out, size, sigmoid);
+      break;
+    case EpilogueOp::Tanh:
+      map_unary(x, out, size, [](V a) { return a.tanh(); });
+      break;
+    case EpilogueOp::Exp:
+      map_unary(x, out, size, [](V a) { return a.exp(); });
+      break;
+    case EpilogueOp::Clamp: {
+      const V lo(in.s0), hi(in.s1);
+      map_unary(x, out, size, [&](V a) { return V::min(V::max(a, lo), hi); });
+      break;
+    }
+    case EpilogueOp::Cast: {
+      const ScalarType d = in.dtype;
+      map_unary(x, out, size, [d](V a) { return round_to(a, d); });
+      break;
+    }
+  }
+}
+
+void run_store(const EpilogueStoreOp& s, const EpilogueTile& t, const float* val) {
+  for (int i = 0; i < t.mv; ++i) {
+    const float* row = val + i * t.nr;
+    const int64_t base = (t.i0 + i) * s.rs + t.j0 * s.cs;
+    if (s.cs == 1) {
+      store_row(row, s.data, s.dtype, base, t.nv);
+    } else {
+      for (int j = 0; j < t.nv; ++j) store_scalar(s.data, s.dtype, base + j * s.cs, row[j]);
+    }
+  }
+}
+
+float identity(EpilogueReduceKind k) {
+  if (k == EpilogueReduceKind::Max) return -std::numeric_limits<float>::infinity();
+  if (k == EpilogueReduceKind::Min) return std::numeric_limits<float>::infinity();
+  return 0.0f;
+}
+
+V combine(EpilogueReduceKind k, V acc, V x) {
+  switch (k) {
+    case EpilogueReduceKind::Max:
+      return V::max(acc, x);
+    case EpilogueReduceKind::Min:
+      return V::min(acc, x);
+    case EpilogueReduceKind::SumSquares:
+      return V::fmadd(x, x, acc);
+    default:
+      return acc + x;
+  }
+}
+
+// Horizontal combine in a fixed order. Max/min go through memory so that NaN propagates
+// (the instructions' reduce_max drops NaN).
+float horizontal(EpilogueReduceKind k, V acc) {
+  if (k != EpilogueReduceKind::Max && k != EpilogueReduceKind::Min) return acc.reduce_add();
+  alignas(64) float lanes[L];
+  acc.store(lanes);
+  float r = lanes[0];
+  for (int l = 1; l < L; ++l) {
+    const float x = lanes[l];
+    if (std::isnan(x) || std::isnan(r)) {
+      r = NAN;
+    } else {
+      r = k == EpilogueReduceKind::Max ? (x > r ? x : r) : (x < r ? x : r);
+    }
+  }
+  return r;
+}
+
+void run_reduce(const EpilogueReduceOp& r, const EpilogueTile& t, const float* val) {
+  const V id(identity(r.kind));
+  alignas(64) float pad[64];
+  if (r.axis == EpilogueAxis::Rows) {
+    for (int i = 0; i < t.mv; ++i) {
+      const float* row = val + i * t.nr;
+      if (t.nv < t.nr) {  // edge tile: identity in the padded columns
+        for (int j = 0; j < t.nr; ++j) pad[j] = j < t.nv ? row[j] : identity(r.kind);
+        row = pad;
+      }
+      V acc = id;
+      for (int j = 0; j < t.nr; j += L) acc = combine(r.kind, acc, V::load(row + j));
+      r.partials[(t.i0 + i) * r.ld + t.j0 / t.nr] = horizontal(r.kind, acc);
+    }
+  } else {
+    float* dst = r.partials + (t.i0 / t.mr) * r.ld + t.j0;
+    for (int j = 0; j < t.nr; j += L) {
+      V acc = id;
+      for (int i = 0; i < t.mv; ++i) acc = combine(r.kind, acc, V::load(val + i * t.nr + j));
+      if (j + L <= t.nv) {
+        acc.store(dst + j);
+      } else if (j < t.nv) {
+        acc.store(dst + j, t.nv - j);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+void epilogue_tile_f32(const EpilogueProgram& program, const EpilogueTile& tile) {
+  const float* vals[kMaxEpilogueNodes];
+  const int size = tile.mr * tile.nr;
+  for (int k = 0; k < program.n_instrs; ++k) {
+    const EpilogueInstr& in = program.instrs[k];
+    if (in.op == EpilogueOp::Accumulator) {
+      vals[k] = tile.acc;
+      continue;
+    }
+    float* out = tile.scratch + static_cast<int64_t>(k) * size;
+    run_node(in, tile, vals, out);
+    vals[k] = out;
+  }
+  for (int s = 0; s < program.n_stores; ++s)
+    run_store(program.stores[s], tile, vals[program.stores[s].node]);
+  for (int r = 0; r < program.n_reduces; ++r)
+    run_reduce(program.reduces[r], tile, vals[program.reduces[r].node]);
+}
+
+}  // namespace tessera::cpu::TS_ISA

@@ -1,0 +1,186 @@
+// Matrix products with fused epilogues (include/tessera/ops/fused.h): one epilogue plan per
+// call (src/gemm/epilogue.h) over the operands' own strides. When the plan's supports() says
+// no, or the dtype is not one the engine fuses, the whole call runs the unfused eager ops
+// (never half of each).
+#include "tessera/ops/fused.h"
+
+#include <array>
+#include <utility>
+
+#include "core/tensor_make.h"
+#include "gemm/epilogue.h"
+#include "tessera/ops/blas.h"
+#include "tessera/ops/pointwise.h"
+#include "tessera/ops/reduce.h"
+
+namespace tessera {
+
+namespace {
+
+using gemm::EpilogueOp;
+using gemm::EpilogueReduceKind;
+
+constexpr std::array<std::pair<std::string_view, EpilogueOp>, 6> kActivations = {{
+    {"relu", EpilogueOp::Relu},
+    {"gelu", EpilogueOp::GeluErf},
+    {"gelu_tanh", EpilogueOp::GeluTanh},
+    {"silu", EpilogueOp::Silu},
+    {"sigmoid", EpilogueOp::Sigmoid},
+    {"tanh", EpilogueOp::Tanh},
+}};
+
+constexpr std::array<std::pair<std::string_view, EpilogueReduceKind>, 5> kReductions = {{
+    {"sum", EpilogueReduceKind::Sum},
+    {"mean", EpilogueReduceKind::Mean},
+    {"amax", EpilogueReduceKind::Max},
+    {"amin", EpilogueReduceKind::Min},
+    {"sum_squares", EpilogueReduceKind::SumSquares},
+}};
+
+// The activation's op, or nullopt for "none"; throws for an unknown name.
+std::optional<EpilogueOp> parse_activation(std::string_view name, std::string_view op) {
+  if (name == "none") return std::nullopt;
+  for (const auto& [n, e] : kActivations)
+    if (n == name) return e;
+  TS_THROW(ValueError,
+           "{}(): argument 'activation' expected one of none, relu, gelu, gelu_tanh, silu, "
+           "sigmoid, tanh, but got '{}'",
+           op, name);
+}
+
+std::optional<EpilogueReduceKind> parse_reduce(std::string_view name, std::string_view op) {
+  if (name.empty()) return std::nullopt;
+  for (const auto& [n, e] : kReductions)
+    if (n == name) return e;
+  TS_THROW(ValueError,
+           "{}(): argument 'reduce' expected one of sum, mean, amax, amin, sum_squares (or empty), "
+           "but got '{}'",
+           op, name);
+}
+
+Tensor activate(const Tensor& h, std::optional<EpilogueOp> act) {
+  if (!act) return h;
+  switch (*act) {
+    case EpilogueOp::Relu:
+      return relu(h);
+    case EpilogueOp::GeluErf:
+      return gelu(h);
+    case EpilogueOp::GeluTanh:
+      return gelu(h, "tanh");
+    case EpilogueOp::Silu:
+      return silu(h);
+    case EpilogueOp::Sigmoid:
+      return sigmoid(h);
+    default:
+      return tanh(h);
+  }
+}
+
+Tensor reduce_unfused(const Tensor& y, EpilogueReduceKind kind, int64_t dim) {
+  switch (kind) {
+    case EpilogueReduceKind::Sum:
+      return sum(y, {dim});
+    case EpilogueReduceKind::Mean:
+      return mean(y, {dim});
+    case EpilogueReduceKind::Max:
+      return amax(y, {dim});
+    case EpilogueReduceKind::Min:
+      return amin(y, {dim});
+    default:
+      return sum(square(y), {dim});
+  }
+}
+
+bool float_like(ScalarType t) {
+  return t == kFloat32 || t == kBFloat16 || t == kFloat16;
+}
+
+}  // namespace
+
+FusedMatmulResult addmm_act_ex(const Tensor& bias, const Tensor& a, const Tensor& b,
+                               const FusedMatmulOptions& options) {
+  constexpr std::string_view op = "addmm_act";
+  TS_CHECK(a.dim() == 2 && b.dim() == 2, ValueError,
+           "{}(): arguments 'a' and 'b' expected 2-D tensors, but got {}-D and {}-D", op, a.dim(),
+           b.dim());
+  const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  TS_CHECK(b.size(0) == k, ValueError,
+           "{}(): a and b shapes cannot be multiplied ({}x{} and {}x{})", op, m, k, b.size(0), n);
+  TS_CHECK(a.dtype() == b.dtype(), TypeError,
+           "{}(): expected a and b to have the same dtype, but got {} != {}", op, a.dtype(),
+           b.dtype());
+  TS_CHECK(!bias.defined() || (bias.dim() == 1 && bias.size(0) == n), ValueError,
+           "{}(): argument 'bias' expected shape [{}], but got [{}]", op, n,
+           bias.defined() ? fmt::format("{}", fmt::join(bias.sizes(), ", ")) : "");
+  const std::optional<EpilogueOp> act = parse_activation(options.activation, op);
+  const std::optional<EpilogueReduceKind> red = parse_reduce(options.reduce, op);
+  const int64_t rdim = options.reduce_dim < 0 ? options.reduce_dim + 2 : options.reduce_dim;
+  TS_CHECK(!red || rdim == 0 || rdim == 1, IndexError,
+           "{}(): argument 'reduce_dim' expected a dim in [-2, 1], but got {}", op,
+           options.reduce_dim);
+  const ScalarType out_dtype = options.out_dtype.value_or(a.dtype());
+
+  FusedMatmulResult r;
+  // Fused: float-like operands (bfloat16/float16 computed in float32, as mm does).
+  const bool fusable = float_like(a.dtype()) && float_like(out_dtype) &&
+                       (!bias.defined() || float_like(bias.dtype()));
+  if (fusable) {
+    const Tensor af = a.dtype() == kFloat32 ? a : a.to(kFloat32);
+    const Tensor bf = b.dtype() == kFloat32 ? b : b.to(kFloat32);
+    gemm::GemmProblem p;
+    p.m = m, p.n = n, p.k = k;
+    p.a = af.data_ptr(), p.a_rs = af.stride(0), p.a_cs = af.stride(1);
+    p.b = bf.data_ptr(), p.b_rs = bf.stride(0), p.b_cs = bf.stride(1);
+    r.out = make_empty({m, n}, out_dtype, op);
+    if (options.keep_pre_activation) r.pre_activation = make_empty({m, n}, kFloat32, op);
+    if (red) r.reduced = make_empty({rdim == 1 ? m : n}, kFloat32, op);
+    gemm::EpiloguePlan plan(m, n);
+    auto h = plan.accumulator();
+    if (bias.defined())
+      h = plan.add(h, plan.row_vector(bias.data_ptr(), bias.dtype(), bias.stride(0)));
+    const auto y = act ? plan.unary(*act, h) : h;
+    plan.store(y, r.out.data_ptr(), n, 1, out_dtype);
+    if (options.keep_pre_activation) plan.store(h, r.pre_activation.data_ptr(), n, 1);
+    if (red)
+      plan.reduce(y, *red, rdim == 1 ? gemm::EpilogueAxis::Rows : gemm::EpilogueAxis::Cols,
+                  r.reduced.data_ptr());
+    if (plan.supports(p).empty()) {
+      gemm::gemm_epilogue(p, plan, nullptr, op);
+      return r;
+    }
+  }
+  // Unfused, whole: the eager ops in the operands' dtype.
+  const Tensor h = bias.defined() ? addmm(bias, a, b) : mm(a, b);
+  const Tensor y = activate(h, act);
+  r = {};
+  r.out = y.dtype() == out_dtype ? y : y.to(out_dtype);
+  if (options.keep_pre_activation) r.pre_activation = h;
+  if (red) r.reduced = reduce_unfused(y, *red, rdim);
+  return r;
+}
+
+Tensor addmm_act(const Tensor& bias, const Tensor& a, const Tensor& b,
+                 std::string_view activation) {
+  FusedMatmulOptions o;
+  o.activation = activation;
+  return addmm_act_ex(bias, a, b, o).out;
+}
+
+Tensor linear_act(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
+                  std::string_view activation) {
+  TS_CHECK(input.dim() >= 1 && weight.dim() == 2, ValueError,
+           "linear_act(): expected input of at least 1 dim and a 2-D weight, but got {}-D and "
+           "{}-D",
+           input.dim(), weight.dim());
+  const int64_t k = input.size(input.dim() - 1);
+  TS_CHECK(weight.size(1) == k, ValueError,
+           "linear_act(): argument 'weight' expected shape [n, {}], but got [{}, {}]", k,
+           weight.size(0), weight.size(1));
+  DimVector out_shape(input.sizes().begin(), input.sizes().end());
+  out_shape.back() = weight.size(0);
+  const Tensor x2 = input.reshape({-1, k});
+  const Tensor y = addmm_act(bias.value_or(Tensor()), x2, weight.t(), activation);
+  return y.reshape(out_shape);
+}
+
+}  // namespace tessera
