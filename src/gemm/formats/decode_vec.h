@@ -7,6 +7,8 @@
 //   V DecodeNvfp4::load(row, p, s)    NVFP4 values p .. p+kSize-1 of a row (p a multiple of
 //                                     kSize, inside one 16-value block) times block scale s
 //   Decode<F>::kPostScale             a power of two the caller multiplies the final sum by
+//   load2(..., lo, hi)                where present: 2 * kSize lanes at once (AVX-512 float8
+//                                     and NVFP4 decode 32 values per full-width pass)
 //
 // float8_e4m3fn decodes through float16: the code's bits shifted into a float16 (sign, 4
 // exponent bits, 3 mantissa bits) are the value times 2^-8 exactly, subnormals included, so
@@ -86,6 +88,18 @@ struct Decode<WeightFormat::Float8_e4m3fn> {
   static V convert(__m128i b) {
     return _mm512_cvtph_ps(detail::e4m3_to_f16_scaled(_mm256_cvtepu8_epi16(b)));
   }
+  // 32 lanes at once: the float16 bit tricks run on full 512-bit vectors of 32 words.
+  static void load2(const uint8_t* base, int64_t i, V& lo, V& hi) {
+    const __m512i b16 =
+        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + i)));
+    const __m512i h = _mm512_and_si512(_mm512_srai_epi16(_mm512_slli_epi16(b16, 8), 1),
+                                       _mm512_set1_epi16(static_cast<int16_t>(0xbf80)));
+    const __mmask32 nan = _mm512_cmpeq_epi16_mask(_mm512_and_si512(b16, _mm512_set1_epi16(0x7f)),
+                                                  _mm512_set1_epi16(0x7f));
+    const __m512i f16 = _mm512_mask_mov_epi16(h, nan, _mm512_set1_epi16(0x7e00));
+    lo = _mm512_cvtph_ps(_mm512_castsi512_si256(f16));
+    hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(f16, 1));
+  }
   static V load(const uint8_t* base, int64_t i) {
     return convert(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + i)));
   }
@@ -99,6 +113,12 @@ struct Decode<WeightFormat::Float8_e5m2> {
   static constexpr float kPostScale = 1.0f;
   static V convert(__m128i b) {
     return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(b), 8));
+  }
+  static void load2(const uint8_t* base, int64_t i, V& lo, V& hi) {
+    const __m512i h = _mm512_slli_epi16(
+        _mm512_cvtepu8_epi16(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(base + i))), 8);
+    lo = _mm512_cvtph_ps(_mm512_castsi512_si256(h));
+    hi = _mm512_cvtph_ps(_mm512_extracti64x4_epi64(h, 1));
   }
   static V load(const uint8_t* base, int64_t i) {
     return convert(_mm_loadu_si128(reinterpret_cast<const __m128i*>(base + i)));
@@ -116,6 +136,17 @@ struct DecodeNvfp4 {
     const __m512i idx = _mm512_cvtepu8_epi32(_mm_or_si128(w, _mm_slli_epi16(w, 4)));
     const __m512 table = _mm512_mul_ps(_mm512_loadu_ps(kE2m1Values.data()), _mm512_set1_ps(scale));
     return _mm512_permutexvar_ps(idx, table);
+  }
+  // Values p .. p+31 (two blocks, scales s0 and s1) from 16 bytes.
+  static void load2(const uint8_t* row, int64_t p, float s0, float s1, V& lo, V& hi) {
+    const __m256i w =
+        _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(row + p / 2)));
+    const __m256i t = _mm256_or_si256(w, _mm256_slli_epi16(w, 4));
+    const __m512 table = _mm512_loadu_ps(kE2m1Values.data());
+    lo = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_castsi256_si128(t)),
+                               _mm512_mul_ps(table, _mm512_set1_ps(s0)));
+    hi = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(_mm256_extracti128_si256(t, 1)),
+                               _mm512_mul_ps(table, _mm512_set1_ps(s1)));
   }
 };
 

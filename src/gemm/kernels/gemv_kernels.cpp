@@ -2,11 +2,12 @@
 // decoders of gemm/formats/decode_vec.h; this file is compiled once per ISA.
 //
 // Row kernels (W row-major, one dot product per output): a tile of R rows and nx activation
-// vectors keeps R * nx vector accumulators; each step loads one vector of x per activation,
-// decodes one vector of each of the R rows and issues R * nx independent FMAs, so R weight
-// streams are in flight at once (the hardware prefetcher follows each). R = 4 for one
-// activation vector, 2 for 2..4 (16-register AVX2 must not spill). Rows left over at the end
-// run as tiles of one row, with the same arithmetic per row.
+// vectors keeps R * nx vector accumulators; each step loads two vectors of x per activation,
+// decodes two vectors of each of the R rows (AVX-512 float8/NVFP4 decoders fill both in one
+// full-width pass) and issues 2 R nx FMAs, so R weight streams are in flight at once, each
+// also prefetched kPrefetchBytes ahead. R = 4 for one activation vector, 2 for 2..4
+// (16-register AVX2 must not spill). Rows left over at the end run as tiles of one row, with
+// the same arithmetic per row; each lane accumulates its p values in ascending order.
 //
 // Column kernels (W column-major, the x^T B form with B row-major): a block of up to kBlock
 // outputs is accumulated in an L1-resident buffer while the kernel walks p, four columns of W
@@ -29,6 +30,9 @@ using gemm::formats::TS_ISA::Decode;
 using gemm::formats::TS_ISA::DecodeNvfp4;
 using gemm::formats::TS_ISA::kLanes;
 using gemm::formats::TS_ISA::V;
+
+// How far ahead of the current position each weight row is prefetched.
+constexpr int64_t kPrefetchBytes = 1024;
 
 template <WeightFormat F>
 constexpr float post_scale() {
@@ -58,6 +62,36 @@ inline float horizontal_sum(V v) {
   return t[0];
 }
 
+template <class D>
+concept DecodesPairs = requires(const uint8_t* row, V v) {
+  D::load2(row, int64_t{0}, v, v);
+};
+template <class D>
+concept DecodesScaledPairs = requires(const uint8_t* row, V v) {
+  D::load2(row, int64_t{0}, 1.0f, 1.0f, v, v);
+};
+
+// NVFP4 values p .. p+2 kLanes-1 (two blocks) through D's two-vector decoder.
+template <class D>
+void nvfp4_pair(const uint8_t* row, const uint8_t* scales, int64_t p, V& lo, V& hi) {
+  using gemm::formats::kE4m3fnValues;
+  D::load2(row, p, kE4m3fnValues[scales[p / gemm::kNvfp4Block]],
+           kE4m3fnValues[scales[p / gemm::kNvfp4Block + 1]], lo, hi);
+}
+
+// Values p .. p + 2 kLanes - 1 of a row, through the decoder's two-vector form when it has one.
+template <WeightFormat F>
+void load_row2(const uint8_t* row, const uint8_t* scales, int64_t p, V& lo, V& hi) {
+  if constexpr (F == WeightFormat::NVFP4 && DecodesScaledPairs<DecodeNvfp4>) {
+    nvfp4_pair<DecodeNvfp4>(row, scales, p, lo, hi);
+  } else if constexpr (F != WeightFormat::NVFP4 && DecodesPairs<Decode<F>>) {
+    Decode<F>::load2(row, p, lo, hi);
+  } else {
+    lo = load_row<F>(row, scales, p);
+    hi = load_row<F>(row, scales, p + kLanes);
+  }
+}
+
 inline void store_output(const GemvArgs& a, int64_t i, int m, float sum, float post) {
   float s = (a.alpha * post) * sum;
   if (a.row_scales) s *= a.row_scales[i];
@@ -78,6 +112,23 @@ void row_tile(const GemvArgs& a, int64_t i0) {
     for (int m = 0; m < MX; ++m) acc[r][m] = V(0.0f);
   const int64_t k = a.k;
   int64_t p = 0;
+  // Two vectors per step (same per-lane order as one at a time).
+  for (; p + 2 * kLanes <= k; p += 2 * kLanes) {
+    V x0[MX], x1[MX];
+    for (int m = 0; m < MX; ++m) {
+      x0[m] = V::load(a.x + m * a.x_ld + p);
+      x1[m] = V::load(a.x + m * a.x_ld + p + kLanes);
+    }
+    for (int r = 0; r < R; ++r) {
+      __builtin_prefetch(rows[r] + gemm::format_bytes(F, p) + kPrefetchBytes);
+      V w0, w1;
+      load_row2<F>(rows[r], scales[r], p, w0, w1);
+      for (int m = 0; m < MX; ++m) {
+        acc[r][m] = V::fmadd(w0, x0[m], acc[r][m]);
+        acc[r][m] = V::fmadd(w1, x1[m], acc[r][m]);
+      }
+    }
+  }
   for (; p + kLanes <= k; p += kLanes) {
     V xv[MX];
     for (int m = 0; m < MX; ++m) xv[m] = V::load(a.x + m * a.x_ld + p);
