@@ -12,8 +12,9 @@ set(TESSERA_ISA_FLAGS_generic "")
 set(TESSERA_ISA_FLAGS_avx2 -mavx2 -mfma -mf16c -mbmi2)
 set(TESSERA_ISA_FLAGS_avx512 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -mfma -mf16c
     -mbmi2 -mprefer-vector-width=512
-    # GCC 12 reports false "may be used uninitialized" inside its own AVX-512 intrinsic headers.
-    -Wno-maybe-uninitialized)
+    # GCC 12 reports false "(may be) used uninitialized" inside its own AVX-512 intrinsic
+    # headers (the _mm512_undefined_* pass-through operands), at -O2 -g with sanitizers too.
+    -Wno-maybe-uninitialized -Wno-uninitialized)
 
 add_library(tessera_sanitize INTERFACE)
 if(TESSERA_SANITIZE)

@@ -27,4 +27,9 @@ int run_bench_ops(const BenchOptions& options);
 // engine against OpenBLAS and PyTorch 1.13, with the same run's FMA peak.
 int run_bench_gemm(const BenchOptions& options);
 
+// `tessera bench gemv`: GEMV with weights far larger than L3 (8192x8192, 4096x14336) in
+// float32, bfloat16, float16, float8_e4m3fn and NVFP4, as GB/s and % of the same run's read
+// bandwidth, against OpenBLAS sgemv and PyTorch 1.13 F.linear on a [1, 1, K] input.
+int run_bench_gemv(const BenchOptions& options);
+
 }  // namespace tessera::cli

@@ -39,7 +39,7 @@ int main(int argc, char** argv) {
   tessera::cli::BenchOptions bench_opts;
   std::string threads;
   auto* bench = app.add_subcommand("bench", "Run a benchmark suite against its anchors");
-  bench->add_option("suite", bench_opts.suite, "Suite to run (ops, gemm)")->required();
+  bench->add_option("suite", bench_opts.suite, "Suite to run (ops, gemm, gemv)")->required();
   bench->add_flag("--quick", bench_opts.quick, "Headline cases only (about 2 minutes)");
   bench->add_option("--threads", threads, "Thread counts, e.g. 1,2");
   bench->add_option("--json", bench_opts.json_path, "Write JSON lines to this file");
@@ -52,10 +52,13 @@ int main(int argc, char** argv) {
                "bench: --filter may hold letters, digits and / _ . -, but got '{}'",
                bench_opts.filter);
     }
-    TS_CHECK(bench_opts.suite == "ops" || bench_opts.suite == "gemm", NotImplementedError,
-             "bench: suite '{}' is not available yet (available: ops, gemm)", bench_opts.suite);
-    status = bench_opts.suite == "gemm" ? tessera::cli::run_bench_gemm(bench_opts)
-                                        : tessera::cli::run_bench_ops(bench_opts);
+    TS_CHECK(bench_opts.suite == "ops" || bench_opts.suite == "gemm" || bench_opts.suite == "gemv",
+             NotImplementedError,
+             "bench: suite '{}' is not available yet (available: ops, gemm, gemv)",
+             bench_opts.suite);
+    status = bench_opts.suite == "gemm"   ? tessera::cli::run_bench_gemm(bench_opts)
+             : bench_opts.suite == "gemv" ? tessera::cli::run_bench_gemv(bench_opts)
+                                          : tessera::cli::run_bench_ops(bench_opts);
   });
 
   try {

@@ -31,6 +31,7 @@
 #include "gemm/blocksizes.h"
 #include "gemm/epilogue.h"
 #include "gemm/gemm.h"
+#include "gemm/gemv.h"
 #include "gemm/pack.h"
 #include "tessera/core/error.h"
 #include "tessera/core/parallel.h"
@@ -368,8 +369,43 @@ void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_thre
   });
 }
 
-// Runs one validated problem with the dtype's kernels.
+// float32 products with at most this many rows or columns of C run on the GEMV path: each
+// output row (column) is a vector times the other operand, which then streams once from
+// memory instead of being packed (docs/gemm.md, "GEMV").
+constexpr int64_t kGemvMaxVectors = 4;
+
+bool takes_gemv(const GemmProblem& p) {
+  return p.dtype == ScalarType::Float32 && (p.m <= kGemvMaxVectors || p.n <= kGemvMaxVectors);
+}
+
+// C = alpha A B + beta C as GEMV: with few rows of C, W = B^T (n x k) and the rows of A are
+// the activation vectors; otherwise (few columns) W = A and the columns of B are.
+GemvProblem as_gemv(const GemmProblem& p) {
+  GemvProblem g;
+  g.k = p.k;
+  g.alpha = p.alpha, g.beta = p.beta;
+  g.y = static_cast<float*>(p.c);
+  if (p.m <= kGemvMaxVectors && (p.m <= p.n || p.n > kGemvMaxVectors)) {
+    g.n = p.n, g.nx = p.m;
+    g.w = p.b, g.w_rs = p.b_cs, g.w_cs = p.b_rs;
+    g.x = p.a, g.x_ld = p.a_rs, g.x_inc = p.a_cs;
+    g.y_ld = p.c_rs, g.y_inc = p.c_cs;
+  } else {
+    g.n = p.m, g.nx = p.n;
+    g.w = p.a, g.w_rs = p.a_rs, g.w_cs = p.a_cs;
+    g.x = p.b, g.x_ld = p.b_cs, g.x_inc = p.b_rs;
+    g.y_ld = p.c_cs, g.y_inc = p.c_rs;
+  }
+  return g;
+}
+
+// Runs one validated problem with the dtype's kernels (the GEMV kernels of the same ISA for
+// tiny m or n).
 void run_problem(const GemmProblem& p, const cpu::GemmKernels& kernels, bool allow_threads) {
+  if (takes_gemv(p)) {
+    gemv_run(as_gemv(p), gemv_kernels_for(kernels.isa), allow_threads);
+    return;
+  }
   if (p.dtype == ScalarType::Float32) {
     run(typed<float>(p), kernels, allow_threads);
   } else {

@@ -12,6 +12,7 @@
 #include "core/dtype_dispatch.h"
 #include "core/tensor_make.h"
 #include "gemm/gemm.h"
+#include "gemm/gemv.h"
 #include "ops/blas_lowp.h"
 #include "tessera/core/parallel.h"
 #include "tessera/ops/factory.h"
@@ -115,9 +116,52 @@ ScalarType compute_dtype(ScalarType t) {
   return (t == kFloat16 || t == kBFloat16) ? kFloat32 : t;
 }
 
+// bfloat16/float16 products with at most 4 rows (or columns) of output, on the GEMV path with
+// the big operand read in its own dtype (no float32 copy of the weight): per batch, the rows
+// of the small operand are the activation vectors. Returns C in float32.
+Tensor batched_gemv(const Tensor& a, const Tensor& b, std::string_view op) {
+  const int64_t nb = a.size(0), m = a.size(1), n = b.size(2);
+  Tensor c = make_empty({nb, m, n}, kFloat32, op);
+  const bool rows = m <= 4 && (m <= n || n > 4);  // activations are the rows of a
+  gemm::WeightFormat format;
+  gemm::weight_format_of(a.dtype(), &format);
+  // float16 activations are converted (they are the small operand); bfloat16 ones are read.
+  Tensor x = rows ? a : b;
+  if (x.dtype() == kFloat16) x = x.to(kFloat32);
+  const Tensor& w = rows ? b : a;
+  for (int64_t i = 0; i < nb; ++i) {
+    gemm::GemvProblem p;
+    p.format = format;
+    p.x_dtype = x.dtype();
+    p.k = a.size(2);
+    p.y = c.data_ptr<float>() + i * m * n;
+    if (rows) {
+      p.n = n, p.nx = m;
+      p.w = static_cast<const char*>(w.data_ptr()) + i * w.stride(0) * element_size(w.dtype());
+      p.w_rs = w.stride(2), p.w_cs = w.stride(1);
+      p.x = static_cast<const char*>(x.data_ptr()) + i * x.stride(0) * element_size(x.dtype());
+      p.x_ld = x.stride(1), p.x_inc = x.stride(2);
+      p.y_ld = n, p.y_inc = 1;
+    } else {
+      p.n = m, p.nx = n;
+      p.w = static_cast<const char*>(w.data_ptr()) + i * w.stride(0) * element_size(w.dtype());
+      p.w_rs = w.stride(1), p.w_cs = w.stride(2);
+      p.x = static_cast<const char*>(x.data_ptr()) + i * x.stride(0) * element_size(x.dtype());
+      p.x_ld = x.stride(2), p.x_inc = x.stride(1);
+      p.y_ld = 1, p.y_inc = n;
+    }
+    gemm::gemv(p, nullptr, op);
+  }
+  return c;
+}
+
 // [B, m, k] x [B, k, n] -> [B, m, n]. The engine splits small batches by batch and large
 // problems within each; the OpenBLAS path splits batches across the pool.
 Tensor batched(const Tensor& a, const Tensor& b, std::string_view op) {
+  // bfloat16/float16: a few rows or columns are a bandwidth problem (GEMV reads the weight in
+  // its own dtype); the rest runs the low-precision GEMM.
+  if ((a.dtype() == kBFloat16 || a.dtype() == kFloat16) && (a.size(1) <= 4 || b.size(2) <= 4))
+    return batched_gemv(a, b, op).to(a.dtype());
   if (is_lowp_mm_dtype(a.dtype())) return bmm_lowp(a, b, op);
   const ScalarType ct = compute_dtype(a.dtype());
   Tensor ac = a.to(ct), bc = b.to(ct);

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
 #include <random>
 #include <string>
@@ -14,6 +15,7 @@
 
 #include "core/cpu_features.h"
 #include "gemm/gemm.h"
+#include "tessera/core/error.h"
 
 namespace tessera::gemm::testing {
 
@@ -147,6 +149,20 @@ inline std::vector<NamedKernels> runnable_kernels() {
   if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)
     out.push_back({"avx512", &cpu::avx512::gemm_kernels()});
   return out;
+}
+
+// Runs fn, which must throw a tessera::Error whose message contains every word (the op, the
+// argument, what was expected and what was given).
+inline void expect_error_mentions(const std::function<void()>& fn,
+                                  const std::vector<std::string>& words) {
+  try {
+    fn();
+    ADD_FAILURE() << "no error thrown";
+  } catch (const Error& e) {
+    for (const auto& word : words)
+      EXPECT_NE(std::string(e.what()).find(word), std::string::npos)
+          << "'" << word << "' missing from: " << e.what();
+  }
 }
 
 }  // namespace tessera::gemm::testing

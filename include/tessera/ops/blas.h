@@ -1,5 +1,6 @@
-// Matrix products. For now these call OpenBLAS (single-threaded inside Tessera's pool); the
-// GEMM engine replaces them.
+// Matrix products on Tessera's GEMM engine (src/gemm). Products with at most 4 rows or columns
+// of output (decode-time [B, 1, K] activations, matrix-vector) take the bandwidth-bound GEMV
+// path automatically; see docs/gemm.md.
 #pragma once
 
 #include <optional>
@@ -17,6 +18,26 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar&
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor dot(const Tensor& a, const Tensor& b);
 Tensor outer(const Tensor& a, const Tensor& b);
+
+// torch.nn.functional.linear: input [..., in] @ weight.T + bias, with weight [out, in] (or
+// [in]: then the output drops the last dimension) and an optional bias [out] (or a scalar
+// tensor). Same dtype for all; float32/bfloat16/float16 accumulate in float32. Up to 4 rows
+// of input (e.g. [B, 1, in] with B <= 4, or [1, in]) take the GEMV path, which reads the
+// weight once at memory speed with the bias fused; larger inputs one GEMM.
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = {});
+
+// linear with low-precision weights, dequantized on the fly inside the GEMV kernels:
+//   - weight float8_e4m3fn or float8_e5m2 [out, in], weight_scale float32 with one value
+//     (per tensor) or [out] values (per output row): W = weight * scale;
+//   - weight float4_e2m1fn_x2 [out, in / 2] (NVFP4: two values a byte, low nibble first),
+//     weight_scale float8_e4m3fn [out, in / 16] (one scale per 16 values along in), in a
+//     multiple of 16: W = e2m1 * block scale.
+// global_scale multiplies every output once (NVFP4's per-tensor float32 scale). input is
+// float32 or bfloat16 [..., in]; the output has its dtype and shape [..., out]. bias as in
+// linear (float32 or the input's dtype). Rows are processed 4 at a time (each group reads
+// the weight once): this is the decode path; large batches belong to scaled_mm.
+Tensor linear_scaled(const Tensor& input, const Tensor& weight, const Tensor& weight_scale,
+                     double global_scale = 1.0, const Tensor& bias = {});
 
 }  // namespace tessera
 

@@ -1,0 +1,67 @@
+#!/usr/bin/python3
+"""PyTorch 1.13 anchor for `tessera bench gemv`: F.linear on a [1, 1, K] input.
+
+Run by the `tessera` command in the same invocation (BENCHMARKS.md), once per thread count
+with OPENBLAS_NUM_THREADS set (Debian's PyTorch runs float32 linear on OpenBLAS, which
+ignores torch.set_num_threads). Cases are N x K weights named as in src/cli/bench_gemv.cpp
+(`gemv/<dtype>/NxK`); the weight is [N, K] (out, in) as nn.Linear stores it. `gbps` counts
+weight bytes, the traffic that bounds a decode step.
+"""
+import argparse
+import json
+import sys
+import time
+
+
+def measure(fn, reps, min_time, max_reps):
+    fn()  # warm-up
+    times = []
+    start = time.perf_counter()
+    while len(times) < max_reps and (len(times) < reps or time.perf_counter() - start < min_time):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    n = len(times)
+    median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
+    return {"median_s": median, "min_s": times[0], "max_s": times[-1], "reps": n}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", default="1")
+    ap.add_argument("--cases", required=True, help="comma-separated NxK")
+    ap.add_argument("--dtypes", default="float32,bfloat16")
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--min-time", type=float, default=1.0)
+    ap.add_argument("--max-reps", type=int, default=100)
+    args = ap.parse_args()
+    try:
+        import torch
+        import torch.nn.functional as F
+    except ImportError as e:
+        print(f"torch is not installed: {e}", file=sys.stderr)
+        return 2
+    shapes = [tuple(int(x) for x in c.split("x")) for c in args.cases.split(",")]
+    for t in [int(x) for x in args.threads.split(",")]:
+        torch.set_num_threads(t)
+        for name in args.dtypes.split(","):
+            dtype = getattr(torch, name)
+            for n, k in shapes:
+                g = torch.Generator().manual_seed(0)
+                w = (torch.rand(n, k, generator=g) * 2 - 1).to(dtype)
+                x = (torch.rand(1, 1, k, generator=g) * 2 - 1).to(dtype)
+                row = {"suite": "gemv", "case": f"gemv/{name}/{n}x{k}", "impl": "torch",
+                       "threads": t}
+                with torch.no_grad():
+                    row.update(measure(lambda: F.linear(x, w), args.reps, args.min_time,
+                                       args.max_reps))
+                row.update(gflops=2.0 * n * k / row["median_s"] / 1e9,
+                           gbps=n * k * w.element_size() / row["median_s"] / 1e9)
+                print(json.dumps(row), flush=True)
+                del w
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

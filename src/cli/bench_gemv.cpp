@@ -1,0 +1,303 @@
+// `tessera bench gemv`: the bandwidth-bound GEMV path (issue 3's decode goals). Weights much
+// larger than the L3 cache, W [N, K] = 8192x8192 and 4096x14336, in float32, bfloat16,
+// float16, float8_e4m3fn and NVFP4 (float4 e2m1 with float8 block scales per 16 values),
+// times one float32 activation vector, at each thread count:
+//
+//   tessera          gemm::gemv on the weight in its own format (the direct call)
+//   tessera-linear   the eager op a decode step calls: linear on a [1, 1, K] input (float32,
+//                    bfloat16, float16), linear_scaled for float8 / NVFP4 weights
+//   openblas         cblas_sgemv (float32), in process, after all Tessera rows
+//   torch            PyTorch 1.13 F.linear on [1, 1, K] (float32, bfloat16), bench/torch_gemv.py,
+//                    one run per thread count with OPENBLAS_NUM_THREADS set
+//
+// GB/s counts the bytes of the weight (block scales included): the traffic that bounds a
+// decode step; "% membw" divides by the `membw` row of the same run and thread count; Gelem/s
+// is weight elements per second, the rate at which a low-precision format serves a model.
+// Also: float32 mm with M = 1, 2, 4 (GEMV path) and 8 (packed GEMM) at 4096x4096, to show
+// where the engine's "m <= 4 goes to GEMV" rule stands.
+#include <cblas.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/bench.h"
+#include "cli/bench_util.h"
+#include "gemm/gemm.h"
+#include "gemm/gemv.h"
+#include "tessera/tessera.h"
+
+#ifndef TS_BENCH_SCRIPT_DIR
+#define TS_BENCH_SCRIPT_DIR "bench"
+#endif
+
+namespace tessera::cli {
+namespace {
+
+struct Shape {
+  int64_t n, k;
+};
+
+struct Format {
+  const char* name;  // the dtype's name in case strings
+  gemm::WeightFormat format;
+  ScalarType dtype;
+};
+
+const Format kFormats[] = {
+    {"float32", gemm::WeightFormat::Float32, kFloat32},
+    {"bfloat16", gemm::WeightFormat::BFloat16, kBFloat16},
+    {"float16", gemm::WeightFormat::Float16, kFloat16},
+    {"float8_e4m3fn", gemm::WeightFormat::Float8_e4m3fn, kFloat8_e4m3fn},
+    {"nvfp4", gemm::WeightFormat::NVFP4, kFloat4_e2m1fn_x2},
+};
+
+std::string case_name(const Format& f, const Shape& s) {
+  return fmt::format("gemv/{}/{}x{}", f.name, s.n, s.k);
+}
+
+// Weight bytes a call reads (NVFP4: K/2 bytes of values and K/16 scale bytes per row).
+double weight_bytes(const Format& f, const Shape& s) {
+  const double elems = static_cast<double>(s.n) * static_cast<double>(s.k);
+  if (f.format == gemm::WeightFormat::NVFP4) return elems / 2 + elems / 16;
+  return elems * static_cast<double>(element_size(f.dtype));
+}
+
+// Deterministic bytes: a cheap hash per index.
+uint32_t hash(uint64_t i, uint32_t seed) {
+  uint32_t h = static_cast<uint32_t>(i) * 2654435761u ^ seed;
+  h ^= h >> 15;
+  h *= 2246822519u;
+  h ^= h >> 13;
+  return h;
+}
+
+struct Operands {
+  Tensor w, scales, x, y, scale_one;
+};
+
+Operands make_operands(const Format& f, const Shape& s) {
+  Operands o;
+  if (f.format == gemm::WeightFormat::NVFP4) {
+    o.w = empty({s.n, s.k / 2}, kFloat4_e2m1fn_x2);
+    o.scales = empty({s.n, s.k / gemm::kNvfp4Block}, kFloat8_e4m3fn);
+    auto* wp = static_cast<uint8_t*>(o.w.data_ptr());
+    auto* sp = static_cast<uint8_t*>(o.scales.data_ptr());
+    for (int64_t e = 0; e < o.w.numel(); ++e) wp[e] = static_cast<uint8_t>(hash(e, 1));
+    for (int64_t e = 0; e < o.scales.numel(); ++e)
+      sp[e] = static_cast<uint8_t>(0x30 + hash(e, 2) % 16);
+  } else {
+    o.w = empty({s.n, s.k}, f.dtype);
+    auto* wp = static_cast<uint8_t*>(o.w.data_ptr());
+    const int64_t bytes = o.w.numel() * element_size(f.dtype);
+    // float8: codes with a clear top exponent bit are finite; 16-bit: small-exponent patterns.
+    for (int64_t e = 0; e < bytes; ++e) wp[e] = static_cast<uint8_t>(hash(e, 3) & 0xb7);
+    if (f.dtype == kFloat32) {
+      float* p = o.w.data_ptr<float>();
+      for (int64_t e = 0; e < o.w.numel(); ++e)
+        p[e] = static_cast<float>(hash(e, 4) >> 8) * (2.0f / 16777216.0f) - 1.0f;
+    }
+  }
+  o.x = empty({1, 1, s.k}, kFloat32);
+  float* xp = o.x.data_ptr<float>();
+  for (int64_t e = 0; e < s.k; ++e)
+    xp[e] = static_cast<float>(hash(e, 5) >> 8) * (2.0f / 16777216.0f) - 1.0f;
+  o.y = empty({s.n}, kFloat32);
+  o.scale_one = full({}, 1.0, kFloat32);
+  return o;
+}
+
+void run_direct(const Format& f, const Shape& s, const Operands& o) {
+  gemm::GemvProblem p;
+  p.format = f.format;
+  p.n = s.n, p.k = s.k;
+  p.w = o.w.data_ptr(), p.w_rs = o.w.stride(0), p.w_cs = 1;
+  if (f.format == gemm::WeightFormat::NVFP4) {
+    p.block_scales = static_cast<const uint8_t*>(o.scales.data_ptr());
+    p.scale_rs = o.scales.stride(0);
+  }
+  p.x = o.x.data_ptr(), p.y = o.y.data_ptr<float>();
+  gemm::gemv(p);
+}
+
+// What a decode step calls: linear / linear_scaled on the [1, 1, K] activation.
+Tensor run_linear(const Format& f, const Operands& o, const Tensor& x) {
+  if (f.format == gemm::WeightFormat::NVFP4) return linear_scaled(x, o.w, o.scales, 1.0);
+  if (f.format == gemm::WeightFormat::Float8_e4m3fn) return linear_scaled(x, o.w, o.scale_one);
+  return linear(x, o.w);
+}
+
+const BenchRow* find_row(const std::vector<BenchRow>& rows, const std::string& impl,
+                         const std::string& case_name, int threads) {
+  for (const auto& r : rows)
+    if (r.impl == impl && r.threads == threads && (case_name.empty() || r.case_name == case_name) &&
+        r.stats)
+      return &r;
+  return nullptr;
+}
+
+void print_table(const std::vector<Shape>& shapes, const std::vector<BenchRow>& rows,
+                 const std::vector<int>& threads) {
+  for (int t : threads) {
+    const BenchRow* bw = find_row(rows, "membw", "", t);
+    const double membw = bw && bw->gbps ? *bw->gbps : NAN;
+    std::printf(
+        "\ngemv, %d thread%s: membw %.1f GB/s (weight bytes per second; Gelem/s = "
+        "weight elements per second)\n",
+        t, t == 1 ? "" : "s", membw);
+    std::printf("%-28s %8s %7s %7s %8s %8s %8s %9s %8s %9s\n", "case", "ms", "GB/s", "% bw",
+                "Gelem/s", "openblas", "x oblas", "torch", "x torch", "linear/gv");
+    for (const auto& s : shapes)
+      for (const auto& f : kFormats) {
+        const std::string c = case_name(f, s);
+        const BenchRow* ts = find_row(rows, "tessera", c, t);
+        if (!ts) continue;
+        const double elems = static_cast<double>(s.n) * static_cast<double>(s.k);
+        std::string line =
+            fmt::format("{:<28} {:8.3f} {:7.1f} {:6.1f}% {:8.2f}", c, ts->stats->median_s * 1e3,
+                        *ts->gbps, 100 * *ts->gbps / membw, elems / ts->stats->median_s / 1e9);
+        for (const char* anchor : {"openblas", "torch"}) {
+          const BenchRow* a = find_row(rows, anchor, c, t);
+          if (!a) {
+            line += fmt::format(" {:>8} {:>8}", "-", "-");
+          } else {
+            line += fmt::format(" {:8.1f} {:7.2f}x", *a->gbps,
+                                a->stats->median_s / ts->stats->median_s);
+          }
+        }
+        const BenchRow* lin = find_row(rows, "tessera-linear", c, t);
+        line += lin ? fmt::format(" {:8.2f}x", lin->stats->median_s / ts->stats->median_s)
+                    : fmt::format(" {:>9}", "-");
+        std::printf("%s\n", line.c_str());
+      }
+    for (const auto& r : rows)
+      if (r.threads == t && r.impl == "tessera" && r.case_name.starts_with("mm/") && r.stats)
+        std::printf("%-28s %8.3f %7.1f GB/s of B, %.1f GFLOP/s\n", r.case_name.c_str(),
+                    r.stats->median_s * 1e3, *r.gbps, *r.gflops);
+  }
+}
+
+}  // namespace
+
+int run_bench_gemv(const BenchOptions& options) {
+  const std::vector<int> threads = options.threads.empty() ? default_threads() : options.threads;
+  const Budget budget = options.quick ? Budget{5, 0.3, 30} : Budget{10, 1.0, 100};
+  const int saved_threads = get_num_threads();
+  const std::vector<Shape> shapes = {{8192, 8192}, {4096, 14336}};
+  auto wanted = [&](const std::string& c) { return c.find(options.filter) != std::string::npos; };
+  std::vector<BenchRow> rows;
+  for (int t : threads) rows.push_back(measure_membw("gemv", t, Budget{3, 0.2, 10}));
+
+  for (const auto& s : shapes)
+    for (const auto& f : kFormats) {
+      const std::string c = case_name(f, s);
+      if (!wanted(c)) continue;
+      const Operands o = make_operands(f, s);
+      const Tensor x = f.dtype == kBFloat16 || f.dtype == kFloat16 ? o.x.to(f.dtype) : o.x;
+      for (int t : threads) {
+        set_num_threads(t);
+        BenchRow row{"gemv", c, "tessera", t};
+        row.stats = measure([&] { run_direct(f, s, o); }, budget);
+        row.gbps = weight_bytes(f, s) / row.stats->median_s / 1e9;
+        row.gflops = 2.0 * s.n * s.k / row.stats->median_s / 1e9;
+        std::fprintf(stderr, "bench gemv: %s tessera %d thread(s): %.1f GB/s\n", c.c_str(), t,
+                     *row.gbps);
+        rows.push_back(row);
+        BenchRow lin{"gemv", c, "tessera-linear", t};
+        lin.stats = measure([&] { run_linear(f, o, x); }, budget);
+        lin.gbps = weight_bytes(f, s) / lin.stats->median_s / 1e9;
+        lin.gflops = 2.0 * s.n * s.k / lin.stats->median_s / 1e9;
+        rows.push_back(lin);
+      }
+      set_num_threads(saved_threads);
+    }
+  // Tiny-M products through the engine: m <= 4 runs GEMV (B read once), m = 8 the packed GEMM.
+  for (int64_t m : {1, 2, 4, 8}) {
+    const std::string c = fmt::format("mm/float32/{}x4096x4096", m);
+    if (!wanted(c)) continue;
+    const Tensor a = rand({m, 4096}), b = rand({4096, 4096}), out = empty({m, 4096});
+    for (int t : threads) {
+      set_num_threads(t);
+      gemm::GemmProblem p;
+      p.m = m, p.n = 4096, p.k = 4096;
+      p.a = a.data_ptr(), p.a_rs = 4096, p.a_cs = 1;
+      p.b = b.data_ptr(), p.b_rs = 4096, p.b_cs = 1;
+      p.c = out.data_ptr(), p.c_rs = 4096, p.c_cs = 1;
+      BenchRow row{"gemv", c, "tessera", t};
+      row.stats = measure([&] { gemm::gemm(p); }, budget);
+      row.gbps = 4096.0 * 4096 * 4 / row.stats->median_s / 1e9;
+      row.gflops = 2.0 * m * 4096 * 4096 / row.stats->median_s / 1e9;
+      rows.push_back(row);
+    }
+    set_num_threads(saved_threads);
+  }
+
+  // OpenBLAS sgemv after every Tessera row: its threads spin for a while after each call.
+  for (int t : threads) {
+    openblas_set_num_threads(t);
+    for (const auto& s : shapes) {
+      const Format& f = kFormats[0];
+      const std::string c = case_name(f, s);
+      if (!wanted(c)) continue;
+      const Operands o = make_operands(f, s);
+      BenchRow row{"gemv", c, "openblas", t};
+      row.stats = measure(
+          [&] {
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, s.n, s.k, 1.0f, o.w.data_ptr<float>(), s.k,
+                        o.x.data_ptr<float>(), 1, 0.0f, o.y.data_ptr<float>(), 1);
+          },
+          budget);
+      row.gbps = weight_bytes(f, s) / row.stats->median_s / 1e9;
+      row.gflops = 2.0 * s.n * s.k / row.stats->median_s / 1e9;
+      rows.push_back(row);
+    }
+  }
+  openblas_set_num_threads(1);
+
+  std::vector<std::string> notes;
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  notes.push_back(fmt::format("openblas ran its {} kernels{}", openblas_get_corename(),
+                              forced ? fmt::format(" (OPENBLAS_CORETYPE={} is set)", forced)
+                                     : std::string(" (detected from cpuid)")));
+  std::string cases;
+  for (const auto& s : shapes) {
+    if (!wanted(case_name(kFormats[0], s)) && !wanted(case_name(kFormats[1], s))) continue;
+    if (!cases.empty()) cases += ',';
+    cases += fmt::format("{}x{}", s.n, s.k);
+  }
+  for (int t : threads) {
+    if (cases.empty()) break;
+    std::string note;
+    const std::string ts = std::to_string(t);
+    const std::vector<std::string> args = {"--threads",  ts,
+                                           "--cases",    cases,
+                                           "--reps",     std::to_string(budget.min_reps),
+                                           "--min-time", fmt::format("{}", budget.min_time_s),
+                                           "--max-reps", std::to_string(budget.max_reps)};
+    for (auto& r :
+         run_python_anchor(std::string(TS_BENCH_SCRIPT_DIR) + "/torch_gemv.py", args,
+                           {{"OPENBLAS_NUM_THREADS", ts}, {"OMP_NUM_THREADS", ts}}, &note)) {
+      for (const auto& s : shapes)
+        for (const auto& f : kFormats)
+          if (r.case_name == case_name(f, s) && r.stats)
+            r.gbps = weight_bytes(f, s) / r.stats->median_s / 1e9;
+      rows.push_back(r);
+    }
+    if (!note.empty()) notes.push_back(fmt::format("torch ({} threads): {}", t, note));
+  }
+
+  print_table(shapes, rows, threads);
+  for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
+  if (!write_json_lines(options.json_path, rows)) {
+    std::fprintf(stderr, "bench gemv: cannot write %s\n", options.json_path.c_str());
+    return 1;
+  }
+  return 0;
+}
+
+}  // namespace tessera::cli

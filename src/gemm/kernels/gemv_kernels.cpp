@@ -1,0 +1,251 @@
+// GEMV kernels (contract in gemv_kernels.h), one template over core/vec.h and the format
+// decoders of gemm/formats/decode_vec.h; this file is compiled once per ISA.
+//
+// Row kernels (W row-major, one dot product per output): a tile of R rows and nx activation
+// vectors keeps R * nx vector accumulators; each step loads two vectors of x per activation,
+// decodes two vectors of each of the R rows (AVX-512 float8/NVFP4 decoders fill both in one
+// full-width pass) and issues 2 R nx FMAs, so R weight streams are in flight at once, each
+// also prefetched kPrefetchBytes ahead. R = 4 for one activation vector, 2 for 2..4
+// (16-register AVX2 must not spill). Rows left over at the end run as tiles of one row, with
+// the same arithmetic per row; each lane accumulates its p values in ascending order.
+//
+// Column kernels (W column-major, the x^T B form with B row-major): a block of up to kBlock
+// outputs is accumulated in an L1-resident buffer while the kernel walks p, four columns of W
+// per pass (each a contiguous run of the block's rows), so W streams in long runs and every
+// output is one sequential FMA chain over p.
+#include "gemm/kernels/gemv_kernels.h"
+
+#include <algorithm>
+
+#include "gemm/formats/decode_vec.h"
+
+#define TS_GEMV_STR2(x) #x
+#define TS_GEMV_STR(x) TS_GEMV_STR2(x)
+
+namespace tessera::cpu::TS_ISA {
+namespace {
+
+using gemm::WeightFormat;
+using gemm::formats::TS_ISA::Decode;
+using gemm::formats::TS_ISA::DecodeNvfp4;
+using gemm::formats::TS_ISA::kLanes;
+using gemm::formats::TS_ISA::V;
+
+// How far ahead of the current position each weight row is prefetched.
+constexpr int64_t kPrefetchBytes = 1024;
+
+template <WeightFormat F>
+constexpr float post_scale() {
+  if constexpr (F == WeightFormat::NVFP4) {
+    return 1.0f;
+  } else {
+    return Decode<F>::kPostScale;
+  }
+}
+
+template <WeightFormat F>
+V load_row(const uint8_t* row, const uint8_t* scales, int64_t p) {
+  if constexpr (F == WeightFormat::NVFP4) {
+    return DecodeNvfp4::load(row, p, gemm::formats::kE4m3fnValues[scales[p / gemm::kNvfp4Block]]);
+  } else {
+    return Decode<F>::load(row, p);
+  }
+}
+
+// Horizontal sum in a fixed pairwise order (spelled out: GCC 12 warns falsely inside
+// _mm512_reduce_add_ps when it is inlined here).
+inline float horizontal_sum(V v) {
+  alignas(64) float t[kLanes];
+  v.store(t);
+  for (int width = kLanes / 2; width > 0; width /= 2)
+    for (int l = 0; l < width; ++l) t[l] += t[l + width];
+  return t[0];
+}
+
+template <class D>
+concept DecodesPairs = requires(const uint8_t* row, V v) {
+  D::load2(row, int64_t{0}, v, v);
+};
+template <class D>
+concept DecodesScaledPairs = requires(const uint8_t* row, V v) {
+  D::load2(row, int64_t{0}, 1.0f, 1.0f, v, v);
+};
+
+// NVFP4 values p .. p+2 kLanes-1 (two blocks) through D's two-vector decoder.
+template <class D>
+void nvfp4_pair(const uint8_t* row, const uint8_t* scales, int64_t p, V& lo, V& hi) {
+  using gemm::formats::kE4m3fnValues;
+  D::load2(row, p, kE4m3fnValues[scales[p / gemm::kNvfp4Block]],
+           kE4m3fnValues[scales[p / gemm::kNvfp4Block + 1]], lo, hi);
+}
+
+// Values p .. p + 2 kLanes - 1 of a row, through the decoder's two-vector form when it has one.
+template <WeightFormat F>
+void load_row2(const uint8_t* row, const uint8_t* scales, int64_t p, V& lo, V& hi) {
+  if constexpr (F == WeightFormat::NVFP4 && DecodesScaledPairs<DecodeNvfp4>) {
+    nvfp4_pair<DecodeNvfp4>(row, scales, p, lo, hi);
+  } else if constexpr (F != WeightFormat::NVFP4 && DecodesPairs<Decode<F>>) {
+    Decode<F>::load2(row, p, lo, hi);
+  } else {
+    lo = load_row<F>(row, scales, p);
+    hi = load_row<F>(row, scales, p + kLanes);
+  }
+}
+
+inline void store_output(const GemvArgs& a, int64_t i, int m, float sum, float post) {
+  float s = (a.alpha * post) * sum;
+  if (a.row_scales) s *= a.row_scales[i];
+  float* out = a.y + m * a.y_ld + i * a.y_inc;
+  *out = a.beta == 0.0f ? s : s + a.beta * *out;
+}
+
+template <WeightFormat F, int R, int MX>
+void row_tile(const GemvArgs& a, int64_t i0) {
+  const uint8_t* rows[R];
+  const uint8_t* scales[R];
+  for (int r = 0; r < R; ++r) {
+    rows[r] = a.w + (i0 + r) * a.w_rs;
+    scales[r] = a.scales ? a.scales + (i0 + r) * a.scale_rs : nullptr;
+  }
+  V acc[R][MX];
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < MX; ++m) acc[r][m] = V(0.0f);
+  const int64_t k = a.k;
+  int64_t p = 0;
+  // Two vectors per step (same per-lane order as one at a time).
+  for (; p + 2 * kLanes <= k; p += 2 * kLanes) {
+    V x0[MX], x1[MX];
+    for (int m = 0; m < MX; ++m) {
+      x0[m] = V::load(a.x + m * a.x_ld + p);
+      x1[m] = V::load(a.x + m * a.x_ld + p + kLanes);
+    }
+    for (int r = 0; r < R; ++r) {
+      __builtin_prefetch(rows[r] + gemm::format_bytes(F, p) + kPrefetchBytes);
+      V w0, w1;
+      load_row2<F>(rows[r], scales[r], p, w0, w1);
+      for (int m = 0; m < MX; ++m) {
+        acc[r][m] = V::fmadd(w0, x0[m], acc[r][m]);
+        acc[r][m] = V::fmadd(w1, x1[m], acc[r][m]);
+      }
+    }
+  }
+  for (; p + kLanes <= k; p += kLanes) {
+    V xv[MX];
+    for (int m = 0; m < MX; ++m) xv[m] = V::load(a.x + m * a.x_ld + p);
+    for (int r = 0; r < R; ++r) {
+      const V w = load_row<F>(rows[r], scales[r], p);
+      for (int m = 0; m < MX; ++m) acc[r][m] = V::fmadd(w, xv[m], acc[r][m]);
+    }
+  }
+  if constexpr (F != WeightFormat::NVFP4) {  // NVFP4: k is a multiple of 16
+    if (p < k) {
+      const int n = static_cast<int>(k - p);
+      V xv[MX];
+      for (int m = 0; m < MX; ++m) xv[m] = V::load(a.x + m * a.x_ld + p, n);
+      for (int r = 0; r < R; ++r) {
+        const V w = Decode<F>::load(rows[r], p, n);
+        for (int m = 0; m < MX; ++m) acc[r][m] = V::fmadd(w, xv[m], acc[r][m]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int m = 0; m < MX; ++m)
+      store_output(a, i0 + r, m, horizontal_sum(acc[r][m]), post_scale<F>());
+}
+
+template <WeightFormat F, int MX>
+void rows_kernel(const GemvArgs& a) {
+  constexpr int R = MX == 1 ? 4 : 2;
+  int64_t i = 0;
+  for (; i + R <= a.rows; i += R) row_tile<F, R, MX>(a, i);
+  for (; i < a.rows; ++i) row_tile<F, 1, MX>(a, i);
+}
+
+template <WeightFormat F>
+void row_fn(const GemvArgs& a) {
+  switch (a.nx) {
+    case 1:
+      return rows_kernel<F, 1>(a);
+    case 2:
+      return rows_kernel<F, 2>(a);
+    case 3:
+      return rows_kernel<F, 3>(a);
+    default:
+      return rows_kernel<F, 4>(a);
+  }
+}
+
+// acc[m][v..v+n) += sum over the J columns c[j] of W(v.., p+j) * X(m, p+j), in p order.
+template <WeightFormat F, int MX, int J>
+void col_step(float (*acc)[1024], const uint8_t* const* cols, const V (*xb)[4], int64_t v, int n) {
+  V w[J];
+  for (int j = 0; j < J; ++j)
+    w[j] = n == kLanes ? Decode<F>::load(cols[j], v) : Decode<F>::load(cols[j], v, n);
+  for (int m = 0; m < MX; ++m) {
+    V s = n == kLanes ? V::load(acc[m] + v) : V::load(acc[m] + v, n);
+    for (int j = 0; j < J; ++j) s = V::fmadd(w[j], xb[m][j], s);
+    if (n == kLanes) {
+      s.store(acc[m] + v);
+    } else {
+      s.store(acc[m] + v, n);
+    }
+  }
+}
+
+template <WeightFormat F, int MX, int J>
+void col_pass(const GemvArgs& a, float (*acc)[1024], const uint8_t* base, int64_t p, int64_t nb) {
+  const uint8_t* cols[J];
+  V xb[MX][4];
+  for (int j = 0; j < J; ++j) {
+    cols[j] = base + (p + j) * a.w_cs;
+    for (int m = 0; m < MX; ++m) xb[m][j] = V(a.x[m * a.x_ld + p + j]);
+  }
+  int64_t v = 0;
+  for (; v + kLanes <= nb; v += kLanes) col_step<F, MX, J>(acc, cols, xb, v, kLanes);
+  if (v < nb) col_step<F, MX, J>(acc, cols, xb, v, static_cast<int>(nb - v));
+}
+
+template <WeightFormat F, int MX>
+void cols_kernel(const GemvArgs& a) {
+  constexpr int64_t kBlock = 1024;
+  alignas(64) float acc[MX][kBlock];
+  for (int64_t i0 = 0; i0 < a.rows; i0 += kBlock) {
+    const int64_t nb = std::min(kBlock, a.rows - i0);
+    for (int m = 0; m < MX; ++m) std::fill(acc[m], acc[m] + nb, 0.0f);
+    const uint8_t* base = a.w + gemm::format_bytes(F, i0);
+    int64_t p = 0;
+    for (; p + 4 <= a.k; p += 4) col_pass<F, MX, 4>(a, acc, base, p, nb);
+    for (; p < a.k; ++p) col_pass<F, MX, 1>(a, acc, base, p, nb);
+    for (int m = 0; m < MX; ++m)
+      for (int64_t i = 0; i < nb; ++i) store_output(a, i0 + i, m, acc[m][i], post_scale<F>());
+  }
+}
+
+template <WeightFormat F>
+void col_fn(const GemvArgs& a) {
+  switch (a.nx) {
+    case 1:
+      return cols_kernel<F, 1>(a);
+    case 2:
+      return cols_kernel<F, 2>(a);
+    case 3:
+      return cols_kernel<F, 3>(a);
+    default:
+      return cols_kernel<F, 4>(a);
+  }
+}
+
+}  // namespace
+
+const GemvKernels& gemv_kernels() {
+  static const GemvKernels table{
+      TS_GEMV_STR(TS_ISA),
+      {row_fn<WeightFormat::Float32>, row_fn<WeightFormat::BFloat16>, row_fn<WeightFormat::Float16>,
+       row_fn<WeightFormat::Float8_e4m3fn>, row_fn<WeightFormat::Float8_e5m2>,
+       row_fn<WeightFormat::NVFP4>},
+      {col_fn<WeightFormat::Float32>, col_fn<WeightFormat::BFloat16>, col_fn<WeightFormat::Float16>,
+       col_fn<WeightFormat::Float8_e4m3fn>, col_fn<WeightFormat::Float8_e5m2>, nullptr}};
+  return table;
+}
+
+}  // namespace tessera::cpu::TS_ISA

@@ -1,0 +1,176 @@
+// linear and linear_scaled (include/tessera/ops/blas.h). Inputs with at most kGemvRows rows
+// run on the GEMV path (src/gemm/gemv.h) with the weight in its own format and the bias
+// fused as beta * Y (Y preloaded with the bias); larger plain-dtype inputs run one GEMM
+// through addmm/mm on the transposed weight view (no copy).
+#include <fmt/ranges.h>
+
+#include "core/tensor_make.h"
+#include "gemm/gemv.h"
+#include "tessera/ops/blas.h"
+
+namespace tessera {
+
+namespace {
+
+constexpr int64_t kGemvRows = 4;
+
+// Rows of an [..., in] input (the product of the leading dimensions).
+int64_t leading_rows(const Tensor& input) {
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < input.dim(); ++d) rows *= input.size(d);
+  return rows;
+}
+
+DimVector output_shape(const Tensor& input, int64_t out, bool keep_last) {
+  DimVector os(input.sizes().begin(), input.sizes().end());
+  os.pop_back();
+  if (keep_last) os.push_back(out);
+  return os;
+}
+
+void check_bias(std::string_view op, const Tensor& bias, int64_t out, ScalarType dtype) {
+  if (!bias.defined()) return;
+  TS_CHECK(bias.dtype() == dtype || bias.dtype() == kFloat32, TypeError,
+           "{}(): argument 'bias' expected dtype {} (or float32), but got {}", op, dtype,
+           bias.dtype());
+  TS_CHECK(bias.dim() <= 1 && (bias.numel() == out || bias.numel() == 1), RuntimeError,
+           "{}(): argument 'bias' expected shape [{}] (or one element), but got [{}]", op, out,
+           fmt::join(bias.sizes(), ", "));
+}
+
+// Y [rows, out] float32 = X [rows, in] W^T * scales (+ bias), on the GEMV path. `p` carries
+// the weight (format, pointer, strides, scales); this fills in X, Y and the bias.
+Tensor gemv_rows(gemm::GemvProblem p, const Tensor& x2d, const Tensor& bias, std::string_view op) {
+  const int64_t rows = x2d.size(0), out = p.n;
+  Tensor y = make_empty({rows, out}, kFloat32, op);
+  if (bias.defined()) {
+    y.copy_(bias.to(kFloat32).reshape({bias.numel() == 1 ? 1 : out}).expand({rows, out}));
+    p.beta = 1;
+  }
+  const Tensor x = (x2d.dtype() == kFloat32 || x2d.dtype() == kBFloat16) ? x2d : x2d.to(kFloat32);
+  p.k = x.size(1);
+  p.x_dtype = x.dtype();
+  p.nx = rows;
+  p.x = x.data_ptr(), p.x_ld = x.stride(0), p.x_inc = x.stride(1);
+  p.y = y.data_ptr<float>(), p.y_ld = out, p.y_inc = 1;
+  gemm::gemv(p, nullptr, op);
+  return y;
+}
+
+}  // namespace
+
+Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  TS_CHECK(input.dim() >= 1, RuntimeError,
+           "linear(): argument 'input' expected at least 1 dimension, but got a 0-D tensor");
+  TS_CHECK(weight.dim() == 1 || weight.dim() == 2, RuntimeError,
+           "linear(): argument 'weight' expected a 1-D or 2-D tensor [out_features, "
+           "in_features], but got {}-D",
+           weight.dim());
+  TS_CHECK(!is_float8(weight.dtype()) && !is_packed(weight.dtype()), TypeError,
+           "linear(): argument 'weight' of dtype {} needs its scales: expected "
+           "float32/float64/bfloat16/float16 here (use linear_scaled), but got {}",
+           weight.dtype(), weight.dtype());
+  TS_CHECK(input.dtype() == weight.dtype(), TypeError,
+           "linear(): expected input and weight to have the same dtype, but got {} and {}",
+           input.dtype(), weight.dtype());
+  const Tensor w = weight.dim() == 1 ? weight.unsqueeze(0) : weight;
+  const int64_t in = input.size(-1), out = w.size(0), rows = leading_rows(input);
+  TS_CHECK(w.size(1) == in, RuntimeError,
+           "linear(): argument 'weight' expected in_features {} (the input's last dimension), "
+           "but got weight [{}]: mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})",
+           in, fmt::join(weight.sizes(), ", "), rows, in, w.size(1), out);
+  check_bias("linear", bias, out, input.dtype());
+  const DimVector os = output_shape(input, out, weight.dim() == 2);
+  const Tensor x2d = input.reshape({rows, in});
+  gemm::WeightFormat format;
+  const ScalarType t = input.dtype();
+  if ((t == kFloat32 || t == kBFloat16 || t == kFloat16) && rows >= 1 && rows <= kGemvRows &&
+      gemm::weight_format_of(t, &format)) {
+    gemm::GemvProblem p;
+    p.format = format;
+    p.n = out;
+    p.w = w.data_ptr(), p.w_rs = w.stride(0), p.w_cs = w.stride(1);
+    const Tensor y = gemv_rows(p, x2d, bias, "linear");
+    return (t == kFloat32 ? y : y.to(t)).reshape(os);
+  }
+  const Tensor wt = w.t();
+  const Tensor y = bias.defined() ? addmm(bias.to(t), x2d, wt) : mm(x2d, wt);
+  return y.reshape(os);
+}
+
+Tensor linear_scaled(const Tensor& input, const Tensor& weight, const Tensor& weight_scale,
+                     double global_scale, const Tensor& bias) {
+  constexpr std::string_view op = "linear_scaled";
+  TS_CHECK(input.dim() >= 1, RuntimeError,
+           "{}(): argument 'input' expected at least 1 dimension, but got a 0-D tensor", op);
+  TS_CHECK(input.dtype() == kFloat32 || input.dtype() == kBFloat16, TypeError,
+           "{}(): argument 'input' expected dtype float32 or bfloat16, but got {}", op,
+           input.dtype());
+  TS_CHECK(weight.dim() == 2, RuntimeError,
+           "{}(): argument 'weight' expected a 2-D tensor [out_features, in_features], but got "
+           "{}-D",
+           op, weight.dim());
+  gemm::WeightFormat format;
+  const bool fp4 = weight.dtype() == kFloat4_e2m1fn_x2;
+  TS_CHECK(is_float8(weight.dtype()) || fp4, TypeError,
+           "{}(): argument 'weight' expected dtype float8_e4m3fn, float8_e5m2 or "
+           "float4_e2m1fn_x2, but got {}",
+           op, weight.dtype());
+  gemm::weight_format_of(weight.dtype(), &format);
+  TS_CHECK(weight_scale.defined(), ValueError,
+           "{}(): argument 'weight_scale' expected a tensor, but got an undefined one", op);
+  const int64_t in = input.size(-1), out = weight.size(0), rows = leading_rows(input);
+  const int64_t w_in = fp4 ? 2 * weight.size(1) : weight.size(1);
+  TS_CHECK(w_in == in, RuntimeError,
+           "{}(): argument 'weight' expected in_features {} (the input's last dimension{}), but "
+           "got weight [{}] of dtype {}",
+           op, in, fp4 ? ", stored as in/2 bytes" : "", fmt::join(weight.sizes(), ", "),
+           weight.dtype());
+  check_bias(op, bias, out, input.dtype());
+  gemm::GemvProblem p;
+  p.format = format;
+  p.n = out;
+  p.global_scale = global_scale;
+  Tensor w = weight, scales;
+  if (fp4) {
+    TS_CHECK(in % gemm::kNvfp4Block == 0, ValueError,
+             "{}(): argument 'input' expected in_features a multiple of the NVFP4 block size "
+             "{}, but got {}",
+             op, gemm::kNvfp4Block, in);
+    TS_CHECK(weight_scale.dtype() == kFloat8_e4m3fn, TypeError,
+             "{}(): argument 'weight_scale' expected dtype float8_e4m3fn for float4 weights, but "
+             "got {}",
+             op, weight_scale.dtype());
+    TS_CHECK(weight_scale.dim() == 2 && weight_scale.size(0) == out &&
+                 weight_scale.size(1) == in / gemm::kNvfp4Block,
+             ValueError,
+             "{}(): argument 'weight_scale' expected shape [{}, {}] (one scale per 16 values), "
+             "but got [{}]",
+             op, out, in / gemm::kNvfp4Block, fmt::join(weight_scale.sizes(), ", "));
+    if (w.stride(1) != 1) w = w.contiguous();
+    scales = weight_scale.stride(1) == 1 ? weight_scale : weight_scale.contiguous();
+    p.block_scales = static_cast<const uint8_t*>(scales.data_ptr());
+    p.scale_rs = scales.stride(0);
+  } else {
+    TS_CHECK(weight_scale.dtype() == kFloat32, TypeError,
+             "{}(): argument 'weight_scale' expected dtype float32 for float8 weights, but got {}",
+             op, weight_scale.dtype());
+    TS_CHECK(weight_scale.numel() == 1 || (weight_scale.dim() == 1 && weight_scale.size(0) == out),
+             ValueError,
+             "{}(): argument 'weight_scale' expected one element (per tensor) or shape [{}] (per "
+             "row), but got [{}]",
+             op, out, fmt::join(weight_scale.sizes(), ", "));
+    if (weight_scale.numel() == 1 && out != 1) {
+      p.global_scale *= static_cast<double>(weight_scale.reshape({1}).data_ptr<float>()[0]);
+    } else {
+      scales = weight_scale.reshape({out}).contiguous();
+      p.row_scales = scales.data_ptr<float>();
+    }
+  }
+  p.w = w.data_ptr(), p.w_rs = w.stride(0), p.w_cs = fp4 ? 1 : w.stride(1);
+  const Tensor y = gemv_rows(p, input.reshape({rows, in}), bias, op);
+  return (input.dtype() == kFloat32 ? y : y.to(input.dtype()))
+      .reshape(output_shape(input, out, true));
+}
+
+}  // namespace tessera

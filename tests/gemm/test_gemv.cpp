@@ -1,0 +1,400 @@
+// The GEMV path (src/gemm/gemv.h): every weight format on every ISA table against the
+// dequantize-then-float64 oracle, odd sizes, row/column/general layouts, strided and
+// bfloat16 activations, row and global scales, beta 0 with NaN in Y, sentinels around Y,
+// 1 vs 2 threads bitwise, every float8/float4 code decoded exactly, and errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "gemm/gemm.h"
+#include "gemm/gemv.h"
+#include "gemm_test_util.h"
+#include "tessera/tessera.h"
+
+namespace tessera::gemm {
+namespace {
+
+using gemm::testing::expect_error_mentions;
+
+constexpr float kSentinel = -7777.25f;
+constexpr int64_t kGuard = 64;
+
+constexpr WeightFormat kFormats[] = {WeightFormat::Float32,     WeightFormat::BFloat16,
+                                     WeightFormat::Float16,     WeightFormat::Float8_e4m3fn,
+                                     WeightFormat::Float8_e5m2, WeightFormat::NVFP4};
+
+struct NamedGemv {
+  std::string isa;
+  const cpu::GemvKernels* kernels;
+};
+
+std::vector<NamedGemv> runnable_gemv() {
+  std::vector<NamedGemv> out{{"generic", &cpu::generic::gemv_kernels()}};
+  const CpuFeatures& f = cpu_features();
+  if (f.avx2 && f.fma && f.f16c) out.push_back({"avx2", &cpu::avx2::gemv_kernels()});
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)
+    out.push_back({"avx512", &cpu::avx512::gemv_kernels()});
+  return out;
+}
+
+enum class Layout { Row, Col, General };
+
+// An n x k weight matrix in format f with element strides (rs, cs) (NVFP4: row-major, rs in
+// bytes) and, for NVFP4, its block scales.
+struct Weights {
+  WeightFormat f;
+  int64_t n, k, rs = 0, cs = 0;
+  std::vector<uint8_t> bytes, scales;
+  int64_t scale_rs = 0;
+
+  Weights(WeightFormat fmt, int64_t n_, int64_t k_, Layout layout, std::mt19937& rng)
+      : f(fmt), n(n_), k(k_) {
+    const int64_t eb = fmt == WeightFormat::NVFP4 ? 1 : format_bytes(fmt, 1);
+    std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+    if (fmt == WeightFormat::NVFP4) {
+      rs = k / 2 + 5;
+      bytes.resize(static_cast<size_t>(n * rs));
+      for (auto& b : bytes) b = static_cast<uint8_t>(rng());
+      scale_rs = k / kNvfp4Block + 1;
+      scales.resize(static_cast<size_t>(n * scale_rs));
+      for (auto& s : scales) s = static_cast<uint8_t>(0x28 + rng() % 0x20);  // ~0.03 .. 3.75
+      return;
+    }
+    switch (layout) {
+      case Layout::Row:
+        rs = k + 3, cs = 1;
+        break;
+      case Layout::Col:
+        rs = 1, cs = n + 2;
+        break;
+      case Layout::General:
+        rs = 2 * k + 1, cs = 2;
+        break;
+    }
+    bytes.assign(static_cast<size_t>(((n - 1) * rs + (k - 1) * cs + 1) * eb), 0);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t p = 0; p < k; ++p) {
+        uint8_t* dst = bytes.data() + (i * rs + p * cs) * eb;
+        const float v = dist(rng);
+        switch (fmt) {
+          case WeightFormat::Float32:
+            std::memcpy(dst, &v, 4);
+            break;
+          case WeightFormat::BFloat16: {
+            const BFloat16 h(v);
+            std::memcpy(dst, &h.x, 2);
+            break;
+          }
+          case WeightFormat::Float16: {
+            const Half h(v);
+            std::memcpy(dst, &h.x, 2);
+            break;
+          }
+          case WeightFormat::Float8_e4m3fn:
+            *dst = Float8_e4m3fn(v).x;
+            break;
+          default:
+            *dst = Float8_e5m2(v).x;
+            break;
+        }
+      }
+  }
+  float at(int64_t i, int64_t p) const {
+    if (f == WeightFormat::NVFP4)
+      return formats::decode_value(f, bytes.data() + i * rs, p, scales.data() + i * scale_rs);
+    return formats::decode_element(f, bytes.data(), i * rs + p * cs);
+  }
+  void into(GemvProblem& p) const {
+    p.format = f, p.n = n, p.k = k;
+    p.w = bytes.data(), p.w_rs = rs, p.w_cs = f == WeightFormat::NVFP4 ? 1 : cs;
+    if (f == WeightFormat::NVFP4) p.block_scales = scales.data(), p.scale_rs = scale_rs;
+  }
+};
+
+// nx x n outputs at Y(m, i) = y[kGuard + m * ld + i * inc], sentinels everywhere else.
+struct GuardedY {
+  int64_t nx, n, inc, ld;
+  std::vector<float> buf;
+  GuardedY(int64_t nx_, int64_t n_, int64_t inc_) : nx(nx_), n(n_), inc(inc_), ld(n_ * inc_ + 3) {
+    buf.assign(static_cast<size_t>(nx * ld + 2 * kGuard), kSentinel);
+  }
+  float& at(int64_t m, int64_t i) { return buf[kGuard + m * ld + i * inc]; }
+  float* data() { return buf.data() + kGuard; }
+  bool sentinels_intact() const {
+    std::vector<bool> valid(buf.size(), false);
+    for (int64_t m = 0; m < nx; ++m)
+      for (int64_t i = 0; i < n; ++i) valid[kGuard + m * ld + i * inc] = true;
+    for (size_t e = 0; e < buf.size(); ++e)
+      if (!valid[e] && buf[e] != kSentinel) return false;
+    return true;
+  }
+};
+
+struct Activations {
+  ScalarType dtype;
+  int64_t nx, k, inc, ld;
+  std::vector<float> f32;
+  std::vector<BFloat16> bf16;
+  Activations(ScalarType t, int64_t nx_, int64_t k_, int64_t inc_, std::mt19937& rng)
+      : dtype(t), nx(nx_), k(k_), inc(inc_), ld(k_ * inc_ + 1) {
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    const size_t size = static_cast<size_t>(nx * ld);
+    if (t == kFloat32) {
+      f32.resize(size);
+      for (auto& v : f32) v = dist(rng);
+    } else {
+      bf16.resize(size);
+      for (auto& v : bf16) v = BFloat16(dist(rng));
+    }
+  }
+  float at(int64_t m, int64_t p) const {
+    const size_t e = static_cast<size_t>(m * ld + p * inc);
+    return dtype == kFloat32 ? f32[e] : static_cast<float>(bf16[e]);
+  }
+  void into(GemvProblem& p) const {
+    p.x_dtype = dtype, p.nx = nx;
+    p.x = dtype == kFloat32 ? static_cast<const void*>(f32.data()) : bf16.data();
+    p.x_inc = inc, p.x_ld = ld;
+  }
+};
+
+// Runs p on `kernels` and compares with the oracle. Bound per element:
+// 4 (k + 2) eps_f32 (|alpha global row_scale| sum |W x| + |beta y|).
+::testing::AssertionResult check(GemvProblem p, const Weights& w, const Activations& x,
+                                 const cpu::GemvKernels* kernels, float y_init, int64_t y_inc = 1) {
+  GuardedY got(x.nx, w.n, y_inc);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  for (int64_t m = 0; m < x.nx; ++m)
+    for (int64_t i = 0; i < w.n; ++i) got.at(m, i) = std::isnan(y_init) ? y_init : dist(rng);
+  GuardedY ref = got, before = got;
+  w.into(p);
+  x.into(p);
+  p.y = got.data(), p.y_inc = got.inc, p.y_ld = got.ld;
+  gemv(p, kernels);
+  if (!got.sentinels_intact()) return ::testing::AssertionFailure() << "write outside Y";
+  p.y = ref.data();
+  gemv_reference(p);
+  const double eps = std::numeric_limits<float>::epsilon();
+  for (int64_t m = 0; m < x.nx; ++m)
+    for (int64_t i = 0; i < w.n; ++i) {
+      double mag = 0;
+      for (int64_t q = 0; q < w.k; ++q) mag += std::fabs(double(w.at(i, q)) * x.at(m, q));
+      const double scale =
+          std::fabs(p.alpha * p.global_scale * (p.row_scales ? p.row_scales[i] : 1.0));
+      const double prev = p.beta == 0 ? 0.0 : std::fabs(p.beta * before.at(m, i));
+      const double bound = 4.0 * (w.k + 2) * eps * (scale * mag + prev) + 1e-30;
+      const double g = got.at(m, i), r = ref.at(m, i);
+      if (!(std::fabs(g - r) <= bound))
+        return ::testing::AssertionFailure()
+               << format_name(w.f) << " Y(" << m << ", " << i << ") = " << g << ", expected " << r
+               << " (bound " << bound << ") n=" << w.n << " k=" << w.k << " nx=" << x.nx;
+    }
+  return ::testing::AssertionSuccess();
+}
+
+std::vector<int64_t> ks_for(WeightFormat f) {
+  if (f == WeightFormat::NVFP4) return {16, 32, 48, 272, 4112};
+  return {1, 2, 3, 7, 17, 31, 65, 257, 4099};
+}
+
+TEST(Gemv, EveryFormatIsaAndOddSizeRowMajor) {
+  std::mt19937 rng(1);
+  for (const auto& [isa, kernels] : runnable_gemv()) {
+    SCOPED_TRACE(isa);
+    for (WeightFormat f : kFormats)
+      for (int64_t n : {1, 2, 3, 7, 17, 31, 65, 257})
+        for (int64_t k : ks_for(f))
+          for (int64_t nx : {1, 3}) {
+            const Weights w(f, n, k, Layout::Row, rng);
+            const Activations x(kFloat32, nx, k, 1, rng);
+            GemvProblem p;
+            p.alpha = 1.0;
+            EXPECT_TRUE(check(p, w, x, kernels, NAN));  // beta 0: NaN in Y never read
+            p.alpha = -0.75, p.beta = 0.5;
+            EXPECT_TRUE(check(p, w, x, kernels, 0.0f, 2));
+          }
+  }
+}
+
+TEST(Gemv, ColumnMajorGeneralStridesAndStridedActivations) {
+  std::mt19937 rng(2);
+  for (const auto& [isa, kernels] : runnable_gemv()) {
+    SCOPED_TRACE(isa);
+    for (WeightFormat f : kFormats) {
+      if (f == WeightFormat::NVFP4) continue;
+      for (Layout layout : {Layout::Col, Layout::General})
+        for (int64_t n : {1, 3, 17, 65, 1031, 2100})
+          for (int64_t k : {1, 2, 7, 31, 257})
+            for (int64_t nx : {1, 2, 4, 5}) {
+              const Weights w(f, n, k, layout, rng);
+              const Activations x(kFloat32, nx, k, 2, rng);
+              GemvProblem p;
+              EXPECT_TRUE(check(p, w, x, kernels, NAN));
+              p.beta = -1.5;
+              EXPECT_TRUE(check(p, w, x, kernels, 0.0f, 3));
+            }
+    }
+  }
+}
+
+TEST(Gemv, BFloat16ActivationsRowAndGlobalScales) {
+  std::mt19937 rng(3);
+  for (const auto& [isa, kernels] : runnable_gemv()) {
+    SCOPED_TRACE(isa);
+    for (WeightFormat f : kFormats)
+      for (int64_t nx : {1, 4, 6}) {
+        const Weights w(f, 37, 272, Layout::Row, rng);
+        const Activations x(kBFloat16, nx, 272, 1, rng);
+        std::vector<float> row_scales(37);
+        for (auto& s : row_scales) s = std::uniform_real_distribution<float>(0.1f, 3.0f)(rng);
+        GemvProblem p;
+        p.row_scales = row_scales.data();
+        p.global_scale = 0.37;
+        p.alpha = 2.0;
+        EXPECT_TRUE(check(p, w, x, kernels, NAN));
+      }
+  }
+}
+
+TEST(Gemv, OneAndTwoThreadsBitwiseEqual) {
+  std::mt19937 rng(4);
+  const int saved = get_num_threads();
+  for (WeightFormat f : kFormats)
+    for (Layout layout : {Layout::Row, Layout::Col})
+      for (int64_t nx : {1, 3}) {
+        if (f == WeightFormat::NVFP4 && layout == Layout::Col) continue;
+        const Weights w(f, 1000, f == WeightFormat::NVFP4 ? 2048 : 1031, layout, rng);
+        const Activations x(kFloat32, nx, w.k, 1, rng);
+        std::vector<float> y1(static_cast<size_t>(nx * w.n)), y2(y1.size());
+        GemvProblem p;
+        w.into(p);
+        x.into(p);
+        p.y_ld = w.n;
+        for (auto [threads, y] : {std::pair{1, &y1}, std::pair{2, &y2}}) {
+          set_num_threads(threads);
+          p.y = y->data();
+          gemv(p);
+        }
+        EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)))
+            << format_name(f) << " nx=" << nx;
+      }
+  set_num_threads(saved);
+}
+
+// Every float8 code (and every float4 code with a block scale) decodes exactly as the
+// scalar conversions of tessera/core/half.h do.
+TEST(Gemv, DecodesEveryCodeExactly) {
+  for (const auto& [isa, kernels] : runnable_gemv()) {
+    SCOPED_TRACE(isa);
+    for (WeightFormat f : {WeightFormat::Float8_e4m3fn, WeightFormat::Float8_e5m2}) {
+      std::vector<uint8_t> codes(256);
+      for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
+      const float one = 1.0f;
+      std::vector<float> y(256);
+      GemvProblem p;
+      p.format = f, p.n = 256, p.k = 1;
+      p.w = codes.data(), p.w_rs = 1, p.w_cs = 1;
+      p.x = &one, p.y = y.data();
+      gemv(p, kernels);
+      for (int c = 0; c < 256; ++c) {
+        const float want = f == WeightFormat::Float8_e4m3fn
+                               ? float(Float8_e4m3fn(from_bits, static_cast<uint8_t>(c)))
+                               : float(Float8_e5m2(from_bits, static_cast<uint8_t>(c)));
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(y[c])) << format_name(f) << " code " << c;
+        } else {
+          EXPECT_EQ(want, y[c]) << format_name(f) << " code " << c;
+        }
+      }
+    }
+    // NVFP4: row r holds code r % 16 in all 16 values, block scale code 0x38 + r / 16.
+    std::vector<uint8_t> w(64 * 8), scales(64);
+    for (int r = 0; r < 64; ++r) {
+      for (int j = 0; j < 8; ++j) w[r * 8 + j] = static_cast<uint8_t>((r % 16) * 0x11);
+      scales[r] = static_cast<uint8_t>(0x38 + r / 16);
+    }
+    std::vector<float> x(16, 0.0f), y(64);
+    x[3] = 1.0f;
+    GemvProblem p;
+    p.format = WeightFormat::NVFP4, p.n = 64, p.k = 16;
+    p.w = w.data(), p.w_rs = 8, p.w_cs = 1, p.block_scales = scales.data(), p.scale_rs = 1;
+    p.x = x.data(), p.y = y.data();
+    gemv(p, kernels);
+    for (int r = 0; r < 64; ++r)
+      EXPECT_EQ(formats::kE2m1Values[r % 16] * float(Float8_e4m3fn(from_bits, scales[r])), y[r])
+          << "nvfp4 row " << r;
+  }
+}
+
+TEST(Gemv, AlphaZeroAndEmptyKReadNeitherWNorX) {
+  std::vector<float> w(12, NAN), x(4, NAN), y = {1, 2, 3};
+  GemvProblem p;
+  p.n = 3, p.k = 4, p.w = w.data(), p.w_rs = 4, p.w_cs = 1, p.x = x.data(), p.y = y.data();
+  p.alpha = 0, p.beta = 2;
+  gemv(p);
+  EXPECT_EQ(y, (std::vector<float>{2, 4, 6}));
+  p.alpha = 1, p.k = 0, p.beta = 0;
+  y = {NAN, NAN, NAN};
+  gemv(p);
+  EXPECT_EQ(y, (std::vector<float>{0, 0, 0}));
+}
+
+TEST(Gemv, ErrorsNameOpArgumentExpectedAndGiven) {
+  std::vector<uint8_t> w(64), scales(8);
+  std::vector<float> x(64), y(4);
+  GemvProblem p;
+  p.format = WeightFormat::NVFP4, p.n = 2, p.k = 24;
+  p.w = w.data(), p.w_rs = 12, p.w_cs = 1, p.block_scales = scales.data(), p.scale_rs = 2;
+  p.x = x.data(), p.y = y.data();
+  expect_error_mentions([&] { gemv(p); }, {"gemv()", "'k'", "16", "24"});
+  p.k = 32, p.w_cs = 2;
+  expect_error_mentions([&] { gemv(p); }, {"gemv()", "'w'", "w_cs == 1", "w_cs=2"});
+  p.w_cs = 1, p.block_scales = nullptr;
+  expect_error_mentions([&] { gemv(p); }, {"'block_scales'", "null"});
+  p.block_scales = scales.data(), p.x_dtype = kFloat64;
+  EXPECT_THROW(gemv(p), TypeError);
+  expect_error_mentions([&] { gemv(p); }, {"'x'", "float32 or bfloat16", "float64"});
+  p.x_dtype = kFloat32, p.n = -1;
+  expect_error_mentions([&] { gemv(p); }, {"non-negative", "n=-1"});
+}
+
+// The engine sends float32 products with m or n <= 4 to the GEMV kernels of the same ISA.
+TEST(GemvEngine, TinyMOrNGemmMatchesReferenceAndIsThreadInvariant) {
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const int saved = get_num_threads();
+  for (auto [m, n, k] : {std::tuple{1, 1500, 777}, std::tuple{3, 1300, 517},
+                         std::tuple{900, 1, 1029}, std::tuple{1200, 4, 333}}) {
+    std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+    for (auto& v : a) v = dist(rng);
+    for (auto& v : b) v = dist(rng);
+    std::vector<float> c1(static_cast<size_t>(m * n), NAN), c2 = c1;
+    std::vector<double> a64(a.begin(), a.end()), b64(b.begin(), b.end()), r(c1.size());
+    GemmProblem p;
+    p.m = m, p.n = n, p.k = k;
+    p.a = a.data(), p.a_rs = k, p.a_cs = 1;
+    p.b = b.data(), p.b_rs = n, p.b_cs = 1;
+    p.c_rs = n, p.c_cs = 1;
+    for (auto [threads, c] : {std::pair{1, &c1}, std::pair{2, &c2}}) {
+      set_num_threads(threads);
+      p.c = c->data();
+      gemm(p);
+    }
+    EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)));
+    GemmProblem q = p;
+    q.dtype = kFloat64, q.a = a64.data(), q.b = b64.data(), q.c = r.data();
+    gemm_reference(q);
+    for (size_t e = 0; e < r.size(); ++e) EXPECT_NEAR(c1[e], r[e], 1e-5 * k) << m << "x" << n;
+  }
+  set_num_threads(saved);
+}
+
+}  // namespace
+}  // namespace tessera::gemm
