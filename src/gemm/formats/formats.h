@@ -68,17 +68,18 @@ namespace formats {
 // Every float8 / float4 code decoded, built at compile time from tessera/core/half.h.
 inline constexpr std::array<float, 256> kE4m3fnValues = [] {
   std::array<float, 256> t{};
-  for (int i = 0; i < 256; ++i) t[i] = detail::e4m3fn_bits_to_f32(static_cast<uint8_t>(i));
+  for (int i = 0; i < 256; ++i)
+    t[i] = ::tessera::detail::e4m3fn_bits_to_f32(static_cast<uint8_t>(i));
   return t;
 }();
 inline constexpr std::array<float, 256> kE5m2Values = [] {
   std::array<float, 256> t{};
-  for (int i = 0; i < 256; ++i) t[i] = detail::e5m2_bits_to_f32(static_cast<uint8_t>(i));
+  for (int i = 0; i < 256; ++i) t[i] = ::tessera::detail::e5m2_bits_to_f32(static_cast<uint8_t>(i));
   return t;
 }();
 inline constexpr std::array<float, 16> kE2m1Values = [] {
   std::array<float, 16> t{};
-  for (int i = 0; i < 16; ++i) t[i] = detail::e2m1_bits_to_f32(static_cast<uint8_t>(i));
+  for (int i = 0; i < 16; ++i) t[i] = ::tessera::detail::e2m1_bits_to_f32(static_cast<uint8_t>(i));
   return t;
 }();
 
