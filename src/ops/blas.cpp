@@ -240,6 +240,47 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar&
   return add(self.mul(beta), prod.mul(alpha));
 }
 
+Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, const Scalar& beta,
+               const Scalar& alpha) {
+  TS_CHECK(batch1.dim() == 3, RuntimeError, "baddbmm(): batch1 must be a 3D tensor, but got {}-D",
+           batch1.dim());
+  TS_CHECK(batch2.dim() == 3, RuntimeError, "baddbmm(): batch2 must be a 3D tensor, but got {}-D",
+           batch2.dim());
+  TS_CHECK(batch1.size(0) == batch2.size(0), RuntimeError,
+           "baddbmm(): batch1 and batch2 must have the same number of batches, but got {} and {}",
+           batch1.size(0), batch2.size(0));
+  TS_CHECK(batch1.size(2) == batch2.size(1), RuntimeError,
+           "baddbmm(): batch1 and batch2 shapes cannot be multiplied ({}x{}x{} and {}x{}x{})",
+           batch1.size(0), batch1.size(1), batch1.size(2), batch2.size(0), batch2.size(1),
+           batch2.size(2));
+  check_mm_dtypes("baddbmm", batch1, batch2);
+  TS_CHECK(self.dtype() == batch1.dtype(), TypeError,
+           "baddbmm(): expected self and batch1 to have the same dtype, but got {} != {}",
+           self.dtype(), batch1.dtype());
+  const int64_t nb = batch1.size(0), m = batch1.size(1), n = batch2.size(2);
+  const DimVector out_shape = broadcast_shapes(self.sizes(), IntArrayRef({nb, m, n}), "baddbmm");
+  TS_CHECK(
+      out_shape == DimVector({nb, m, n}), RuntimeError,
+      "baddbmm(): argument 'self' expected a shape broadcastable to [{}, {}, {}], but got [{}]", nb,
+      m, n, fmt::join(self.sizes(), ", "));
+  const bool real_scalars = !beta.is_complex() && !alpha.is_complex();
+  const double beta_d = real_scalars ? beta.to_double() : 1;
+  if (gemm::gemm_supports(batch1.dtype()) && real_scalars) {
+    Tensor out = make_empty({nb, m, n}, batch1.dtype(), "baddbmm");
+    if (beta_d != 0) out.copy_(self.expand({nb, m, n}));
+    if (nb == 0) return out;
+    const gemm::GemmProblem p = engine_problem(batch1.select(0, 0), batch2.select(0, 0),
+                                               out.select(0, 0), alpha.to_double(), beta_d);
+    gemm::gemm_strided_batched(p, nb, batch1.stride(0), batch2.stride(0), out.stride(0), nullptr,
+                               "baddbmm");
+    return out;
+  }
+  // Other dtypes: the product, then the scaled sum (beta == 0 never reads self).
+  Tensor prod = bmm(batch1, batch2);
+  if (real_scalars && beta_d == 0) return prod.mul(alpha).add(zeros({nb, m, n}, prod.dtype()));
+  return add(self.mul(beta), prod.mul(alpha));
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b) {
   TS_CHECK(a.dim() > 0 && b.dim() > 0, RuntimeError,
            "matmul(): both arguments need to be at least 1D, but they are {}D and {}D", a.dim(),

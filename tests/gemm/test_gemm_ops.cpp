@@ -86,6 +86,36 @@ TEST(GemmOps, AddmmBroadcastBiasAlphaBeta) {
   EXPECT_THROW(addmm(randn({2, 5}), randn({2, 4}), randn({3, 5})), Error);
 }
 
+TEST(GemmOps, BaddbmmBroadcastsSelfAndScales) {
+  manual_seed(6);
+  for (ScalarType t : {kFloat32, kFloat64, kBFloat16}) {
+    const Tensor b1 = randn({3, 9, 13}, t), b2 = randn({3, 11, 13}, t).transpose(1, 2);
+    for (const Tensor& self : {randn({11}, t), randn({1, 9, 11}, t), randn({3, 9, 11}, t)}) {
+      const Tensor got = baddbmm(self, b1, b2, /*beta=*/0.25, /*alpha=*/2);
+      ASSERT_EQ(got.sizes(), IntArrayRef({3, 9, 11}));
+      EXPECT_EQ(got.dtype(), t);
+      const Tensor s64 = self.to(kFloat64).expand({3, 9, 11});
+      for (int64_t i = 0; i < 3; ++i) {
+        const Tensor expect =
+            add(s64.select(0, i).mul(0.25), reference_mm(b1.select(0, i), b2.select(0, i)).mul(2));
+        const double tl = t == kBFloat16 ? 0.05 : 4 * tol(t, 13);
+        EXPECT_TRUE(allclose(got.select(0, i).to(kFloat64), expect, tl, tl)) << dtype_name(t);
+      }
+    }
+  }
+  // beta == 0: NaN in self does not reach the result.
+  const Tensor nan_self = full({2, 4, 5}, std::numeric_limits<double>::quiet_NaN());
+  const Tensor x = randn({2, 4, 6}), y = randn({2, 6, 5});
+  EXPECT_TRUE(allclose(baddbmm(nan_self, x, y, 0, 1), bmm(x, y), 1e-6, 1e-6));
+  EXPECT_EQ(baddbmm(zeros({0, 4, 5}), randn({0, 4, 6}), randn({0, 6, 5})).sizes(),
+            IntArrayRef({0, 4, 5}));
+  Tensor r;
+  EXPECT_THROW(r = baddbmm(randn({4, 5}), randn({2, 4, 6}), randn({3, 6, 5})), RuntimeError);
+  EXPECT_THROW(r = baddbmm(randn({4, 5}), randn({2, 4, 6}), randn({2, 7, 5})), RuntimeError);
+  EXPECT_THROW(r = baddbmm(randn({3, 5}), randn({2, 4, 6}), randn({2, 6, 5})), RuntimeError);
+  EXPECT_THROW(r = baddbmm(randn({4, 5}, kFloat64), randn({2, 4, 6}), randn({2, 6, 5})), TypeError);
+}
+
 TEST(GemmOps, MatmulFoldsBatchIntoRows) {
   manual_seed(5);
   const Tensor x = randn({2, 3, 5, 7}), w = randn({7, 4});

@@ -14,6 +14,11 @@ Tensor bmm(const Tensor& a, const Tensor& b);  // [b, n, k] x [b, k, m]
 // beta * self + alpha * (a @ b)
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta = 1,
              const Scalar& alpha = 1);
+// torch.baddbmm: beta * self + alpha * (batch1 @ batch2) with batch1 [B, m, k], batch2
+// [B, k, n] and self broadcastable to [B, m, n]. beta == 0 ignores self (NaN there does not
+// propagate). float32/float64 apply beta and alpha inside the GEMM engine (one pass).
+Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2,
+               const Scalar& beta = 1, const Scalar& alpha = 1);
 // torch.matmul: 1-d/2-d/batched with broadcasting of batch dims.
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor dot(const Tensor& a, const Tensor& b);
