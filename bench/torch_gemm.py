@@ -11,30 +11,15 @@ so the caller runs this script once per thread count with that variable set.
 import argparse
 import json
 import sys
-import time
 
-
-def measure(fn, reps, min_time, max_reps):
-    fn()  # warm-up
-    times = []
-    start = time.perf_counter()
-    while len(times) < max_reps and (len(times) < reps or time.perf_counter() - start < min_time):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    n = len(times)
-    median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
-    return {"median_s": median, "min_s": times[0], "max_s": times[-1], "reps": n}
+from anchor_common import add_timing_args, measure
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", default="1")
     ap.add_argument("--cases", required=True, help="comma-separated MxKxN")
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--min-time", type=float, default=1.0)
-    ap.add_argument("--max-reps", type=int, default=100)
+    add_timing_args(ap)
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     args = ap.parse_args()
     try:

@@ -7,21 +7,8 @@ src/cli/bench_ops.cpp. Threads: torch.set_num_threads for each count in --thread
 import argparse
 import json
 import sys
-import time
 
-
-def measure(fn, reps, min_time, max_reps):
-    fn()  # warm-up
-    times = []
-    start = time.perf_counter()
-    while len(times) < max_reps and (len(times) < reps or time.perf_counter() - start < min_time):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    times.sort()
-    n = len(times)
-    median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
-    return {"median_s": median, "min_s": times[0], "max_s": times[-1], "reps": n}
+from anchor_common import add_timing_args, measure
 
 
 def cases(torch):
@@ -74,9 +61,7 @@ def out_cases(torch):
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", default="1")
-    ap.add_argument("--reps", type=int, default=10)
-    ap.add_argument("--min-time", type=float, default=1.0)
-    ap.add_argument("--max-reps", type=int, default=100)
+    add_timing_args(ap)
     ap.add_argument("--filter", default="", help="only cases whose name contains this")
     args = ap.parse_args()
     try:

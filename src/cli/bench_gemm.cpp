@@ -192,14 +192,6 @@ std::vector<BenchRow> bench_fused(const std::vector<GemmShape>& shapes, bool qui
   return rows;
 }
 
-const BenchRow* find_row(const std::vector<BenchRow>& rows, const std::string& impl,
-                         const std::string& case_name, int threads) {
-  for (const auto& r : rows)
-    if (r.impl == impl && r.threads == threads && (case_name.empty() || r.case_name == case_name))
-      return &r;
-  return nullptr;
-}
-
 void print_table(const std::vector<GemmShape>& shapes, const std::vector<BenchRow>& rows,
                  const std::vector<int>& threads) {
   for (int t : threads) {
@@ -309,12 +301,7 @@ int run_bench_gemm(const BenchOptions& options) {
   openblas_set_num_threads(1);
 
   std::vector<std::string> notes;
-  // OpenBLAS picks its kernel by cpuid unless OPENBLAS_CORETYPE forces one (an older core's
-  // kernel can be half as fast): say which one this run measured.
-  const char* forced = std::getenv("OPENBLAS_CORETYPE");
-  notes.push_back(fmt::format("openblas ran its {} kernels{}", openblas_get_corename(),
-                              forced ? fmt::format(" (OPENBLAS_CORETYPE={} is set)", forced)
-                                     : std::string(" (detected from cpuid)")));
+  notes.push_back(openblas_kernel_note());
   // PyTorch 1.13 from Debian calls OpenBLAS (pthreads), whose thread count comes from
   // OPENBLAS_NUM_THREADS at load time, not from torch.set_num_threads: without it a
   // "1-thread" torch row ran on every core. One script run per thread count.

@@ -132,19 +132,10 @@ Tensor run_linear(const Format& f, const Operands& o, const Tensor& x) {
   return linear(x, o.w);
 }
 
-const BenchRow* find_row(const std::vector<BenchRow>& rows, const std::string& impl,
-                         const std::string& case_name, int threads) {
-  for (const auto& r : rows)
-    if (r.impl == impl && r.threads == threads && (case_name.empty() || r.case_name == case_name) &&
-        r.stats)
-      return &r;
-  return nullptr;
-}
-
 void print_table(const std::vector<Shape>& shapes, const std::vector<BenchRow>& rows,
                  const std::vector<int>& threads) {
   for (int t : threads) {
-    const BenchRow* bw = find_row(rows, "membw", "", t);
+    const BenchRow* bw = find_row(rows, "membw", "", t, /*measured_only=*/true);
     const double membw = bw && bw->gbps ? *bw->gbps : NAN;
     std::printf(
         "\ngemv, %d thread%s: membw %.1f GB/s (weight bytes per second; Gelem/s = "
@@ -155,14 +146,14 @@ void print_table(const std::vector<Shape>& shapes, const std::vector<BenchRow>& 
     for (const auto& s : shapes)
       for (const auto& f : kFormats) {
         const std::string c = case_name(f, s);
-        const BenchRow* ts = find_row(rows, "tessera", c, t);
+        const BenchRow* ts = find_row(rows, "tessera", c, t, /*measured_only=*/true);
         if (!ts) continue;
         const double elems = static_cast<double>(s.n) * static_cast<double>(s.k);
         std::string line =
             fmt::format("{:<28} {:8.3f} {:7.1f} {:6.1f}% {:8.2f}", c, ts->stats->median_s * 1e3,
                         *ts->gbps, 100 * *ts->gbps / membw, elems / ts->stats->median_s / 1e9);
         for (const char* anchor : {"openblas", "torch"}) {
-          const BenchRow* a = find_row(rows, anchor, c, t);
+          const BenchRow* a = find_row(rows, anchor, c, t, /*measured_only=*/true);
           if (!a) {
             line += fmt::format(" {:>8} {:>8}", "-", "-");
           } else {
@@ -170,7 +161,7 @@ void print_table(const std::vector<Shape>& shapes, const std::vector<BenchRow>& 
                                 a->stats->median_s / ts->stats->median_s);
           }
         }
-        const BenchRow* lin = find_row(rows, "tessera-linear", c, t);
+        const BenchRow* lin = find_row(rows, "tessera-linear", c, t, /*measured_only=*/true);
         line += lin ? fmt::format(" {:8.2f}x", lin->stats->median_s / ts->stats->median_s)
                     : fmt::format(" {:>9}", "-");
         std::printf("%s\n", line.c_str());
@@ -260,10 +251,7 @@ int run_bench_gemv(const BenchOptions& options) {
   openblas_set_num_threads(1);
 
   std::vector<std::string> notes;
-  const char* forced = std::getenv("OPENBLAS_CORETYPE");
-  notes.push_back(fmt::format("openblas ran its {} kernels{}", openblas_get_corename(),
-                              forced ? fmt::format(" (OPENBLAS_CORETYPE={} is set)", forced)
-                                     : std::string(" (detected from cpuid)")));
+  notes.push_back(openblas_kernel_note());
   std::string cases;
   for (const auto& s : shapes) {
     if (!wanted(case_name(kFormats[0], s)) && !wanted(case_name(kFormats[1], s))) continue;

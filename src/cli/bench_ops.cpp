@@ -105,14 +105,6 @@ std::string join_ints(const std::vector<int>& v) {
   return s;
 }
 
-const BenchRow* find_row(const std::vector<BenchRow>& rows, const std::string& impl,
-                         const std::string& case_name, int threads) {
-  for (const auto& r : rows)
-    if (r.impl == impl && r.threads == threads && (case_name.empty() || r.case_name == case_name))
-      return &r;
-  return nullptr;
-}
-
 void print_table(const std::vector<OpsCase>& cases, const std::vector<BenchRow>& rows,
                  const std::vector<int>& threads) {
   for (int t : threads) {

@@ -1,5 +1,6 @@
 #include "cli/bench_util.h"
 
+#include <cblas.h>
 #include <immintrin.h>
 #include <sched.h>
 
@@ -306,6 +307,22 @@ bool write_json_lines(const std::string& path, const std::vector<BenchRow>& rows
   std::ofstream f(path);
   for (const auto& r : rows) f << to_json_line(r) << '\n';
   return static_cast<bool>(f);
+}
+
+const BenchRow* find_row(const std::vector<BenchRow>& rows, const std::string& impl,
+                         const std::string& case_name, int threads, bool measured_only) {
+  for (const auto& r : rows)
+    if (r.impl == impl && r.threads == threads && (case_name.empty() || r.case_name == case_name) &&
+        (r.stats || !measured_only))
+      return &r;
+  return nullptr;
+}
+
+std::string openblas_kernel_note() {
+  const char* forced = std::getenv("OPENBLAS_CORETYPE");
+  return fmt::format("openblas ran its {} kernels{}", openblas_get_corename(),
+                     forced ? fmt::format(" (OPENBLAS_CORETYPE={} is set)", forced)
+                            : std::string(" (detected from cpuid)"));
 }
 
 }  // namespace tessera::cli

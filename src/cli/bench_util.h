@@ -52,6 +52,16 @@ std::string to_json_line(const BenchRow& row);
 // the size of the largest benchmark inputs, so both see the same page and TLB behaviour),
 // with `threads` threads of Tessera's pool, each summing its share with a multi-accumulator
 // AVX-512/AVX2 loop.
+// The first row of `rows` with this impl and thread count (and case, unless empty);
+// measured_only skips rows that were skipped (no stats).
+const BenchRow* find_row(const std::vector<BenchRow>& rows, const std::string& impl,
+                         const std::string& case_name, int threads, bool measured_only = false);
+
+// "openblas ran its <core> kernels (...)": OpenBLAS picks its kernel by cpuid unless
+// OPENBLAS_CORETYPE forces one (an older core's kernel can be half as fast), so every suite
+// with an OpenBLAS anchor says which one the run measured.
+std::string openblas_kernel_note();
+
 BenchRow measure_membw(const std::string& suite, int threads, const Budget& budget,
                        size_t bytes = size_t{256} << 20);
 // float32 FMA peak (GFLOP/s) and, where the CPU has AVX512-BF16, the vdpbf16ps peak.

@@ -433,14 +433,9 @@ void detail::validate_problem(const GemmProblem& p, std::string_view op, bool c_
            op, p.dtype);
   TS_CHECK(p.m >= 0 && p.n >= 0 && p.k >= 0, ValueError,
            "{}(): expected non-negative sizes, but got m={}, n={}, k={}", op, p.m, p.n, p.k);
-  // Element offsets (i * rs + j * cs) must fit in int64.
-  auto span_fits = [](int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-    const double span = static_cast<double>(rows) * std::fabs(static_cast<double>(rs)) +
-                        static_cast<double>(cols) * std::fabs(static_cast<double>(cs));
-    return span < 9.0e18;
-  };
-  TS_CHECK(span_fits(p.m, p.k, p.a_rs, p.a_cs) && span_fits(p.k, p.n, p.b_rs, p.b_cs) &&
-               span_fits(p.m, p.n, p.c_rs, p.c_cs),
+  TS_CHECK(offsets_fit_int64(p.m, p.k, p.a_rs, p.a_cs) &&
+               offsets_fit_int64(p.k, p.n, p.b_rs, p.b_cs) &&
+               offsets_fit_int64(p.m, p.n, p.c_rs, p.c_cs),
            ValueError,
            "{}(): expected operands whose element offsets fit in int64, but got m={}, n={}, "
            "k={} with strides a=({}, {}), b=({}, {}), c=({}, {})",

@@ -21,6 +21,7 @@
 // runs serially. Workspaces (packed panels) are cached per thread and reused.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -41,6 +42,14 @@ struct GemmProblem {
   int64_t c_rs = 0, c_cs = 0;
   double alpha = 1, beta = 0;
 };
+
+// Whether every element offset i * rs + j * cs of a rows x cols strided operand fits in int64
+// (checked in double, so the check itself cannot overflow).
+inline bool offsets_fit_int64(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  return static_cast<double>(rows) * std::fabs(static_cast<double>(rs)) +
+             static_cast<double>(cols) * std::fabs(static_cast<double>(cs)) <
+         9.0e18;
+}
 
 // The dtypes the engine computes (float32, float64 for now).
 bool gemm_supports(ScalarType dtype);

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <vector>
 
+#include "gemm/gemm.h"
 #include "tessera/core/error.h"
 #include "tessera/core/parallel.h"
 
@@ -151,13 +152,9 @@ void validate(const GemvProblem& p, std::string_view op) {
            "{}(): argument 'x' expected dtype float32 or bfloat16, but got {}", op, p.x_dtype);
   TS_CHECK(p.n >= 0 && p.k >= 0 && p.nx >= 0, ValueError,
            "{}(): expected non-negative sizes, but got n={}, k={}, nx={}", op, p.n, p.k, p.nx);
-  auto fits = [](int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
-    return static_cast<double>(rows) * std::fabs(static_cast<double>(rs)) +
-               static_cast<double>(cols) * std::fabs(static_cast<double>(cs)) <
-           9.0e18;
-  };
-  TS_CHECK(fits(p.n, p.k, p.w_rs, p.w_cs) && fits(p.nx, p.k, p.x_ld, p.x_inc) &&
-               fits(p.nx, p.n, p.y_ld, p.y_inc),
+  TS_CHECK(offsets_fit_int64(p.n, p.k, p.w_rs, p.w_cs) &&
+               offsets_fit_int64(p.nx, p.k, p.x_ld, p.x_inc) &&
+               offsets_fit_int64(p.nx, p.n, p.y_ld, p.y_inc),
            ValueError,
            "{}(): expected operands whose element offsets fit in int64, but got n={}, k={}, "
            "nx={} with strides w=({}, {}), x=({}, {}), y=({}, {})",

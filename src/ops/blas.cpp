@@ -14,6 +14,7 @@
 #include "gemm/gemm.h"
 #include "gemm/gemv.h"
 #include "ops/blas_lowp.h"
+#include "ops/blas_output.h"
 #include "tessera/core/parallel.h"
 #include "tessera/ops/factory.h"
 #include "tessera/ops/pointwise.h"
@@ -220,14 +221,8 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar&
              "addmm(): mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})", a.size(0),
              a.size(1), b.size(0), b.size(1));
     check_mm_dtypes("addmm", a, b);
-    const int64_t m = a.size(0), n = b.size(1);
-    const DimVector out_shape = broadcast_shapes(self.sizes(), IntArrayRef({m, n}), "addmm");
-    TS_CHECK(out_shape.size() == 2 && out_shape[0] == m && out_shape[1] == n, RuntimeError,
-             "addmm(): argument 'self' expected a shape broadcastable to [{}, {}], but got [{}]", m,
-             n, fmt::join(self.sizes(), ", "));
-    Tensor out = make_empty({m, n}, a.dtype(), "addmm");
     const double beta_d = beta.to_double();
-    if (beta_d != 0) out.copy_(self.expand({m, n}));
+    Tensor out = addmm_output(self, {a.size(0), b.size(1)}, a.dtype(), beta_d, "addmm");
     gemm::gemm(engine_problem(a, b, out, alpha.to_double(), beta_d), nullptr, "addmm");
     return out;
   }
@@ -258,11 +253,7 @@ Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, c
            "baddbmm(): expected self and batch1 to have the same dtype, but got {} != {}",
            self.dtype(), batch1.dtype());
   const int64_t nb = batch1.size(0), m = batch1.size(1), n = batch2.size(2);
-  const DimVector out_shape = broadcast_shapes(self.sizes(), IntArrayRef({nb, m, n}), "baddbmm");
-  TS_CHECK(
-      out_shape == DimVector({nb, m, n}), RuntimeError,
-      "baddbmm(): argument 'self' expected a shape broadcastable to [{}, {}, {}], but got [{}]", nb,
-      m, n, fmt::join(self.sizes(), ", "));
+  check_addmm_self(self, {nb, m, n}, "baddbmm");
   const bool real_scalars = !beta.is_complex() && !alpha.is_complex();
   const double beta_d = real_scalars ? beta.to_double() : 1;
   if (gemm::gemm_supports(batch1.dtype()) && real_scalars) {

@@ -3,6 +3,8 @@
 // the input dtype rounded once, as PyTorch does.
 #include "ops/blas_lowp.h"
 
+#include "ops/blas_output.h"
+
 #include "core/tensor_make.h"
 #include "gemm/lowp.h"
 #include "tessera/core/parallel.h"
@@ -56,13 +58,7 @@ Tensor addmm_lowp(const Tensor& self, const Tensor& a, const Tensor& b, double b
   TS_CHECK(a.dtype() == b.dtype(), TypeError,
            "addmm(): argument 'mat2' expected dtype {} (as mat1), but got {}", a.dtype(),
            b.dtype());
-  const int64_t m = a.size(0), n = b.size(1);
-  const DimVector out_shape = broadcast_shapes(self.sizes(), IntArrayRef({m, n}), "addmm");
-  TS_CHECK(out_shape.size() == 2 && out_shape[0] == m && out_shape[1] == n, RuntimeError,
-           "addmm(): argument 'self' expected a shape broadcastable to [{}, {}], but got [{}]", m,
-           n, fmt::join(self.sizes(), ", "));
-  Tensor out = make_empty({m, n}, a.dtype(), "addmm");
-  if (beta != 0) out.copy_(self.expand({m, n}));
+  Tensor out = addmm_output(self, {a.size(0), b.size(1)}, a.dtype(), beta, "addmm");
   gemm::gemm_lowp(lowp_problem(a, b, out, alpha, beta), nullptr, "addmm");
   return out;
 }

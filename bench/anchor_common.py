@@ -1,0 +1,27 @@
+"""Shared by the anchor scripts in bench/ (imported from the script's own folder).
+
+measure() times fn the same way Tessera's bench does (src/cli/bench_util.cpp): one warm-up
+call, then at least `reps` calls and at least `min_time` seconds, at most `max_reps` calls;
+it returns the fields of a JSON bench row.
+"""
+import time
+
+
+def add_timing_args(ap):
+    ap.add_argument("--reps", type=int, default=10)
+    ap.add_argument("--min-time", type=float, default=1.0)
+    ap.add_argument("--max-reps", type=int, default=100)
+
+
+def measure(fn, reps, min_time, max_reps):
+    fn()  # warm-up
+    times = []
+    start = time.perf_counter()
+    while len(times) < max_reps and (len(times) < reps or time.perf_counter() - start < min_time):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    times.sort()
+    n = len(times)
+    median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
+    return {"median_s": median, "min_s": times[0], "max_s": times[-1], "reps": n}
