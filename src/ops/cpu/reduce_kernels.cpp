@@ -243,9 +243,10 @@ float_acc_t<T> extreme_contig(const T* x, int64_t n, const Map& map, const Comb&
   return t;
 }
 
+// Sums and products of a contiguous run: four accumulators over fixed blocks, block results
+// merged pairwise by a binary counter (the cascade in the file comment).
 template <class T, class Map, class Comb>
-float_acc_t<T> reduce_contig(const T* x, int64_t n, const Map& map, const Comb& comb) {
-  if constexpr (Comb::kExtreme) return extreme_contig(x, n, map, comb);
+float_acc_t<T> cascade_contig(const T* x, int64_t n, const Map& map, const Comb& comb) {
   using C = float_acc_t<T>;
   using V = Vec<C>;
   constexpr int W = V::kSize;
@@ -282,6 +283,15 @@ float_acc_t<T> reduce_contig(const T* x, int64_t n, const Map& map, const Comb& 
   C t = lanes[0];
   for (int k = 1; k < W; ++k) t = comb.s(t, lanes[k]);
   return comb.s(t, tail);
+}
+
+template <class T, class Map, class Comb>
+float_acc_t<T> reduce_contig(const T* x, int64_t n, const Map& map, const Comb& comb) {
+  if constexpr (Comb::kExtreme) {
+    return extreme_contig(x, n, map, comb);
+  } else {
+    return cascade_contig(x, n, map, comb);
+  }
 }
 
 template <class T>
