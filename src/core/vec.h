@@ -128,8 +128,12 @@ struct Vec<float> {
   // the subnormal results and the overflow to inf. The clamps keep n finite; a NaN passes
   // through them (max/min return their second operand when either is NaN).
   Vec exp() const {
-    const __m512 x =
-        _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), v));
+    return Vec(_mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), v)))
+        .exp_finite();
+  }
+  // exp without the clamps, for arguments known to lie in [-150, 88] (NaN passes through).
+  Vec exp_finite() const {
+    const __m512 x = v;
     const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                           _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
@@ -314,6 +318,7 @@ struct Vec<float> {
   Vec abs() const { return _mm256_andnot_ps(_mm256_set1_ps(-0.0f), v); }
   Vec sqrt() const { return _mm256_sqrt_ps(v); }
   Vec exp() const { return Sleef_expf8_u10avx2(v); }
+  Vec exp_finite() const { return exp(); }
   Vec expm1() const { return Sleef_expm1f8_u10avx2(v); }
   Vec log() const { return Sleef_logf8_u10avx2(v); }
   Vec log1p() const { return Sleef_log1pf8_u10avx2(v); }
@@ -529,6 +534,7 @@ struct GenericVec {
   GenericVec exp() const {
     return map(*this, [](T x) { return std::exp(x); });
   }
+  GenericVec exp_finite() const { return exp(); }
   GenericVec expm1() const {
     return map(*this, [](T x) { return std::expm1(x); });
   }

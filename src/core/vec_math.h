@@ -1,15 +1,17 @@
 // Float32 erf and the standard normal CDF on the SIMD wrappers: Tessera's own approximations
 // built on Vec::exp, about 8x faster than Sleef's erff (which dominated gelu).
 //
-//   |z| <  1:  erf(z)  = z * P(z^2)                            P of degree 6
-//   |z| >= 1:  erfc(a) = t * exp(G(t) - a^2),  t = 1/(1 + a/2)  G of degree 8
+//   erf, |z| <  1:  erf(z)  = z * P(z^2)                             P of degree 6
+//   erf, |z| >= 1:  erfc(a) = t * exp(G(t) - a^2),  t = 1/(1 + a/2)   G of degree 8
+//   Phi, all x:     see normal_cdf below                              H of degree 9
 //
 // The coefficients were fitted by least squares in float64 (P on Chebyshev-spaced points of
-// [0, 1] with relative weights; G on [1, 10]); the fits' relative errors are 1.4e-9 and
-// 1.5e-8. Evaluated in float32: erf is within 2.5 ulp on [-9, 9]; normal_cdf keeps relative
-// accuracy in the lower tail (about x^2/2 * 2^-24, exp's conditioning), where the usual
-// 0.5 * (1 + erf(x / sqrt 2)) loses every digit. NaN in, NaN out; erf(+-inf) = +-1.
-// tests/ops/test_vec_math.cpp checks both against libm over the whole float range.
+// [0, 1] with relative weights; G on [1, 10]; H on [0, 10]); the fits' relative errors are
+// 1.4e-9, 1.5e-8 and 7e-8. Evaluated in float32: erf is within 2.5 ulp on [-9, 9]; normal_cdf
+// keeps relative accuracy in the lower tail (a few ulp, plus x^2/2 * 2^-24 from exp's
+// conditioning), where the usual 0.5 * (1 + erf(x / sqrt 2)) loses every digit. NaN in, NaN
+// out; erf(+-inf) = +-1. tests/ops/test_pointwise_math.cpp checks both against libm over the
+// whole float range, on every ISA.
 #pragma once
 
 #include "core/vec.h"
@@ -25,6 +27,12 @@ inline constexpr float kErfcG[] = {
     -1.265505075454712f,  0.9998525381088257f,   0.37607482075691223f,
     0.08166694641113281f, -0.10749199241399765f, 0.008314390666782856f,
     -0.5464568138122559f, 0.713836669921875f,    -0.2617364823818207f};
+// normal_cdf's H: 0.5 erfc(a) = u exp(H(u) - a^2), u = 1 / (2 + a), a in [0, 10]; relative
+// error of the fit 7e-8, of its float32 evaluation 2.6e-7.
+inline constexpr float kErfcH[] = {-1.2654414176940918f, 1.9969851970672607f,  1.5515964031219482f,
+                                   0.22688159346580505f, 0.32298678159713745f, -3.7366299629211426f,
+                                   -41.681297302246094f, 143.66943359375f,     -170.5139617919922f,
+                                   72.80412292480469f};
 
 template <class V, size_t N>
 V horner(const float (&c)[N], V x) {
@@ -33,34 +41,30 @@ V horner(const float (&c)[N], V x) {
   return r;
 }
 
-// a * a - a2 exactly, where a2 = a * a rounded (needs a fused multiply-add; the generic ISA
-// has no vector FMA, so it asks libm per lane).
+// c - a * b with one rounding (a fused multiply-add; the generic ISA has no vector FMA, so it
+// asks libm per lane). With the square as the product, exp's argument carries no error from
+// squaring.
 template <class V>
-V square_error(V a, V a2) {
+V fnmadd_exact(V a, V b, V c) {
 #if defined(__FMA__)
-  return V::fmadd(a, a, -a2);
+  return V::fmadd(-a, b, c);
 #else
-  alignas(64) float la[V::kSize], l2[V::kSize];
+  alignas(64) float la[V::kSize], lb[V::kSize], lc[V::kSize];
   a.store(la);
-  a2.store(l2);
-  for (int i = 0; i < V::kSize; ++i) la[i] = std::fma(la[i], la[i], -l2[i]);
+  b.store(lb);
+  c.store(lc);
+  for (int i = 0; i < V::kSize; ++i) la[i] = std::fma(-la[i], lb[i], lc[i]);
   return V::load(la);
 #endif
 }
 
-// erfc(a) for 1 <= a, given a^2 as the unevaluated sum a2 + a2_err (so exp's argument carries
-// no rounding error from squaring). a is clamped to 10 (erfc(10) = 2e-45 is below float's
-// range), which also keeps the square finite.
-template <class V>
-V erfc_large(V a, V a2, V a2_err) {
-  const V t = V(1.0f) / V::fmadd(a, V(0.5f), V(1.0f));
-  return t * ((horner(kErfcG, t) - a2_err) - a2).exp();  // one rounding at the big term
-}
+// erfc(a) for 1 <= a. a is clamped to 10 (erfc(10) = 2e-45 is below float's range), which
+// also keeps the square finite.
 template <class V>
 V erfc_large(V a) {
   a = V::min(a, V(10.0f));  // NaN-propagating
-  const V a2 = a * a;
-  return erfc_large<V>(a, a2, square_error(a, a2));
+  const V t = V(1.0f) / V::fmadd(a, V(0.5f), V(1.0f));
+  return t * fnmadd_exact(a, a, horner(kErfcG, t)).exp();
 }
 
 }  // namespace detail
@@ -73,21 +77,31 @@ inline Vec<float> erf_approx(Vec<float> z) {
   return V::select_lt(a, V(1.0f), small, large);  // NaN: `large`, which is NaN
 }
 
-// Phi(x) = P(X <= x) for X ~ N(0, 1) = 0.5 * erfc(-x / sqrt(2)). The square z^2 = x^2 / 2 is
-// formed from x exactly (fma), not from the rounded z.
+// Phi(x) = P(X <= x) for X ~ N(0, 1) = 0.5 * erfc(-x / sqrt(2)), from one formula on the
+// whole line (gelu's cost is this function): with a = |x| / sqrt(2) and u = 1 / (2 + a),
+//   0.5 * erfc(a) = u * exp(H(u) - a^2),   H of degree 9 fitted on a in [0, 10],
+// and Phi(x) = 0.5 erfc(a) for x < 0, 1 - 0.5 erfc(a) for x >= 0. a^2 = (|x| / 2) * |x| enters
+// exp's argument through one fused multiply-add, so the lower tail keeps its relative
+// accuracy. |x| is clamped to 16, where exp underflows to exactly 0 (gelu(-inf) = -inf * 0 =
+// NaN, as in PyTorch). About 40 vector instructions: gelu's whole cost.
 inline Vec<float> normal_cdf(Vec<float> x) {
   using V = Vec<float>;
-  const V z = x * V(0.7071067811865476f);
-  const V a = z.abs();
-  const V small = V::fmadd(V(0.5f), z * detail::horner(detail::kErfP, z * z), V(0.5f));
-  const V xc = V::min(x.abs(), V(14.0f));  // 14 / sqrt(2) > 9.9; keeps the square finite
-  const V x2 = xc * xc;
-  const V tail_raw = V(0.5f) * detail::erfc_large<V>(xc * V(0.7071067811865476f), V(0.5f) * x2,
-                                                     V(0.5f) * detail::square_error(xc, x2));
-  // Phi(-|x|); exactly 0 beyond |z| = 10, so gelu(-inf) = -inf * 0 = NaN as in PyTorch.
-  const V tail = V::select_lt(V(10.0f), a, V(0.0f), tail_raw);
-  const V large = V::select_lt(z, V(0.0f), tail, V(1.0f) - tail);
-  return V::select_lt(a, V(1.0f), small, large);
+  const V xc = V::min_fast(V(16.0f), x.abs());  // NaN: min_fast returns its second operand
+  const V u = V(1.0f) / V::fmadd(xc, V(0.7071067811865476f), V(2.0f));
+  const V half_xc = V(0.5f) * xc;
+  const V half_erfc =
+      u * detail::fnmadd_exact(half_xc, xc, detail::horner(detail::kErfcH, u)).exp_finite();
+  return V::select_lt(x, V(0.0f), half_erfc, V(1.0f) - half_erfc);
+}
+
+// gelu's tanh form, 0.5 x (1 + tanh(y)) with y = sqrt(2/pi) (x + 0.044715 x^3), computed as
+// x * sigmoid(2y) = x / (1 + exp(-2y)): the same function, without tanh's cost or its
+// cancellation for negative x. C is float or double.
+template <class C>
+Vec<C> gelu_tanh(Vec<C> x) {
+  using V = Vec<C>;
+  const V y2 = V(C(2 * 0.7978845608028654)) * V::fmadd(V(C(0.044715)) * x * x, x, x);
+  return x / (V(C(1)) + (-y2).exp());
 }
 
 }  // namespace tessera::vec::TS_ISA

@@ -120,11 +120,6 @@ V sigmoid(V x) {
   return V(1.0f) / (V(1.0f) + (-x).exp());
 }
 
-V gelu_tanh(V x) {
-  const V inner = V(0.7978845608028654f) * V::fmadd(V(0.044715f) * x * x, x, x);
-  return V(0.5f) * x * (V(1.0f) + inner.tanh());
-}
-
 // Rounds each lane to `dtype` and back (float32: unchanged).
 V round_to(V x, ScalarType dtype) {
   if (dtype == ScalarType::BFloat16) {
@@ -201,7 +196,7 @@ void run_node(const EpilogueInstr& in, const EpilogueTile& t, const float* const
       map_unary(x, out, size, [](V a) { return a * vec::TS_ISA::normal_cdf(a); });
       break;
     case EpilogueOp::GeluTanh:
-      map_unary(x, out, size, gelu_tanh);
+      map_unary(x, out, size, vec::TS_ISA::gelu_tanh<float>);
       break;
     case EpilogueOp::Silu:
       map_unary(x, out, size, [](V a) { return a * sigmoid(a); });

@@ -400,11 +400,7 @@ void unary_float(TensorIterator& iter, UnaryOp op) {
         }
       });
     case UnaryOp::GeluTanh:
-      return vk(gelu_tanh<C>, [](V x) {
-        const V k(C(M_2_SQRTPI * M_SQRT1_2));
-        const V inner = k * V::fmadd(V(C(0.044715)) * x * x, x, x);
-        return V(C(0.5)) * x * (V(C(1)) + inner.tanh());
-      });
+      return vk(gelu_tanh<C>, [](V x) { return vec::TS_ISA::gelu_tanh<C>(x); });
     case UnaryOp::Silu:
       return vk([](C x) { return x / (C(1) + std::exp(-x)); },
                 [](V x) { return x / (V(C(1)) + (-x).exp()); });
