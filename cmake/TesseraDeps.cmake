@@ -22,6 +22,10 @@ endif()
 if(TESSERA_BUILD_BENCH)
   find_package(benchmark QUIET)
 endif()
+# oneDNN: a benchmark anchor of `tessera bench gemm` only, never linked into the library.
+# (Debian's dnnl-config.cmake insists on OpenCL headers, which the CPU anchor does not need.)
+find_library(TESSERA_DNNL_LIBRARY dnnl)
+find_path(TESSERA_DNNL_INCLUDE_DIR oneapi/dnnl/dnnl.hpp)
 
 # Python with the outside oracles (Debian's python3-torch and python3-numpy). Debian's
 # interpreter is used explicitly: a pyenv or venv python3 on PATH lacks those packages.

@@ -13,8 +13,8 @@ packages=(
   libcli11-dev libfmt-dev nlohmann-json3-dev
   # tests and benchmarks
   googletest libgtest-dev libgmock-dev libbenchmark-dev
-  # outside oracles and benchmark anchors (test/bench time only, never linked)
-  python3 python3-numpy python3-torch
+  # outside oracles and benchmark anchors (test/bench time only, never in the library)
+  python3 python3-numpy python3-torch libblis-dev libdnnl-dev
 )
 
 missing=()

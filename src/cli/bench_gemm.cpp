@@ -1,6 +1,9 @@
-// `tessera bench gemm`: float32 GEMM through Tessera's engine against OpenBLAS (same process)
-// and PyTorch 1.13 (bench/torch_gemm.py, same invocation), with the machine's FMA peak and
-// read bandwidth measured in the same run (issue 3's goals).
+// `tessera bench gemm`: float32 GEMM through Tessera's engine against OpenBLAS, BLIS and oneDNN
+// (same process; cli/bench_anchors.h) and PyTorch 1.13 (bench/torch_gemm.py, same invocation),
+// with the machine's FMA peak and read bandwidth measured in the same run (issue 3's goals).
+// oneDNN runs twice: with plain row-major weights ("onednn") and with weights reordered once into
+// its preferred layout ("onednn-prepacked"); "x best" is against the fastest plain-weights
+// library of OpenBLAS, BLIS and oneDNN.
 //
 // Cases (M x K x N, the same strings in bench/torch_gemm.py): mm/float32/MxKxN for square
 // n = 256, 512, 1024, 2048 (and 4096 without --quick) and the transformer shapes
@@ -8,8 +11,9 @@
 // preallocated row-major C = A B (alpha 1, beta 0), so no allocation is timed.
 //
 // Threads: Tessera's pool at each thread count; OpenBLAS with openblas_set_num_threads(t)
-// (restored to 1 afterwards: Tessera's other OpenBLAS calls assume one thread), run after all
-// Tessera rows so its spinning workers cannot disturb them; PyTorch with set_num_threads(t)
+// (restored to 1 afterwards: Tessera's other OpenBLAS calls assume one thread), BLIS and oneDNN
+// (both OpenMP) with their own thread setters, all run after every Tessera row so their
+// spinning workers cannot disturb ours; PyTorch with set_num_threads(t)
 // and OPENBLAS_NUM_THREADS=t (see below).
 // A note says which OpenBLAS kernel ran (OPENBLAS_CORETYPE in the environment overrides its
 // cpuid choice). "% peak" is GFLOP/s over the `peak` row (AVX-512 or AVX2 FMA loop) of the same
@@ -25,6 +29,7 @@
 #include <fmt/format.h>
 
 #include "cli/bench.h"
+#include "cli/bench_anchors.h"
 #include "cli/bench_gemm_lowp.h"
 #include "cli/bench_util.h"
 #include "gemm/epilogue.h"
@@ -192,6 +197,52 @@ std::vector<BenchRow> bench_fused(const std::vector<GemmShape>& shapes, bool qui
   return rows;
 }
 
+// BLIS and oneDNN (plain and prepacked weights) on the float32 shapes, after every Tessera row.
+std::vector<BenchRow> bench_other_anchors(const std::vector<GemmShape>& shapes,
+                                          const std::vector<int>& threads, const Budget& budget,
+                                          std::vector<std::string>& notes) {
+  std::vector<BenchRow> rows;
+  auto add = [&](const GemmShape& s, const char* impl, int t, const std::function<void()>& fn) {
+    BenchRow row{"gemm", s.name(), impl, t};
+    row.stats = measure(fn, budget);
+    row.gflops = s.flops() / row.stats->median_s / 1e9;
+    rows.push_back(row);
+  };
+  std::string why;
+  if (const BlisAnchor* blis = BlisAnchor::get(&why)) {
+    if (!shapes.empty()) notes.push_back(blis->note());
+    for (int t : threads) {
+      blis->set_threads(t);
+      for (const auto& s : shapes) {
+        const Operands o = make_operands(s);
+        add(s, "blis", t, [&] {
+          blis->sgemm(s.m, s.n, s.k, o.a.data_ptr<float>(), o.b.data_ptr<float>(),
+                      o.c.data_ptr<float>());
+        });
+      }
+    }
+    blis->set_threads(1);
+  } else if (!shapes.empty()) {
+    notes.push_back("blis skipped: " + why);
+  }
+  if (DnnlMatmul::available(&why)) {
+    for (int t : threads) {
+      DnnlMatmul::set_threads(t);
+      for (const auto& s : shapes) {
+        const Operands o = make_operands(s);
+        for (bool prepacked : {false, true}) {
+          DnnlMatmul mm(s.m, s.k, s.n, kFloat32, kFloat32, prepacked, o.b.data_ptr());
+          add(s, prepacked ? "onednn-prepacked" : "onednn", t,
+              [&] { mm.run(o.a.data_ptr(), o.c.data_ptr()); });
+        }
+      }
+    }
+  } else if (!shapes.empty()) {
+    notes.push_back("onednn skipped: " + why);
+  }
+  return rows;
+}
+
 void print_table(const std::vector<GemmShape>& shapes, const std::vector<BenchRow>& rows,
                  const std::vector<int>& threads) {
   for (int t : threads) {
@@ -205,22 +256,29 @@ void print_table(const std::vector<GemmShape>& shapes, const std::vector<BenchRo
     const BenchRow* bw = find_row(rows, "membw", "", t);
     std::printf("\ngemm, %d thread%s: peak %.1f GFLOP/s (%s); membw %.1f GB/s\n", t,
                 t == 1 ? "" : "s", peak, peak_name.c_str(), bw && bw->gbps ? *bw->gbps : NAN);
-    std::printf("%-28s %9s %8s %7s %9s %10s %9s %8s\n", "case", "ms", "GFLOP/s", "% peak",
-                "openblas", "x openblas", "torch", "x torch");
+    // Each anchor as "GFLOP/s ratio" (anchor median / Tessera median, higher is better).
+    const char* anchors[] = {"openblas", "blis", "onednn", "onednn-prepacked", "torch"};
+    std::printf("%-28s %9s %8s %7s %7s", "case", "ms", "GFLOP/s", "% peak", "x best");
+    for (const char* a : {"openblas", "blis", "onednn", "dnnl-pk", "torch"})
+      std::printf(" %9s %6s", a, "x");
+    std::printf("\n");
     for (const auto& s : shapes) {
       const BenchRow* ts = find_row(rows, "tessera", s.name(), t);
       if (!ts || !ts->stats) continue;
-      std::string line =
-          fmt::format("{:<28} {:9.3f} {:8.1f} {:6.1f}%", s.name(), ts->stats->median_s * 1e3,
-                      *ts->gflops, 100 * *ts->gflops / peak);
-      for (const char* anchor : {"openblas", "torch"}) {
+      double best = NAN;  // the fastest plain-weights library
+      for (const char* a : {"openblas", "blis", "onednn"})
+        if (const BenchRow* r = find_row(rows, a, s.name(), t); r && r->stats)
+          best = std::isnan(best) ? r->stats->median_s : std::min(best, r->stats->median_s);
+      std::string line = fmt::format("{:<28} {:9.3f} {:8.1f} {:6.1f}% {:6.2f}x", s.name(),
+                                     ts->stats->median_s * 1e3, *ts->gflops,
+                                     100 * *ts->gflops / peak, best / ts->stats->median_s);
+      for (const char* anchor : anchors) {
         const BenchRow* a = find_row(rows, anchor, s.name(), t);
-        const int w = std::string(anchor) == "openblas" ? 10 : 8;
         if (!a || !a->stats) {
-          line += fmt::format(" {:>9} {:>{}}", "skipped", "-", w);
+          line += fmt::format(" {:>9} {:>6}", "skipped", "-");
         } else {
-          line += fmt::format(" {:9.1f} {:{}.2f}x", *a->gflops,
-                              a->stats->median_s / ts->stats->median_s, w - 1);
+          line += fmt::format(" {:9.1f} {:5.2f}x", *a->gflops,
+                              a->stats->median_s / ts->stats->median_s);
         }
       }
       std::printf("%s\n", line.c_str());
@@ -302,6 +360,7 @@ int run_bench_gemm(const BenchOptions& options) {
 
   std::vector<std::string> notes;
   notes.push_back(openblas_kernel_note());
+  for (auto& r : bench_other_anchors(shapes, threads, budget, notes)) rows.push_back(r);
   // PyTorch 1.13 from Debian calls OpenBLAS (pthreads), whose thread count comes from
   // OPENBLAS_NUM_THREADS at load time, not from torch.set_num_threads: without it a
   // "1-thread" torch row ran on every core. One script run per thread count.

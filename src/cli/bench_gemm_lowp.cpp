@@ -3,7 +3,8 @@
 // (per-row/column scales, bf16 out) and NVFP4 (block scales + global scale, bf16 out).
 // Columns: GFLOP/s, % of the same run's vdpbf16ps peak (impl "peak", dpbf16 case), ratio to
 // Tessera's float32 mm of the same shape (goal >= 1.8x at n >= 1024) and to PyTorch 1.13's
-// bf16 mm (bench/torch_gemm.py --dtype bfloat16, OPENBLAS_NUM_THREADS per thread count).
+// bf16 mm (bench/torch_gemm.py --dtype bfloat16, OPENBLAS_NUM_THREADS per thread count) and
+// oneDNN's bf16 matmul (bf16 in and out, plain row-major weights; goal >= 1.0x).
 #include "cli/bench_gemm_lowp.h"
 
 #include <cmath>
@@ -11,6 +12,7 @@
 
 #include <fmt/format.h>
 
+#include "cli/bench_anchors.h"
 #include "tessera/tessera.h"
 
 #ifndef TS_BENCH_SCRIPT_DIR
@@ -86,6 +88,25 @@ void bench_gemm_lowp(const BenchOptions& options, const std::vector<int>& thread
   }
   set_num_threads(saved);
 
+  // oneDNN bf16 after every Tessera row (its OpenMP workers spin for a while after a call).
+  std::string why;
+  const bool dnnl = DnnlMatmul::available(&why);
+  if (!dnnl) notes.push_back("onednn bf16 skipped: " + why);
+  for (int t : dnnl ? threads : std::vector<int>{}) {
+    DnnlMatmul::set_threads(t);
+    for (const auto& c : cases) {
+      if (c.op != "mm") continue;
+      manual_seed(1);
+      Tensor a = randn({c.n, c.n}).to(kBFloat16), b = randn({c.n, c.n}).to(kBFloat16);
+      Tensor out = empty({c.n, c.n}, kBFloat16);
+      DnnlMatmul mm(c.n, c.n, c.n, kBFloat16, kBFloat16, false, b.data_ptr());
+      BenchRow row{"gemm", c.name(), "onednn", t};
+      row.stats = measure([&] { mm.run(a.data_ptr(), out.data_ptr()); }, budget);
+      row.gflops = c.flops() / row.stats->median_s / 1e9;
+      rows.push_back(row);
+    }
+  }
+
   std::string torch_cases;
   for (const auto& c : cases)
     if (c.op == "mm")
@@ -109,24 +130,26 @@ void bench_gemm_lowp(const BenchOptions& options, const std::vector<int>& thread
     const double pk = peak && peak->gflops ? *peak->gflops : NAN;
     std::printf("\ngemm low precision, %d thread%s: dpbf16 peak %.1f GFLOP/s\n", t,
                 t == 1 ? "" : "s", pk);
-    std::printf("%-36s %9s %8s %7s %10s %8s %8s\n", "case", "ms", "GFLOP/s", "% peak", "x float32",
-                "torch", "x torch");
+    std::printf("%-36s %9s %8s %7s %10s %8s %8s %8s %8s\n", "case", "ms", "GFLOP/s", "% peak",
+                "x float32", "onednn", "x onednn", "torch", "x torch");
     for (const auto& c : cases) {
       const BenchRow* ts = find(rows, "tessera", c.name(), t);
       if (!ts || !ts->stats) continue;
       const BenchRow* f32 =
           find(rows, "tessera", fmt::format("mm/float32/{}x{}x{}", c.n, c.n, c.n), t);
-      const BenchRow* th = c.op == "mm" ? find(rows, "torch", c.name(), t) : nullptr;
       std::string line =
           fmt::format("{:<36} {:9.3f} {:8.1f} {:6.1f}%", c.name(), ts->stats->median_s * 1e3,
                       *ts->gflops, 100 * *ts->gflops / pk);
       line += f32 && f32->stats
                   ? fmt::format(" {:9.2f}x", f32->stats->median_s / ts->stats->median_s)
                   : fmt::format(" {:>10}", "-");
-      line += th && th->stats ? fmt::format(" {:8.1f} {:7.2f}x",
-                                            2.0 * c.n * c.n * c.n / th->stats->median_s / 1e9,
-                                            th->stats->median_s / ts->stats->median_s)
-                              : fmt::format(" {:>8} {:>8}", "skipped", "-");
+      for (const char* anchor : {"onednn", "torch"}) {
+        const BenchRow* a = c.op == "mm" ? find(rows, anchor, c.name(), t) : nullptr;
+        line += a && a->stats
+                    ? fmt::format(" {:8.1f} {:7.2f}x", c.flops() / a->stats->median_s / 1e9,
+                                  a->stats->median_s / ts->stats->median_s)
+                    : fmt::format(" {:>8} {:>8}", "skipped", "-");
+      }
       std::printf("%s\n", line.c_str());
     }
   }

@@ -1,0 +1,58 @@
+// GEMM anchors beside OpenBLAS for `tessera bench gemm`: BLIS and oneDNN, both Debian packages
+// (libblis-dev, libdnnl-dev). Each reports why it is unavailable instead of being faked.
+//
+// BLIS is loaded with dlopen (RTLD_LOCAL | RTLD_DEEPBIND) and called through its typed API:
+// libblis also exports the BLAS/CBLAS symbols, so linking it beside OpenBLAS would let one
+// library's sgemm stand in for the other's. oneDNN is linked when CMake finds it (TS_HAVE_DNNL);
+// its matmul runs with plain row-major weights or with weights reordered once into the layout
+// its kernel prefers ("prepacked", oneDNN's recommended inference set-up).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "tessera/core/dtype.h"
+
+namespace tessera::cli {
+
+class BlisAnchor {
+ public:
+  // The process-wide BLIS, or null with the reason in *why.
+  static BlisAnchor* get(std::string* why);
+  void set_threads(int threads) const;
+  // Which BLIS sub-configuration (kernel set) runs, for the bench notes.
+  const std::string& note() const { return note_; }
+  // Row-major C (m x n) = A (m x k) B (k x n), float32.
+  void sgemm(int64_t m, int64_t n, int64_t k, const float* a, const float* b, float* c) const;
+
+ private:
+  using SgemmFn = void (*)(int, int, int64_t, int64_t, int64_t, float*, float*, int64_t, int64_t,
+                           float*, int64_t, int64_t, float*, float*, int64_t, int64_t);
+  using ThreadsFn = void (*)(int64_t);
+  SgemmFn sgemm_ = nullptr;
+  ThreadsFn set_threads_ = nullptr;
+  std::string note_;
+};
+
+// One oneDNN matmul primitive, C (m x n, `out`) = A (m x k, `in`) B (k x n, `in`), row-major.
+class DnnlMatmul {
+ public:
+  // False (with the reason) when Tessera was built without oneDNN.
+  static bool available(std::string* why);
+  // oneDNN's OpenMP thread count for the primitives that run next.
+  static void set_threads(int threads);
+  // `b` is read now when `prepacked` (reordered into oneDNN's layout), else at every run().
+  DnnlMatmul(int64_t m, int64_t k, int64_t n, ScalarType in, ScalarType out, bool prepacked,
+             const void* b);
+  ~DnnlMatmul();
+  DnnlMatmul(const DnnlMatmul&) = delete;
+  DnnlMatmul& operator=(const DnnlMatmul&) = delete;
+  void run(const void* a, void* c);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace tessera::cli
