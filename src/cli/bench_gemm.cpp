@@ -3,7 +3,8 @@
 // with the machine's FMA peak and read bandwidth measured in the same run (issue 3's goals).
 // oneDNN runs twice: with plain row-major weights ("onednn") and with weights reordered once into
 // its preferred layout ("onednn-prepacked"); "x best" is against the fastest plain-weights
-// library of OpenBLAS, BLIS and oneDNN.
+// library of OpenBLAS, BLIS and oneDNN. "prepacked" is Tessera with B packed once beforehand
+// (gemm::PackedB, as PackedLinearWeight does), "x dnnl-pk" its ratio to prepacked oneDNN.
 //
 // Cases (M x K x N, the same strings in bench/torch_gemm.py): mm/float32/MxKxN for square
 // n = 256, 512, 1024, 2048 (and 4096 without --quick) and the transformer shapes
@@ -258,7 +259,8 @@ void print_table(const std::vector<GemmShape>& shapes, const std::vector<BenchRo
                 t == 1 ? "" : "s", peak, peak_name.c_str(), bw && bw->gbps ? *bw->gbps : NAN);
     // Each anchor as "GFLOP/s ratio" (anchor median / Tessera median, higher is better).
     const char* anchors[] = {"openblas", "blis", "onednn", "onednn-prepacked", "torch"};
-    std::printf("%-28s %9s %8s %7s %7s", "case", "ms", "GFLOP/s", "% peak", "x best");
+    std::printf("%-28s %9s %8s %7s %7s %9s %8s", "case", "ms", "GFLOP/s", "% peak", "x best",
+                "prepacked", "x dnnl-pk");
     for (const char* a : {"openblas", "blis", "onednn", "dnnl-pk", "torch"})
       std::printf(" %9s %6s", a, "x");
     std::printf("\n");
@@ -272,6 +274,13 @@ void print_table(const std::vector<GemmShape>& shapes, const std::vector<BenchRo
       std::string line = fmt::format("{:<28} {:9.3f} {:8.1f} {:6.1f}% {:6.2f}x", s.name(),
                                      ts->stats->median_s * 1e3, *ts->gflops,
                                      100 * *ts->gflops / peak, best / ts->stats->median_s);
+      // Prepacked Tessera against prepacked oneDNN.
+      const BenchRow* tp = find_row(rows, "tessera-prepacked", s.name(), t);
+      const BenchRow* dp = find_row(rows, "onednn-prepacked", s.name(), t);
+      line += tp && tp->stats ? fmt::format(" {:9.1f}", *tp->gflops) : fmt::format(" {:>9}", "-");
+      line += tp && tp->stats && dp && dp->stats
+                  ? fmt::format(" {:7.2f}x", dp->stats->median_s / tp->stats->median_s)
+                  : fmt::format(" {:>8}", "-");
       for (const char* anchor : anchors) {
         const BenchRow* a = find_row(rows, anchor, s.name(), t);
         if (!a || !a->stats) {
@@ -340,6 +349,13 @@ int run_bench_gemm(const BenchOptions& options) {
       std::fprintf(stderr, "bench gemm: %s tessera %d thread(s): %.1f GFLOP/s\n", s.name().c_str(),
                    t, *row.gflops);
       rows.push_back(row);
+      // The same product with B packed once beforehand (a Linear weight's case).
+      const gemm::PackedB packed(ScalarType::Float32, s.k, s.n, o.b.data_ptr(), s.n, 1);
+      gemm::GemmProblem p = row_major_problem(s, o.a, o.b, &o.c);
+      BenchRow pk{"gemm", s.name(), "tessera-prepacked", t};
+      pk.stats = measure([&] { gemm::gemm_prepacked(p, packed); }, budget);
+      pk.gflops = s.flops() / pk.stats->median_s / 1e9;
+      rows.push_back(pk);
     }
     set_num_threads(saved_threads);
   }

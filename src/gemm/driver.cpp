@@ -58,6 +58,10 @@ struct Operands {
   int64_t c_rs = 0, c_cs = 0;
   T alpha = 1, beta = 0;
   int64_t i0 = 0, j0 = 0;  // where this block's C(0, 0) sits in the whole output (epilogues)
+  // A prepacked B (PackedB) of packed_n columns in all, instead of b: column j0 of this block
+  // is column j0 of the pack.
+  const T* b_packed = nullptr;
+  int64_t packed_n = 0;
 };
 
 // An epilogue plan's program, run on every tile after its last rank-KC update.
@@ -254,6 +258,17 @@ void macro_kernel(const cpu::GemmMicroKernel<T>& uk, int64_t mc, int64_t nc, int
 
 // Loops 5, 4 and 3 on the calling thread. With an epilogue (float32 only), the last rank-KC
 // update of each tile goes to the plan instead of C; earlier ones accumulate in C.
+// Where the packed panels of B(pc.., col..) start in a PackedB's buffer (col a multiple of
+// NR): blocks of NC columns one after another, each k rows of NR-wide panels, the last block
+// padded to a whole panel (see PackedB).
+template <class T>
+const T* packed_b_at(const T* base, int64_t k, int64_t packed_n, const BlockSizes& bs, int64_t pc,
+                     int64_t kc, int64_t col) {
+  const int64_t jb = col / bs.nc, block_cols = std::min(bs.nc, packed_n - jb * bs.nc);
+  const int64_t padded = ceil_div(block_cols, bs.nr) * bs.nr;
+  return base + jb * bs.nc * k + pc * padded + (col - jb * bs.nc) * kc;
+}
+
 template <class T>
 void gemm_serial(const Operands<T>& p, const cpu::GemmMicroKernel<T>& uk, const BlockSizes& bs,
                  const EpilogueHook* epi = nullptr) {
@@ -261,12 +276,19 @@ void gemm_serial(const Operands<T>& p, const cpu::GemmMicroKernel<T>& uk, const 
   const int64_t kc_max = std::min(bs.kc, p.k);
   Workspace& ws = workspace();
   T* apack = ws.a<T>(ceil_div(mc_max, bs.mr) * bs.mr * kc_max);
-  T* bpack = ws.b<T>(ceil_div(nc_max, bs.nr) * bs.nr * kc_max);
-  for (int64_t jc = 0; jc < p.n; jc += bs.nc) {
-    const int64_t nc = std::min(bs.nc, p.n - jc);
+  T* bpack = p.b_packed ? nullptr : ws.b<T>(ceil_div(nc_max, bs.nr) * bs.nr * kc_max);
+  for (int64_t jc = 0, nc = 0; jc < p.n; jc += nc) {
+    nc = std::min(bs.nc, p.n - jc);
+    // A prepacked B's blocks start at multiples of NC of the whole matrix: stop at the next.
+    if (p.b_packed) nc = std::min(nc, bs.nc - (p.j0 + jc) % bs.nc);
     for (int64_t pc = 0; pc < p.k; pc += bs.kc) {
       const int64_t kc = std::min(bs.kc, p.k - pc);
-      pack_b_block<T>(kc, nc, p.b + pc * p.b_rs + jc * p.b_cs, p.b_rs, p.b_cs, bs.nr, bpack);
+      const T* bp = bpack;
+      if (p.b_packed) {
+        bp = packed_b_at(p.b_packed, p.k, p.packed_n, bs, pc, kc, p.j0 + jc);
+      } else {
+        pack_b_block<T>(kc, nc, p.b + pc * p.b_rs + jc * p.b_cs, p.b_rs, p.b_cs, bs.nr, bpack);
+      }
       const T beta = pc == 0 ? p.beta : T(1);
       for (int64_t ic = 0; ic < p.m; ic += bs.mc) {
         const int64_t mc = std::min(bs.mc, p.m - ic);
@@ -274,12 +296,12 @@ void gemm_serial(const Operands<T>& p, const cpu::GemmMicroKernel<T>& uk, const 
         T* c = p.c + ic * p.c_rs + jc * p.c_cs;
         if constexpr (std::is_same_v<T, float>) {
           if (epi && pc + kc == p.k) {
-            macro_kernel_epilogue(uk, mc, nc, kc, p.alpha, apack, bpack, beta, c, p.c_rs, p.c_cs,
-                                  *epi, p.i0 + ic, p.j0 + jc);
+            macro_kernel_epilogue(uk, mc, nc, kc, p.alpha, apack, bp, beta, c, p.c_rs, p.c_cs, *epi,
+                                  p.i0 + ic, p.j0 + jc);
             continue;
           }
         }
-        macro_kernel<T>(uk, mc, nc, kc, p.alpha, apack, bpack, beta, c, p.c_rs, p.c_cs);
+        macro_kernel<T>(uk, mc, nc, kc, p.alpha, apack, bp, beta, c, p.c_rs, p.c_cs);
       }
     }
   }
@@ -290,7 +312,9 @@ struct Grid {
 };
 
 // The tm x tn thread grid with the shortest critical path for at most `threads` threads.
-Grid plan_grid(int64_t m, int64_t n, int64_t k, const BlockSizes& bs, int64_t threads) {
+// A prepacked B costs nothing to share, so only A's packing counts then.
+Grid plan_grid(int64_t m, int64_t n, int64_t k, const BlockSizes& bs, int64_t threads,
+               bool b_prepacked) {
   const int64_t mp = ceil_div(m, bs.mr), np = ceil_div(n, bs.nr);
   if (threads <= 1 || work(m, n, k) < kMinParallelWork) return {};
   Grid best;
@@ -301,7 +325,7 @@ Grid plan_grid(int64_t m, int64_t n, int64_t k, const BlockSizes& bs, int64_t th
       const double rows = static_cast<double>(ceil_div(mp, tm) * bs.mr);
       const double cols = static_cast<double>(ceil_div(np, tn) * bs.nr);
       const double kd = static_cast<double>(k);
-      const double packed = rows * kd * std::ceil(cols / bs.nc) + cols * kd;
+      const double packed = rows * kd * std::ceil(cols / bs.nc) + (b_prepacked ? 0 : cols * kd);
       const double cost = rows * cols * kd + kPackCost * packed;
       if (best_cost == 0 || cost < best_cost) {
         best_cost = cost;
@@ -327,9 +351,10 @@ void epilogue_zero_product(int64_t m, int64_t n, int mr, int nr, const EpilogueH
   }
 }
 
+// `packed_bs`: the block sizes a prepacked B was packed with (p0.b_packed), else null.
 template <class T>
 void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_threads,
-         const EpilogueHook* epi = nullptr) {
+         const EpilogueHook* epi = nullptr, const BlockSizes* packed_bs = nullptr) {
   if (p0.m == 0 || p0.n == 0) return;
   if (p0.k == 0 || p0.alpha == T(0)) {
     if (epi) {
@@ -340,13 +365,17 @@ void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_thre
     return;
   }
   // Column-major C: compute C^T = B^T A^T so that the kernel stores contiguous rows. (Not
-  // with an epilogue: its tiles must stay in the output's own row/column orientation.)
-  const Operands<T> p = (!epi && p0.c_cs != 1 && p0.c_rs == 1) ? transposed(p0) : p0;
+  // with an epilogue: its tiles must stay in the output's own row/column orientation; not
+  // with a prepacked B, which only serves as B.)
+  const bool flip = !epi && !p0.b_packed && p0.c_cs != 1 && p0.c_rs == 1;
+  const Operands<T> p = flip ? transposed(p0) : p0;
   const cpu::GemmMicroKernel<T>& uk = kernels.get<T>();
   TS_INTERNAL_ASSERT(uk.mr * uk.nr <= kMaxTile);
-  const BlockSizes bs = block_sizes(uk.mr, uk.nr, sizeof(T), cache_sizes());
+  TS_INTERNAL_ASSERT((p.b_packed != nullptr) == (packed_bs != nullptr));
+  const BlockSizes bs =
+      packed_bs ? *packed_bs : block_sizes(uk.mr, uk.nr, sizeof(T), cache_sizes());
   const int64_t threads = allow_threads && !in_parallel_region() ? get_num_threads() : 1;
-  const Grid g = plan_grid(p.m, p.n, p.k, bs, threads);
+  const Grid g = plan_grid(p.m, p.n, p.k, bs, threads, p.b_packed != nullptr);
   if (g.tm * g.tn == 1) {
     gemm_serial(p, uk, bs, epi);
     return;
@@ -361,7 +390,7 @@ void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_thre
     s.m = i1 - i0;
     s.n = j1 - j0;
     s.a = p.a + i0 * p.a_rs;
-    s.b = p.b + j0 * p.b_cs;
+    if (!p.b_packed) s.b = p.b + j0 * p.b_cs;
     s.c = p.c + i0 * p.c_rs + j0 * p.c_cs;
     s.i0 = p.i0 + i0;
     s.j0 = p.j0 + j0;
@@ -524,6 +553,89 @@ void gemm_strided_batched(const GemmProblem& p, int64_t batch, int64_t a_bs, int
     parallel_tasks(batch, [&](int64_t i) { run_problem(problem(i), ks, false); });
   } else {
     for (int64_t i = 0; i < batch; ++i) run_problem(problem(i), ks, true);
+  }
+}
+
+namespace {
+
+// Packs every (NC, KC) block of B into `dst` at the offsets packed_b_at expects.
+template <class T>
+void pack_all_blocks(int64_t k, int64_t n, const T* b, int64_t b_rs, int64_t b_cs,
+                     const BlockSizes& bs, T* dst) {
+  const int64_t jblocks = ceil_div(n, bs.nc), pblocks = ceil_div(k, bs.kc);
+  parallel_tasks(jblocks * pblocks, [&](int64_t t) {
+    const int64_t jc = t / pblocks * bs.nc, pc = t % pblocks * bs.kc;
+    const int64_t nc = std::min(bs.nc, n - jc), kc = std::min(bs.kc, k - pc);
+    pack_b_block<T>(kc, nc, b + pc * b_rs + jc * b_cs, b_rs, b_cs, bs.nr,
+                    const_cast<T*>(packed_b_at<T>(dst, k, n, bs, pc, kc, jc)));
+  });
+}
+
+BlockSizes packed_block_sizes(ScalarType dtype, const cpu::GemmKernels& ks) {
+  if (dtype == ScalarType::Float32)
+    return block_sizes(ks.sgemm.mr, ks.sgemm.nr, sizeof(float), cache_sizes());
+  return block_sizes(ks.dgemm.mr, ks.dgemm.nr, sizeof(double), cache_sizes());
+}
+
+}  // namespace
+
+PackedB::PackedB(ScalarType dtype, int64_t k, int64_t n, const void* b, int64_t b_rs, int64_t b_cs,
+                 const cpu::GemmKernels* kernels, std::string_view op)
+    : dtype_(dtype), k_(k), n_(n), kernels_(kernels ? kernels : &default_kernels()) {
+  TS_CHECK(gemm_supports(dtype), TypeError, "{}(): expected dtype float32 or float64, but got {}",
+           op, dtype);
+  TS_CHECK(k >= 0 && n >= 0, ValueError, "{}(): expected non-negative sizes, but got k={}, n={}",
+           op, k, n);
+  TS_CHECK(offsets_fit_int64(k, n, b_rs, b_cs), ValueError,
+           "{}(): expected a matrix whose element offsets fit in int64, but got k={}, n={} with "
+           "strides ({}, {})",
+           op, k, n, b_rs, b_cs);
+  TS_CHECK(k == 0 || n == 0 || b != nullptr, ValueError,
+           "{}(): argument 'b' expected a pointer, but got null", op);
+  bs_ = packed_block_sizes(dtype, *kernels_);
+  const BlockSizes& bs = bs_;
+  const int64_t elem = dtype == ScalarType::Float32 ? 4 : 8;
+  const double bytes = static_cast<double>(ceil_div(n, bs.nr) * bs.nr) * k * elem;
+  TS_CHECK(bytes < 9.0e18, ValueError, "{}(): a {}x{} matrix is too large to pack", op, k, n);
+  bytes_ = static_cast<int64_t>(bytes);
+  if (bytes_ == 0) return;
+  data_ = ::operator new (static_cast<size_t>(bytes_), std::align_val_t{64});
+  if (dtype == ScalarType::Float32) {
+    pack_all_blocks<float>(k, n, static_cast<const float*>(b), b_rs, b_cs, bs,
+                           static_cast<float*>(data_));
+  } else {
+    pack_all_blocks<double>(k, n, static_cast<const double*>(b), b_rs, b_cs, bs,
+                            static_cast<double*>(data_));
+  }
+}
+
+PackedB::~PackedB() {
+  if (data_) ::operator delete (data_, std::align_val_t{64});
+}
+
+void gemm_prepacked(const GemmProblem& p, const PackedB& b, std::string_view op) {
+  GemmProblem q = p;
+  q.b = b.data() ? b.data() : &b;  // validated as present; never read through q.b
+  q.b_rs = q.b_cs = 0;
+  validate(q, op);
+  TS_CHECK(p.dtype == b.dtype(), TypeError,
+           "{}(): expected the problem's dtype to match the packed B's {}, but got {}", op,
+           b.dtype(), p.dtype);
+  TS_CHECK(p.k == b.k() && p.n == b.n(), ValueError,
+           "{}(): expected k={} and n={} (the packed B's shape), but got k={} and n={}", op, b.k(),
+           b.n(), p.k, p.n);
+  auto go = [&](auto zero) {
+    using T = decltype(zero);
+    Operands<T> o = typed<T>(q);
+    o.b = nullptr;
+    o.b_packed = static_cast<const T*>(b.data());
+    o.packed_n = b.n();
+    run(o, b.kernels(), true, nullptr, &b.block_sizes());
+  };
+  if (p.dtype == ScalarType::Float32) {
+    go(0.0f);
+  } else {
+    go(0.0);
   }
 }
 

@@ -26,6 +26,7 @@
 #include <span>
 #include <string_view>
 
+#include "gemm/blocksizes.h"
 #include "gemm/kernels/microkernel.h"
 #include "tessera/core/dtype.h"
 
@@ -71,6 +72,42 @@ void gemm_strided_batched(const GemmProblem& p, int64_t batch, int64_t a_bs, int
 // matrices must not overlap.
 void gemm_grouped(std::span<const GemmProblem> problems, const cpu::GemmKernels* kernels = nullptr,
                   std::string_view op = "gemm_grouped");
+
+// B packed once into the microkernel's panel layout, for many products with the same B (a
+// Linear weight; oneDNN calls this prepacked weights): gemm_prepacked skips the packing step
+// that gemm() repeats on every call. The layout is that of pack_b_block (gemm/pack.h) for each
+// NC x KC block, blocks column-major over (NC, KC), so a thread working on any NR-aligned
+// column range finds its panels contiguous. A pack is tied to the kernels (ISA) and block
+// sizes it was made for; float32 and float64.
+class PackedB {
+ public:
+  // Packs the k x n matrix B(p, j) = b[p * b_rs + j * b_cs] (threads over blocks).
+  PackedB(ScalarType dtype, int64_t k, int64_t n, const void* b, int64_t b_rs, int64_t b_cs,
+          const cpu::GemmKernels* kernels = nullptr, std::string_view op = "pack_b");
+  ~PackedB();
+  PackedB(const PackedB&) = delete;
+  PackedB& operator=(const PackedB&) = delete;
+
+  ScalarType dtype() const { return dtype_; }
+  int64_t k() const { return k_; }
+  int64_t n() const { return n_; }
+  const cpu::GemmKernels& kernels() const { return *kernels_; }
+  const BlockSizes& block_sizes() const { return bs_; }  // fixed at packing time
+  const void* data() const { return data_; }
+  int64_t bytes() const { return bytes_; }
+
+ private:
+  ScalarType dtype_;
+  int64_t k_, n_;
+  const cpu::GemmKernels* kernels_;
+  BlockSizes bs_;
+  void* data_ = nullptr;
+  int64_t bytes_ = 0;
+};
+
+// C = alpha * A * b + beta * C with a prepacked B: p.k and p.n must match b's, p.b is ignored.
+// Runs on the kernels b was packed for; bitwise the same result as gemm() on the unpacked B.
+void gemm_prepacked(const GemmProblem& p, const PackedB& b, std::string_view op = "gemm");
 
 // The oracle: a plain triple loop accumulating in double (long double for float64), same
 // semantics as gemm() (beta == 0 never reads C). Serial and slow; for tests.

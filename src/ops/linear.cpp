@@ -5,6 +5,7 @@
 #include <fmt/ranges.h>
 
 #include "core/tensor_make.h"
+#include "gemm/gemm.h"
 #include "gemm/gemv.h"
 #include "tessera/ops/blas.h"
 
@@ -96,6 +97,64 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const Tensor wt = w.t();
   const Tensor y = bias.defined() ? addmm(bias.to(t), x2d, wt) : mm(x2d, wt);
   return y.reshape(os);
+}
+
+PackedLinearWeight::PackedLinearWeight(const Tensor& weight) {
+  constexpr std::string_view op = "PackedLinearWeight";
+  TS_CHECK(weight.dim() == 2, RuntimeError,
+           "{}(): argument 'weight' expected a 2-D tensor [out_features, in_features], but got "
+           "{}-D",
+           op, weight.dim());
+  TS_CHECK(gemm::gemm_supports(weight.dtype()), TypeError,
+           "{}(): argument 'weight' of dtype {}: prepacking is implemented for float32 and "
+           "float64 only (use linear() with the plain weight)",
+           op, weight.dtype());
+  // B = weight^T (in x out): B(p, j) = weight(j, p).
+  packed_ = std::make_shared<const gemm::PackedB>(weight.dtype(), weight.size(1), weight.size(0),
+                                                  weight.data_ptr(), weight.stride(1),
+                                                  weight.stride(0), nullptr, op);
+}
+
+int64_t PackedLinearWeight::out_features() const {
+  return packed_ ? packed_->n() : 0;
+}
+int64_t PackedLinearWeight::in_features() const {
+  return packed_ ? packed_->k() : 0;
+}
+ScalarType PackedLinearWeight::dtype() const {
+  return packed_ ? packed_->dtype() : kFloat32;
+}
+
+Tensor linear(const Tensor& input, const PackedLinearWeight& weight, const Tensor& bias) {
+  constexpr std::string_view op = "linear";
+  TS_CHECK(weight.defined(), ValueError,
+           "{}(): argument 'weight' expected a packed weight, but got an empty "
+           "PackedLinearWeight",
+           op);
+  TS_CHECK(input.dim() >= 1, RuntimeError,
+           "{}(): argument 'input' expected at least 1 dimension, but got a 0-D tensor", op);
+  TS_CHECK(input.dtype() == weight.dtype(), TypeError,
+           "{}(): expected input and weight to have the same dtype, but got {} and {}", op,
+           input.dtype(), weight.dtype());
+  const int64_t in = input.size(-1), out = weight.out_features(), rows = leading_rows(input);
+  TS_CHECK(in == weight.in_features(), RuntimeError,
+           "{}(): argument 'weight' expected in_features {} (the input's last dimension), but "
+           "got a packed weight [{}, {}]",
+           op, in, out, weight.in_features());
+  check_bias(op, bias, out, input.dtype());
+  const Tensor x2d = input.reshape({rows, in});
+  Tensor y = make_empty({rows, out}, input.dtype(), op);
+  gemm::GemmProblem p;
+  p.dtype = input.dtype();
+  p.m = rows, p.n = out, p.k = in;
+  p.a = x2d.data_ptr(), p.a_rs = x2d.stride(0), p.a_cs = x2d.stride(1);
+  p.c = y.data_ptr(), p.c_rs = out, p.c_cs = 1;
+  if (bias.defined()) {
+    y.copy_(bias.reshape({bias.numel() == 1 ? 1 : out}).expand({rows, out}));
+    p.beta = 1;
+  }
+  gemm::gemm_prepacked(p, *weight.packed_, op);
+  return y.reshape(output_shape(input, out, true));
 }
 
 Tensor linear_scaled(const Tensor& input, const Tensor& weight, const Tensor& weight_scale,

@@ -3,9 +3,14 @@
 // path automatically; see docs/gemm.md.
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include "tessera/core/tensor.h"
+
+namespace tessera::gemm {
+class PackedB;  // src/gemm/gemm.h
+}  // namespace tessera::gemm
 
 namespace tessera {
 
@@ -30,6 +35,31 @@ Tensor outer(const Tensor& a, const Tensor& b);
 // of input (e.g. [B, 1, in] with B <= 4, or [1, in]) take the GEMV path, which reads the
 // weight once at memory speed with the bias fused; larger inputs one GEMM.
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = {});
+
+// A Linear weight [out_features, in_features] packed once into the GEMM kernels' panel layout
+// (oneDNN's "prepacked weights"): linear() with it skips the packing every plain call
+// repeats, which matters most for medium batches and short in_features. A snapshot: later
+// in-place changes to the weight are not seen (pack again after an optimizer step). Holds
+// its own copy (about the weight's size); the weight tensor itself is not kept. float32 and
+// float64 (other dtypes throw). Every batch size runs the packed GEMM, so decode with one to
+// four rows is better served by plain linear(), whose GEMV path streams the weight.
+class PackedLinearWeight {
+ public:
+  PackedLinearWeight() = default;
+  explicit PackedLinearWeight(const Tensor& weight);
+  bool defined() const { return packed_ != nullptr; }
+  int64_t out_features() const;
+  int64_t in_features() const;
+  ScalarType dtype() const;
+
+ private:
+  friend Tensor linear(const Tensor& input, const PackedLinearWeight& weight, const Tensor& bias);
+  std::shared_ptr<const gemm::PackedB> packed_;
+};
+
+// linear with a prepacked weight: the same result, bit for bit, as linear(input, weight, bias)
+// for inputs of more than 4 rows (the GEMV path of fewer rows rounds differently).
+Tensor linear(const Tensor& input, const PackedLinearWeight& weight, const Tensor& bias = {});
 
 // linear with low-precision weights, dequantized on the fly inside the GEMV kernels:
 //   - weight float8_e4m3fn or float8_e5m2 [out, in], weight_scale float32 with one value

@@ -1,0 +1,182 @@
+// Prepacked B (gemm::PackedB, gemm_prepacked) and PackedLinearWeight: the same bits as the
+// engine on the unpacked operand for every ISA, block layout and thread count, within the
+// float64 oracle's bound, and clear errors for what does not fit.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <random>
+
+#include "gemm/gemm.h"
+#include "gemm_test_util.h"
+#include "tessera/tessera.h"
+
+namespace tessera::gemm::testing {
+namespace {
+
+struct Shape {
+  int64_t m, n, k;
+};
+
+template <class T>
+void check_prepacked(const cpu::GemmKernels& ks, Shape s, Layout lb, double alpha, double beta,
+                     std::mt19937_64& rng) {
+  GuardedMatrix<T> a(s.m, s.k, Layout::RowMajor), b(s.k, s.n, lb), c(s.m, s.n, Layout::RowMajor);
+  a.fill_random(rng);
+  b.fill_random(rng);
+  c.fill_random(rng);
+  GuardedMatrix<T> plain = c, packed = c;
+  GemmProblem p = make_problem<T>(s.m, s.n, s.k, a, b, plain, alpha, beta);
+  gemm(p, &ks);
+  const PackedB pb(dtype_of<T>(), s.k, s.n, b.data(), b.rs, b.cs, &ks);
+  GemmProblem q = make_problem<T>(s.m, s.n, s.k, a, b, packed, alpha, beta);
+  q.b = nullptr;  // gemm_prepacked never reads B's own memory
+  gemm_prepacked(q, pb);
+  EXPECT_TRUE(matches_reference<T>(p, a, b, c, packed));
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t j = 0; j < s.n; ++j)
+      ASSERT_EQ(packed.at(i, j), plain.at(i, j))
+          << "C(" << i << ", " << j << ") m=" << s.m << " n=" << s.n << " k=" << s.k;
+}
+
+TEST(GemmPrepacked, SameBitsAsUnpackedOnEveryIsa) {
+  std::mt19937_64 rng(11);
+  for (const auto& nk : runnable_kernels()) {
+    SCOPED_TRACE(nk.isa);
+    for (Shape s : {Shape{1, 1, 1}, Shape{5, 33, 17}, Shape{64, 96, 300}, Shape{67, 257, 31}}) {
+      for (Layout lb : kLayouts) {
+        check_prepacked<float>(*nk.kernels, s, lb, 1, 0, rng);
+        check_prepacked<double>(*nk.kernels, s, lb, -0.5, 2, rng);
+      }
+    }
+  }
+}
+
+// Small blocks: several NC and KC blocks in the pack, threads cutting columns inside them.
+TEST(GemmPrepacked, SmallBlocksAndTwoThreads) {
+  ::setenv("TESSERA_GEMM_BLOCKS", "24,16,64", 1);
+  const int saved = get_num_threads();
+  std::mt19937_64 rng(12);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const auto& nk : runnable_kernels()) {
+      SCOPED_TRACE(nk.isa);
+      for (Shape s : {Shape{100, 150, 70}, Shape{300, 333, 65}, Shape{7, 200, 47}}) {
+        check_prepacked<float>(*nk.kernels, s, Layout::ColMajor, 1, 0, rng);
+        check_prepacked<double>(*nk.kernels, s, Layout::RowMajor, 0.5, -1, rng);
+      }
+    }
+  }
+  set_num_threads(saved);
+  ::unsetenv("TESSERA_GEMM_BLOCKS");
+}
+
+// The pack keeps the block sizes it was made with, whatever the environment says later.
+TEST(GemmPrepacked, BlockSizesFixedAtPackingTime) {
+  std::mt19937_64 rng(13);
+  const Shape s{50, 140, 90};
+  GuardedMatrix<float> a(s.m, s.k, Layout::RowMajor), b(s.k, s.n, Layout::RowMajor);
+  GuardedMatrix<float> c(s.m, s.n, Layout::RowMajor);
+  a.fill_random(rng);
+  b.fill_random(rng);
+  ::setenv("TESSERA_GEMM_BLOCKS", "24,16,64", 1);
+  const PackedB pb(ScalarType::Float32, s.k, s.n, b.data(), b.rs, b.cs);
+  ::unsetenv("TESSERA_GEMM_BLOCKS");
+  GemmProblem p = make_problem<float>(s.m, s.n, s.k, a, b, c, 1, 0);
+  gemm_prepacked(p, pb);
+  EXPECT_TRUE(matches_reference<float>(p, a, b, c, c));
+}
+
+TEST(GemmPrepacked, ZeroSizesAndBetaOnly) {
+  std::vector<float> c(6, 3.0f);
+  const PackedB empty_k(ScalarType::Float32, 0, 3, nullptr, 0, 0);
+  GemmProblem p;
+  p.m = 2, p.n = 3, p.k = 0;
+  p.a = nullptr, p.c = c.data(), p.c_rs = 3, p.c_cs = 1, p.beta = 0.5;
+  gemm_prepacked(p, empty_k);
+  for (float v : c) EXPECT_EQ(v, 1.5f);
+  const PackedB empty_n(ScalarType::Float32, 4, 0, nullptr, 0, 0);
+  p.n = 0, p.k = 4;
+  gemm_prepacked(p, empty_n);  // nothing to do, nothing touched
+  EXPECT_EQ(c[0], 1.5f);
+}
+
+TEST(GemmPrepacked, BadInputNamesTheProblem) {
+  std::vector<float> b(12, 1.0f), a(8, 1.0f), c(8, 0.0f);
+  const PackedB pb(ScalarType::Float32, 4, 3, b.data(), 3, 1);
+  GemmProblem p;
+  p.m = 2, p.n = 3, p.k = 5;
+  p.a = a.data(), p.a_rs = 5, p.a_cs = 1, p.c = c.data(), p.c_rs = 3, p.c_cs = 1;
+  expect_error_mentions([&] { gemm_prepacked(p, pb); }, {"gemm", "k=4", "n=3", "k=5"});
+  p.k = 4, p.dtype = ScalarType::Float64;
+  expect_error_mentions([&] { gemm_prepacked(p, pb); }, {"gemm", "float32", "float64"});
+  expect_error_mentions([&] { PackedB bad(ScalarType::BFloat16, 4, 3, b.data(), 3, 1); },
+                        {"pack_b", "float32 or float64", "bfloat16"});
+  expect_error_mentions([&] { PackedB bad(ScalarType::Float32, 4, 3, nullptr, 3, 1); },
+                        {"pack_b", "'b'", "null"});
+}
+
+}  // namespace
+}  // namespace tessera::gemm::testing
+
+namespace tessera {
+namespace {
+
+TEST(PackedLinearWeight, MatchesLinearBitForBit) {
+  manual_seed(3);
+  for (ScalarType t : {kFloat32, kFloat64}) {
+    const Tensor w = randn({77, 130}).to(t), bias = randn({77}).to(t);
+    const PackedLinearWeight pw(w);
+    EXPECT_EQ(pw.out_features(), 77);
+    EXPECT_EQ(pw.in_features(), 130);
+    EXPECT_EQ(pw.dtype(), t);
+    for (const Tensor& x : {randn({9, 130}).to(t), randn({2, 5, 130}).to(t),
+                            randn({130, 12}).to(t).t()}) {  // strided rows
+      EXPECT_TRUE(equal(linear(x, pw, bias), linear(x, w, bias)));
+      EXPECT_TRUE(equal(linear(x, pw), linear(x, w)));
+    }
+    // Up to 4 rows the plain linear runs GEMV (different rounding): close, not identical.
+    const Tensor x1 = randn({1, 3, 130}).to(t);
+    const Tensor got = linear(x1, pw, bias);
+    EXPECT_EQ(got.sizes(), (DimVector{1, 3, 77}));
+    EXPECT_TRUE(allclose(got, linear(x1, w, bias), 1e-5, 1e-5));
+  }
+}
+
+TEST(PackedLinearWeight, IsASnapshot) {
+  manual_seed(4);
+  Tensor w = randn({16, 32});
+  const PackedLinearWeight pw(w);
+  const Tensor x = randn({8, 32});
+  const Tensor before = linear(x, w);
+  w.mul_(2.0);
+  EXPECT_TRUE(equal(linear(x, pw), before));
+}
+
+TEST(PackedLinearWeight, BadInputNamesTheArgument) {
+  using gemm::testing::expect_error_mentions;
+  manual_seed(5);
+  const Tensor w = randn({6, 8});
+  const PackedLinearWeight pw(w);
+  expect_error_mentions([&] { linear(randn({5, 7}), pw); }, {"linear", "in_features 7", "[6, 8]"});
+  expect_error_mentions(
+      [&] {
+        linear(randn({5, 8}).to(kFloat64), pw);
+      },
+      {"linear", "float64", "float32"});
+  expect_error_mentions([&] { linear(randn({5, 8}), pw, randn({5})); }, {"linear", "'bias'"});
+  expect_error_mentions(
+      [&] {
+        linear(randn({5, 8}), PackedLinearWeight());
+      },
+      {"linear", "empty PackedLinearWeight"});
+  expect_error_mentions([&] { PackedLinearWeight(w.to(kBFloat16)); },
+                        {"PackedLinearWeight", "bfloat16", "float32 and float64"});
+  expect_error_mentions(
+      [&] {
+        PackedLinearWeight(randn({3, 4, 5}));
+      },
+      {"PackedLinearWeight", "2-D", "3-D"});
+}
+
+}  // namespace
+}  // namespace tessera
