@@ -428,9 +428,47 @@ GemvProblem as_gemv(const GemmProblem& p) {
   return g;
 }
 
+void run_problem(const GemmProblem& p, const cpu::GemmKernels& kernels, bool allow_threads);
+
+// complex64/complex128 as four real products on the real kernels (BLIS's "4m" induced
+// method). A complex matrix with element strides (rs, cs) is two real ones: its real parts at
+// the same address and its imaginary parts one real element further, both with strides
+// (2 rs, 2 cs). With real alpha and beta:
+//   Cr = alpha Ar Br + beta Cr,   Cr = -alpha Ai Bi + Cr,
+//   Ci = alpha Ar Bi + beta Ci,   Ci =  alpha Ai Br + Ci.
+// The flops are those of a complex kernel (a complex multiply-add is four real ones); each
+// real product threads and reproduces bitwise like any other, and beta == 0 still never
+// reads C.
+void run_complex(const GemmProblem& p, const cpu::GemmKernels& kernels, bool allow_threads) {
+  const bool single = p.dtype == ScalarType::Complex64;
+  const int64_t part_bytes = single ? sizeof(float) : sizeof(double);
+  auto part = [&](const void* base, int imag) -> const void* {
+    return base ? static_cast<const char*>(base) + imag * part_bytes : nullptr;
+  };
+  GemmProblem q = p;
+  q.dtype = single ? ScalarType::Float32 : ScalarType::Float64;
+  q.a_rs = 2 * p.a_rs, q.a_cs = 2 * p.a_cs;
+  q.b_rs = 2 * p.b_rs, q.b_cs = 2 * p.b_cs;
+  q.c_rs = 2 * p.c_rs, q.c_cs = 2 * p.c_cs;
+  auto step = [&](int a_imag, int b_imag, int c_imag, double alpha, double beta) {
+    q.a = part(p.a, a_imag), q.b = part(p.b, b_imag);
+    q.c = const_cast<void*>(part(p.c, c_imag));
+    q.alpha = alpha, q.beta = beta;
+    run_problem(q, kernels, allow_threads);
+  };
+  step(0, 0, 0, p.alpha, p.beta);
+  step(1, 1, 0, -p.alpha, 1);
+  step(0, 1, 1, p.alpha, p.beta);
+  step(1, 0, 1, p.alpha, 1);
+}
+
 // Runs one validated problem with the dtype's kernels (the GEMV kernels of the same ISA for
 // tiny m or n).
 void run_problem(const GemmProblem& p, const cpu::GemmKernels& kernels, bool allow_threads) {
+  if (is_complex(p.dtype)) {
+    run_complex(p, kernels, allow_threads);
+    return;
+  }
   if (takes_gemv(p)) {
     gemv_run(as_gemv(p), gemv_kernels_for(kernels.isa), allow_threads);
     return;
@@ -458,13 +496,20 @@ bool overlaps_itself(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
 }  // namespace
 
 void detail::validate_problem(const GemmProblem& p, std::string_view op, bool c_is_output) {
-  TS_CHECK(gemm_supports(p.dtype), TypeError, "{}(): expected dtype float32 or float64, but got {}",
-           op, p.dtype);
+  TS_CHECK(gemm_supports(p.dtype), TypeError,
+           "{}(): expected dtype float32, float64, complex64 or complex128, but got {}", op,
+           p.dtype);
   TS_CHECK(p.m >= 0 && p.n >= 0 && p.k >= 0, ValueError,
            "{}(): expected non-negative sizes, but got m={}, n={}, k={}", op, p.m, p.n, p.k);
-  TS_CHECK(offsets_fit_int64(p.m, p.k, p.a_rs, p.a_cs) &&
-               offsets_fit_int64(p.k, p.n, p.b_rs, p.b_cs) &&
-               offsets_fit_int64(p.m, p.n, p.c_rs, p.c_cs),
+  // Complex operands are addressed as real ones with doubled strides (run_complex).
+  const double w = is_complex(p.dtype) ? 2.0 : 1.0;
+  auto fits = [w](int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+    return w * (static_cast<double>(rows) * std::fabs(static_cast<double>(rs)) +
+                static_cast<double>(cols) * std::fabs(static_cast<double>(cs))) <
+           9.0e18;
+  };
+  TS_CHECK(fits(p.m, p.k, p.a_rs, p.a_cs) && fits(p.k, p.n, p.b_rs, p.b_cs) &&
+               fits(p.m, p.n, p.c_rs, p.c_cs),
            ValueError,
            "{}(): expected operands whose element offsets fit in int64, but got m={}, n={}, "
            "k={} with strides a=({}, {}), b=({}, {}), c=({}, {})",
@@ -523,7 +568,7 @@ void detail::run_epilogue_loops(const GemmProblem& p, const cpu::GemmKernels& ke
 }
 
 bool gemm_supports(ScalarType dtype) {
-  return dtype == ScalarType::Float32 || dtype == ScalarType::Float64;
+  return dtype == ScalarType::Float32 || dtype == ScalarType::Float64 || is_complex(dtype);
 }
 
 void gemm(const GemmProblem& p, const cpu::GemmKernels* kernels, std::string_view op) {
@@ -540,7 +585,7 @@ void gemm_strided_batched(const GemmProblem& p, int64_t batch, int64_t a_bs, int
            "{}(): argument 'c_bs' expected a non-zero batch stride for {} outputs, but got 0", op,
            batch);
   const cpu::GemmKernels& ks = kernels ? *kernels : default_kernels();
-  const size_t elem = p.dtype == ScalarType::Float32 ? sizeof(float) : sizeof(double);
+  const size_t elem = element_size(p.dtype);
   auto problem = [&](int64_t i) {
     GemmProblem q = p;
     q.a = static_cast<const char*>(p.a) + i * a_bs * static_cast<int64_t>(elem);
@@ -582,8 +627,8 @@ BlockSizes packed_block_sizes(ScalarType dtype, const cpu::GemmKernels& ks) {
 PackedB::PackedB(ScalarType dtype, int64_t k, int64_t n, const void* b, int64_t b_rs, int64_t b_cs,
                  const cpu::GemmKernels* kernels, std::string_view op)
     : dtype_(dtype), k_(k), n_(n), kernels_(kernels ? kernels : &default_kernels()) {
-  TS_CHECK(gemm_supports(dtype), TypeError, "{}(): expected dtype float32 or float64, but got {}",
-           op, dtype);
+  TS_CHECK(dtype == ScalarType::Float32 || dtype == ScalarType::Float64, TypeError,
+           "{}(): expected dtype float32 or float64, but got {}", op, dtype);
   TS_CHECK(k >= 0 && n >= 0, ValueError, "{}(): expected non-negative sizes, but got k={}, n={}",
            op, k, n);
   TS_CHECK(offsets_fit_int64(k, n, b_rs, b_cs), ValueError,

@@ -52,7 +52,9 @@ inline bool offsets_fit_int64(int64_t rows, int64_t cols, int64_t rs, int64_t cs
          9.0e18;
 }
 
-// The dtypes the engine computes (float32, float64 for now).
+// The dtypes the engine computes: float32 and float64 on their kernels, complex64 and
+// complex128 as four real products each on the same kernels (BLIS's "4m" method; alpha and
+// beta real).
 bool gemm_supports(ScalarType dtype);
 
 // Validates p (throws tessera::Error naming `op`) and runs it on the kernels of the ISA chosen

@@ -1,13 +1,8 @@
-// Matrix products. float32 and float64 (bfloat16/float16: src/ops/blas_lowp.cpp) run on
-// Tessera's GEMM engine (src/gemm) with the operands' own strides: transposed and sliced
-// views need no copies, and the engine threads on Tessera's pool. complex64/complex128 still
-// call OpenBLAS single-threaded inside the pool (TEMPORARY: until the engine has complex
-// kernels), and integers a plain loop.
+// Matrix products. float32, float64, complex64 and complex128 (bfloat16/float16:
+// src/ops/blas_lowp.cpp) run on Tessera's GEMM engine (src/gemm) with the operands' own
+// strides: transposed and sliced views need no copies, and the engine threads on Tessera's
+// pool. Integers run a plain loop.
 #include "tessera/ops/blas.h"
-
-#include <cblas.h>
-
-#include <mutex>
 
 #include "core/dtype_dispatch.h"
 #include "core/tensor_make.h"
@@ -24,29 +19,6 @@ namespace tessera {
 
 namespace {
 
-void openblas_single_threaded() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
-
-// A matrix view usable by BLAS: row-major with leading dimension ld, possibly transposed.
-struct BlasMatrix {
-  Tensor t;  // keeps the data alive
-  bool trans = false;
-  int64_t ld = 0;
-};
-
-BlasMatrix as_blas(const Tensor& m) {
-  const int64_t r = m.size(0), c = m.size(1);
-  const int64_t s0 = m.stride(0), s1 = m.stride(1);
-  if ((s1 == 1 || c == 1) && s0 >= std::max<int64_t>(c, 1))
-    return {m, false, std::max<int64_t>(s0, c)};
-  if ((s0 == 1 || r == 1) && s1 >= std::max<int64_t>(r, 1))
-    return {m, true, std::max<int64_t>(s1, r)};
-  Tensor cm = m.contiguous();
-  return {cm, false, std::max<int64_t>(c, 1)};
-}
-
 // A GEMM problem over 2-D strided views: C = alpha * A @ B + beta * C.
 gemm::GemmProblem engine_problem(const Tensor& a, const Tensor& b, const Tensor& c, double alpha,
                                  double beta) {
@@ -60,48 +32,25 @@ gemm::GemmProblem engine_problem(const Tensor& a, const Tensor& b, const Tensor&
   return p;
 }
 
-// TEMPORARY OpenBLAS path for the dtypes the engine does not compute yet (complex), and the
-// integer loop. C[m, n] = A[m, k] @ B[k, n] for 2-D tensors of the same dtype; C contiguous.
-void gemm_2d(const Tensor& a, const Tensor& b, const Tensor& c) {
+// Integer products (PyTorch computes them too): a plain loop with wrapping arithmetic, as
+// PyTorch on x86. C[m, n] = A[m, k] @ B[k, n] for 2-D tensors of the same dtype; C contiguous.
+void integer_mm_2d(const Tensor& a, const Tensor& b, const Tensor& c) {
   const int64_t m = a.size(0), k = a.size(1), n = b.size(1);
   if (m == 0 || n == 0) return;
-  if (k == 0) {
-    c.zero_();
-    return;
-  }
-  const BlasMatrix A = as_blas(a), B = as_blas(b);
-  const auto ta = A.trans ? CblasTrans : CblasNoTrans, tb = B.trans ? CblasTrans : CblasNoTrans;
-  const ScalarType t = c.dtype();
-  if (t == kFloat32) {
-    cblas_sgemm(CblasRowMajor, ta, tb, m, n, k, 1.0f, A.t.data_ptr<float>(), A.ld,
-                B.t.data_ptr<float>(), B.ld, 0.0f, c.data_ptr<float>(), n);
-  } else if (t == kFloat64) {
-    cblas_dgemm(CblasRowMajor, ta, tb, m, n, k, 1.0, A.t.data_ptr<double>(), A.ld,
-                B.t.data_ptr<double>(), B.ld, 0.0, c.data_ptr<double>(), n);
-  } else if (t == kComplex64) {
-    const complex64 one(1), zero(0);
-    cblas_cgemm(CblasRowMajor, ta, tb, m, n, k, &one, A.t.data_ptr(), A.ld, B.t.data_ptr(), B.ld,
-                &zero, c.data_ptr(), n);
-  } else if (t == kComplex128) {
-    const complex128 one(1), zero(0);
-    cblas_zgemm(CblasRowMajor, ta, tb, m, n, k, &one, A.t.data_ptr(), A.ld, B.t.data_ptr(), B.ld,
-                &zero, c.data_ptr(), n);
-  } else {
-    visit_dtype<kIntegralTypes>(t, "mm", [&]<class T>() {
-      Tensor ac = a.contiguous(), bc = b.contiguous();
-      const T* ap = ac.data_ptr<T>();
-      const T* bp = bc.data_ptr<T>();
-      T* cp = c.data_ptr<T>();
-      using U = std::make_unsigned_t<T>;  // wrapping arithmetic, as PyTorch on x86
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) {
-          U acc = 0;
-          for (int64_t p = 0; p < k; ++p)
-            acc += static_cast<U>(ap[i * k + p]) * static_cast<U>(bp[p * n + j]);
-          cp[i * n + j] = static_cast<T>(acc);
-        }
-    });
-  }
+  visit_dtype<kIntegralTypes>(c.dtype(), "mm", [&]<class T>() {
+    Tensor ac = a.contiguous(), bc = b.contiguous();
+    const T* ap = ac.data_ptr<T>();
+    const T* bp = bc.data_ptr<T>();
+    T* cp = c.data_ptr<T>();
+    using U = std::make_unsigned_t<T>;
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        U acc = 0;
+        for (int64_t p = 0; p < k; ++p)
+          acc += static_cast<U>(ap[i * k + p]) * static_cast<U>(bp[p * n + j]);
+        cp[i * n + j] = static_cast<T>(acc);
+      }
+  });
 }
 
 void check_mm_dtypes(std::string_view op, const Tensor& a, const Tensor& b) {
@@ -157,7 +106,7 @@ Tensor batched_gemv(const Tensor& a, const Tensor& b, std::string_view op) {
 }
 
 // [B, m, k] x [B, k, n] -> [B, m, n]. The engine splits small batches by batch and large
-// problems within each; the OpenBLAS path splits batches across the pool.
+// problems within each; the integer loop splits batches across the pool.
 Tensor batched(const Tensor& a, const Tensor& b, std::string_view op) {
   // bfloat16/float16: a few rows or columns are a bandwidth problem (GEMV reads the weight in
   // its own dtype); the rest runs the low-precision GEMM.
@@ -175,9 +124,8 @@ Tensor batched(const Tensor& a, const Tensor& b, std::string_view op) {
     gemm::gemm_strided_batched(p, nb, ac.stride(0), bc.stride(0), c.stride(0), nullptr, op);
     return c.to(a.dtype());
   }
-  openblas_single_threaded();
   parallel_for(0, nb, 1, [&](int64_t s, int64_t e) {
-    for (int64_t i = s; i < e; ++i) gemm_2d(ac.select(0, i), bc.select(0, i), c.select(0, i));
+    for (int64_t i = s; i < e; ++i) integer_mm_2d(ac.select(0, i), bc.select(0, i), c.select(0, i));
   });
   return c.to(a.dtype());
 }

@@ -105,7 +105,7 @@ PackedLinearWeight::PackedLinearWeight(const Tensor& weight) {
            "{}(): argument 'weight' expected a 2-D tensor [out_features, in_features], but got "
            "{}-D",
            op, weight.dim());
-  TS_CHECK(gemm::gemm_supports(weight.dtype()), TypeError,
+  TS_CHECK(weight.dtype() == kFloat32 || weight.dtype() == kFloat64, TypeError,
            "{}(): argument 'weight' of dtype {}: prepacking is implemented for float32 and "
            "float64 only (use linear() with the plain weight)",
            op, weight.dtype());
