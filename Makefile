@@ -24,7 +24,8 @@ build: deps $(BUILD_DIR)/build.ninja
 demo: build
 	./$(BUILD_DIR)/tessera demo
 
-# Everything CI checks: formatting, the Release test suite, and core+ops+gemm under ASan+UBSan.
+# Everything CI checks: formatting, the Release test suite, and core+ops+gemm+autograd under
+# ASan+UBSan.
 test: deps format-check test-release test-asan
 
 test-release: build
@@ -35,8 +36,9 @@ $(ASAN_DIR)/build.ninja:
 	  -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF $(LAUNCHER) $(CMAKE_FLAGS)
 
 test-asan: deps $(ASAN_DIR)/build.ninja
-	cmake --build $(ASAN_DIR) -j $(JOBS) --target tessera_tests_core tessera_tests_ops tessera_tests_gemm
-	cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS) -L 'core|ops|gemm' --timeout 1800
+	cmake --build $(ASAN_DIR) -j $(JOBS) --target tessera_tests_core tessera_tests_ops tessera_tests_gemm \
+	  tessera_tests_autograd
+	cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS) -L 'core|ops|gemm|autograd' --timeout 1800
 
 format:
 	@git ls-files '*.h' '*.cpp' | xargs clang-format -i

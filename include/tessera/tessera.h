@@ -1,6 +1,7 @@
 // Umbrella header: everything a user of Tessera's tensor library needs.
 #pragma once
 
+#include "tessera/autograd/autograd.h"
 #include "tessera/core/dtype.h"
 #include "tessera/core/error.h"
 #include "tessera/core/half.h"

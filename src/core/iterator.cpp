@@ -1,5 +1,8 @@
 #include "core/iterator.h"
 
+#include "tessera/autograd/function.h"
+#include "tessera/autograd/grad_mode.h"
+
 #include <algorithm>
 #include <numeric>
 
@@ -83,6 +86,14 @@ TensorIteratorConfig& TensorIteratorConfig::add_input(const Scalar& s) {
 }
 
 TensorIterator TensorIteratorConfig::build() {
+  // Differentiable ops run their kernels below autograd; anything else reaching a kernel with
+  // an input that requires grad has no derivative.
+  if (autograd::GradMode::is_enabled() && !autograd::BelowAutogradGuard::active()) {
+    std::vector<Tensor> inputs;
+    for (const auto& op : operands_)
+      if (!op.is_output) inputs.push_back(op.tensor);
+    autograd::check_no_grad_needed(inputs, op_name_);
+  }
   TensorIterator it;
   it.op_name_ = op_name_;
   it.num_outputs_ = num_outputs_;
@@ -169,7 +180,10 @@ void TensorIterator::allocate_or_check_outputs(const TensorIteratorConfig& cfg) 
   out_dtype_for_alloc_ = out_dtype;
   for (auto& op : ops_) {
     if (!op.is_output) continue;
-    if (!op.tensor.defined()) continue;  // allocated after the dims are ordered
+    if (!op.tensor.defined()) {  // allocated after the dims are ordered
+      op.allocated = true;
+      continue;
+    }
     if (op.tensor.dtype() == out_dtype || !cfg.cast_outputs_) continue;
     TS_CHECK(cfg.output_dtype_.has_value() || can_cast(common_dtype_, op.tensor.dtype()), TypeError,
              "{}(): result type {} can't be cast to the desired output type {}", op_name_,
@@ -387,8 +401,8 @@ void TensorIterator::cast_outputs() {
     if (op.is_output && op.original.defined()) {
       op.original.copy_(op.tensor);
       op.original.bump_version();
-    } else if (op.is_output) {
-      op.tensor.bump_version();
+    } else if (op.is_output && !op.allocated) {
+      op.tensor.bump_version();  // an existing tensor written in place
     }
   }
 }

@@ -30,6 +30,7 @@ struct IterOperand {
   Tensor tensor;    // what the loop reads or writes (may be a converted temporary)
   Tensor original;  // the caller's output when `tensor` is a temporary
   bool is_output = false;
+  bool allocated = false;          // an output the iterator made (a fresh tensor: version 0)
   bool is_wrapped_scalar = false;  // a number passed as a Scalar (promotes by category only)
   char* data = nullptr;
 };

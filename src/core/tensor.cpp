@@ -90,6 +90,7 @@ Tensor make_view(const Tensor& base, DimVector sizes, DimVector strides, int64_t
   impl->storage_offset = storage_offset;
   impl->dtype = dtype;
   impl->version = b.version;
+  impl->is_view = true;
   return Tensor(std::move(impl));
 }
 

@@ -4,6 +4,7 @@
 // pool. Integers run a plain loop.
 #include "tessera/ops/blas.h"
 
+#include "autograd/record.h"
 #include "core/dtype_dispatch.h"
 #include "core/tensor_make.h"
 #include "gemm/gemm.h"
@@ -51,6 +52,25 @@ void integer_mm_2d(const Tensor& a, const Tensor& b, const Tensor& c) {
         cp[i * n + j] = static_cast<T>(acc);
       }
   });
+}
+
+// The conjugate transpose of the last two dims (the plain transpose for real tensors): what
+// the gradient of a product multiplies by.
+Tensor adjoint(const Tensor& t) {
+  const Tensor tt = t.transpose(-2, -1);
+  return t.is_complex() ? tt.conj() : tt;
+}
+
+// d(a @ b): g @ b^H and a^H @ g (batched: per matrix).
+void record_product(autograd::Recorder& rec, const char* name, const Tensor& a, const Tensor& b,
+                    const Tensor& out, bool batched) {
+  rec.finish(name, {out},
+             [sa = rec.save(a), sb = rec.save(b), batched](const autograd::tensor_list& g,
+                                                           const autograd::Node& n) {
+               const Tensor bh = adjoint(sb.unpack(n)), ah = adjoint(sa.unpack(n));
+               return autograd::tensor_list{batched ? g[0].bmm(bh) : g[0].mm(bh),
+                                            batched ? ah.bmm(g[0]) : ah.mm(g[0])};
+             });
 }
 
 void check_mm_dtypes(std::string_view op, const Tensor& a, const Tensor& b) {
@@ -139,7 +159,10 @@ Tensor mm(const Tensor& a, const Tensor& b) {
            "mm(): mat1 and mat2 shapes cannot be multiplied ({}x{} and {}x{})", a.size(0),
            a.size(1), b.size(0), b.size(1));
   check_mm_dtypes("mm", a, b);
-  return batched(a.unsqueeze(0), b.unsqueeze(0), "mm").squeeze(0);
+  autograd::Recorder rec({a, b});
+  Tensor out = batched(a.unsqueeze(0), b.unsqueeze(0), "mm").squeeze(0);
+  if (rec) record_product(rec, "MmBackward0", a, b, out, false);
+  return out;
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
@@ -153,11 +176,57 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
            "got: [{}, {}]",
            a.size(0), a.size(2), b.size(0), b.size(1));
   check_mm_dtypes("bmm", a, b);
-  return batched(a, b, "bmm");
+  autograd::Recorder rec({a, b});
+  Tensor out = batched(a, b, "bmm");
+  if (rec) record_product(rec, "BmmBackward0", a, b, out, true);
+  return out;
 }
+
+namespace {
+Tensor addmm_kernel(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
+                    const Scalar& alpha);
+Tensor baddbmm_kernel(const Tensor& self, const Tensor& batch1, const Tensor& batch2,
+                      const Scalar& beta, const Scalar& alpha);
+
+// d(beta self + alpha a @ b): self gets beta g (summed over its broadcast), a and b the
+// product rule (conjugated scalars and operands for complex).
+autograd::FunctionNode::Backward addmm_backward(const Tensor& self, const Tensor& a,
+                                                const Tensor& b, const Scalar& beta,
+                                                const Scalar& alpha, bool batched) {
+  return [self_sizes = self.sizes().vec(), sa = autograd::Recorder::save(a),
+          sb = autograd::Recorder::save(b), beta, alpha,
+          batched](const autograd::tensor_list& g, const autograd::Node& n) {
+    const Scalar cb = beta.is_complex() ? Scalar(std::conj(beta.to_complex())) : beta;
+    const Scalar ca = alpha.is_complex() ? Scalar(std::conj(alpha.to_complex())) : alpha;
+    const Tensor ga = g[0].mul(ca);
+    const Tensor bh = adjoint(sb.unpack(n)), ah = adjoint(sa.unpack(n));
+    return autograd::tensor_list{autograd::sum_to(g[0].mul(cb), self_sizes),
+                                 batched ? ga.bmm(bh) : ga.mm(bh),
+                                 batched ? ah.bmm(ga) : ah.mm(ga)};
+  };
+}
+}  // namespace
 
 Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
              const Scalar& alpha) {
+  autograd::Recorder rec({self, a, b});
+  Tensor out = addmm_kernel(self, a, b, beta, alpha);
+  if (rec) rec.finish("AddmmBackward0", {out}, addmm_backward(self, a, b, beta, alpha, false));
+  return out;
+}
+
+Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, const Scalar& beta,
+               const Scalar& alpha) {
+  autograd::Recorder rec({self, batch1, batch2});
+  Tensor out = baddbmm_kernel(self, batch1, batch2, beta, alpha);
+  if (rec)
+    rec.finish("BaddbmmBackward0", {out}, addmm_backward(self, batch1, batch2, beta, alpha, true));
+  return out;
+}
+
+namespace {
+Tensor addmm_kernel(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar& beta,
+                    const Scalar& alpha) {
   if (is_lowp_mm_dtype(a.dtype()) && a.dim() == 2 && b.dim() == 2 && self.dtype() == a.dtype() &&
       !beta.is_complex() && !alpha.is_complex())
     return addmm_lowp(self, a, b, beta.to_double(), alpha.to_double());
@@ -183,8 +252,8 @@ Tensor addmm(const Tensor& self, const Tensor& a, const Tensor& b, const Scalar&
   return add(self.mul(beta), prod.mul(alpha));
 }
 
-Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, const Scalar& beta,
-               const Scalar& alpha) {
+Tensor baddbmm_kernel(const Tensor& self, const Tensor& batch1, const Tensor& batch2,
+                      const Scalar& beta, const Scalar& alpha) {
   TS_CHECK(batch1.dim() == 3, RuntimeError, "baddbmm(): batch1 must be a 3D tensor, but got {}-D",
            batch1.dim());
   TS_CHECK(batch2.dim() == 3, RuntimeError, "baddbmm(): batch2 must be a 3D tensor, but got {}-D",
@@ -219,6 +288,7 @@ Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2, c
   if (real_scalars && beta_d == 0) return prod.mul(alpha).add(zeros({nb, m, n}, prod.dtype()));
   return add(self.mul(beta), prod.mul(alpha));
 }
+}  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b) {
   TS_CHECK(a.dim() > 0 && b.dim() > 0, RuntimeError,

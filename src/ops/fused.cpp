@@ -9,6 +9,7 @@
 
 #include "core/tensor_make.h"
 #include "gemm/epilogue.h"
+#include "tessera/autograd/function.h"
 #include "tessera/ops/blas.h"
 #include "tessera/ops/pointwise.h"
 #include "tessera/ops/reduce.h"
@@ -122,8 +123,10 @@ FusedMatmulResult addmm_act_ex(const Tensor& bias, const Tensor& a, const Tensor
 
   FusedMatmulResult r;
   // Fused: float-like operands (bfloat16/float16 computed in float32, as mm does).
+  // With autograd recording, the unfused path below records every step's derivative.
   const bool fusable = float_like(a.dtype()) && float_like(out_dtype) &&
-                       (!bias.defined() || float_like(bias.dtype()));
+                       (!bias.defined() || float_like(bias.dtype())) &&
+                       !autograd::any_requires_grad(std::vector<Tensor>{bias, a, b});
   if (fusable) {
     const Tensor af = a.dtype() == kFloat32 ? a : a.to(kFloat32);
     const Tensor bf = b.dtype() == kFloat32 ? b : b.to(kFloat32);

@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "autograd/record.h"
 #include "ops/index_common.h"
 #include "tessera/ops/factory.h"
 #include "tessera/ops/pointwise.h"
@@ -304,11 +305,41 @@ Tensor index_select_impl(std::string_view op, const Tensor& a, int64_t dim, cons
 
 }  // namespace
 
+Tensor gather_kernel_op(const Tensor& a, int64_t dim, const Tensor& index);
+
+// The selected rows' gradients are added back at their indices (repeats accumulate).
 Tensor index_select(const Tensor& a, int64_t dim, const Tensor& index) {
-  return index_select_impl("index_select", a, dim, index);
+  autograd::Recorder rec({a});
+  Tensor out = index_select_impl("index_select", a, dim, index);
+  if (rec) {
+    const int64_t d = wrap_dim(dim, std::max<int64_t>(a.dim(), 1), "index_select");
+    rec.finish(
+        "IndexSelectBackward0", {out},
+        [sizes = a.sizes().vec(), d, index](const autograd::tensor_list& g, const autograd::Node&) {
+          const Tensor idx = index.dim() == 0 ? index.reshape({1}) : index;
+          return autograd::tensor_list{
+              zeros(sizes, g[0].dtype())
+                  .index_add(d, idx, g[0].dim() == 0 ? g[0].reshape({1}) : g[0])};
+        });
+  }
+  return out;
 }
 
 Tensor gather(const Tensor& a, int64_t dim, const Tensor& index) {
+  autograd::Recorder rec({a});
+  Tensor out = gather_kernel_op(a, dim, index);
+  if (rec) {
+    const int64_t d = wrap_dim(dim, std::max<int64_t>(a.dim(), 1), "gather");
+    rec.finish(
+        "GatherBackward0", {out},
+        [sizes = a.sizes().vec(), d, index](const autograd::tensor_list& g, const autograd::Node&) {
+          return autograd::tensor_list{zeros(sizes, g[0].dtype()).scatter_add(d, index, g[0])};
+        });
+  }
+  return out;
+}
+
+Tensor gather_kernel_op(const Tensor& a, int64_t dim, const Tensor& index) {
   dim = wrap_dim(dim, std::max<int64_t>(a.dim(), 1), "gather");
   check_int64_index(index, "gather");
   Tensor out = empty(index.sizes(), a.dtype());
@@ -433,10 +464,25 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
              rows - 1, *padding_idx);
   }
   // padding_idx only changes the gradient; the forward is a plain row lookup.
-  Tensor rows = index_select_impl("embedding", weight, 0, indices.reshape({indices.numel()}));
+  autograd::Recorder rec({weight});
+  const Tensor flat = indices.reshape({indices.numel()});
+  Tensor rows = index_select_impl("embedding", weight, 0, flat);
   DimVector out_sizes = indices.sizes().vec();
   out_sizes.push_back(weight.size(1));
-  return rows.view(out_sizes);
+  Tensor out = rows.view(out_sizes);
+  if (rec) {
+    const int64_t pad =
+        padding_idx ? (*padding_idx < 0 ? *padding_idx + weight.size(0) : *padding_idx) : -1;
+    rec.finish("EmbeddingBackward0", {out},
+               [sizes = weight.sizes().vec(), flat, pad](const autograd::tensor_list& g,
+                                                         const autograd::Node&) {
+                 Tensor gw = zeros(sizes, g[0].dtype())
+                                 .index_add(0, flat.to(kInt64), g[0].reshape({-1, sizes[1]}));
+                 if (pad >= 0) gw.select(0, pad).zero_();  // the padding row learns nothing
+                 return autograd::tensor_list{gw};
+               });
+  }
+  return out;
 }
 
 // ---- masks ----------------------------------------------------------------------------------
@@ -472,6 +518,7 @@ void seek(IntArrayRef sizes, int64_t linear, DimVector& counter) {
 }  // namespace
 
 Tensor masked_select(const Tensor& a, const Tensor& mask) {
+  autograd::check_no_grad_needed({&a, 1}, "masked_select");
   TS_CHECK(mask.dtype() == kBool || mask.dtype() == kUInt8, TypeError,
            "masked_select(): argument 'mask' expected dtype bool or uint8, but got {}",
            mask.dtype());

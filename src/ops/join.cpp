@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "autograd/record.h"
 #include "ops/index_common.h"
 #include "tessera/core/parallel.h"
 #include "tessera/ops/factory.h"
@@ -59,7 +60,39 @@ void cat_contiguous_rows(const Tensor& out, const std::vector<const Tensor*>& in
 
 }  // namespace
 
+namespace {
+Tensor cat_kernel(const std::vector<Tensor>& tensors, int64_t dim);
+}  // namespace
+
+// Each input's gradient is its slice of the output's.
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
+  autograd::Recorder rec(tensors);
+  Tensor out = cat_kernel(tensors, dim);
+  if (rec) {
+    std::vector<DimVector> shapes;
+    for (const Tensor& t : tensors) shapes.push_back(t.sizes().vec());
+    const int64_t d = wrap_dim(dim, out.dim(), "cat");
+    rec.finish("CatBackward0", {out},
+               [shapes, d](const autograd::tensor_list& g, const autograd::Node&) {
+                 autograd::tensor_list r;
+                 int64_t offset = 0;
+                 for (const DimVector& s : shapes) {
+                   // Legacy empty 1-D inputs ([0]) take no part in the concatenation.
+                   if (s.size() == 1 && s[0] == 0 && g[0].dim() != 1) {
+                     r.push_back(zeros(s, g[0].dtype()));
+                     continue;
+                   }
+                   r.push_back(g[0].narrow(d, offset, s[d]));
+                   offset += s[d];
+                 }
+                 return r;
+               });
+  }
+  return out;
+}
+
+namespace {
+Tensor cat_kernel(const std::vector<Tensor>& tensors, int64_t dim) {
   TS_CHECK(!tensors.empty(), RuntimeError, "cat(): expected a non-empty list of Tensors");
   const Tensor* ref = nullptr;
   ScalarType dtype = ScalarType::Undefined;
@@ -122,6 +155,7 @@ Tensor cat(const std::vector<Tensor>& tensors, int64_t dim) {
   }
   return out;
 }
+}  // namespace
 
 Tensor stack(const std::vector<Tensor>& tensors, int64_t dim) {
   TS_CHECK(!tensors.empty(), RuntimeError, "stack(): expects a non-empty TensorList");

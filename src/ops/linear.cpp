@@ -4,6 +4,7 @@
 // through addmm/mm on the transposed weight view (no copy).
 #include <fmt/ranges.h>
 
+#include "autograd/record.h"
 #include "core/tensor_make.h"
 #include "gemm/gemm.h"
 #include "gemm/gemv.h"
@@ -60,7 +61,35 @@ Tensor gemv_rows(gemm::GemvProblem p, const Tensor& x2d, const Tensor& bias, std
 
 }  // namespace
 
+namespace {
+Tensor linear_kernel(const Tensor& input, const Tensor& weight, const Tensor& bias);
+}  // namespace
+
+// With autograd: d input = g W, d W = g^T x (leading dims folded), d bias = sum of g.
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
+  autograd::Recorder rec({input, weight, bias});
+  Tensor out = linear_kernel(input, weight, bias);
+  if (rec)
+    rec.finish("LinearBackward0", {out},
+               [si = rec.save(input), sw = rec.save(weight), has_bias = bias.defined(),
+                bias_sizes = bias.defined() ? bias.sizes().vec() : DimVector{}](
+                   const autograd::tensor_list& g, const autograd::Node& n) {
+                 const Tensor x = si.unpack(n), w = sw.unpack(n);
+                 const Tensor w2 = w.dim() == 1 ? w.unsqueeze(0) : w;
+                 const int64_t in = x.size(-1), out = w2.size(0);
+                 const Tensor g2 = g[0].reshape({-1, out});
+                 const Tensor x2 = x.reshape({-1, in});
+                 const Tensor gx = g2.mm(w2).reshape(x.sizes());
+                 const Tensor gw = g2.t().mm(x2).reshape(w.sizes());
+                 Tensor gb;
+                 if (has_bias) gb = autograd::sum_to(g2.sum({0}), bias_sizes);
+                 return autograd::tensor_list{gx, gw, gb};
+               });
+  return out;
+}
+
+namespace {
+Tensor linear_kernel(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   TS_CHECK(input.dim() >= 1, RuntimeError,
            "linear(): argument 'input' expected at least 1 dimension, but got a 0-D tensor");
   TS_CHECK(weight.dim() == 1 || weight.dim() == 2, RuntimeError,
@@ -98,6 +127,7 @@ Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias) {
   const Tensor y = bias.defined() ? addmm(bias.to(t), x2d, wt) : mm(x2d, wt);
   return y.reshape(os);
 }
+}  // namespace
 
 PackedLinearWeight::PackedLinearWeight(const Tensor& weight) {
   constexpr std::string_view op = "PackedLinearWeight";
@@ -127,6 +157,7 @@ ScalarType PackedLinearWeight::dtype() const {
 
 Tensor linear(const Tensor& input, const PackedLinearWeight& weight, const Tensor& bias) {
   constexpr std::string_view op = "linear";
+  autograd::check_no_grad_needed(std::vector<Tensor>{input, bias}, "linear (prepacked weight)");
   TS_CHECK(weight.defined(), ValueError,
            "{}(): argument 'weight' expected a packed weight, but got an empty "
            "PackedLinearWeight",
@@ -160,6 +191,7 @@ Tensor linear(const Tensor& input, const PackedLinearWeight& weight, const Tenso
 Tensor linear_scaled(const Tensor& input, const Tensor& weight, const Tensor& weight_scale,
                      double global_scale, const Tensor& bias) {
   constexpr std::string_view op = "linear_scaled";
+  autograd::check_no_grad_needed(std::vector<Tensor>{input, bias}, op);
   TS_CHECK(input.dim() >= 1, RuntimeError,
            "{}(): argument 'input' expected at least 1 dimension, but got a 0-D tensor", op);
   TS_CHECK(input.dtype() == kFloat32 || input.dtype() == kBFloat16, TypeError,

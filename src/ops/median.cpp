@@ -12,6 +12,7 @@
 #include "core/convert.h"
 #include "core/dtype_dispatch.h"
 #include "ops/reduce_plan.h"
+#include "tessera/autograd/function.h"
 #include "tessera/core/parallel.h"
 #include "tessera/ops/factory.h"
 #include "tessera/ops/reduce.h"
@@ -48,6 +49,7 @@ auto key(T v) {
 }  // namespace
 
 Tensor median(const Tensor& a) {
+  autograd::check_no_grad_needed({&a, 1}, "median");
   check_median_dtype(a);
   Tensor out = empty({}, TensorOptions(a.dtype()));
   visit_dtype<kMedianTypes>(a.dtype(), "median", [&]<class T>() {
@@ -73,6 +75,7 @@ Tensor median(const Tensor& a) {
 }
 
 std::tuple<Tensor, Tensor> median(const Tensor& a, int64_t dim, bool keepdim) {
+  autograd::check_no_grad_needed({&a, 1}, "median");
   check_median_dtype(a);
   const int64_t d = wrap_reduce_dim(dim, a.dim(), "median");
   std::vector<bool> mask(static_cast<size_t>(a.dim()), false);

@@ -5,6 +5,7 @@
 #include "core/iterator.h"
 #include "core/tensor_make.h"
 #include "ops/cpu/pointwise_kernels.h"
+#include "ops/pointwise_grad.h"
 #include "tessera/ops/factory.h"
 #include "tessera/ops/reduce.h"
 
@@ -51,8 +52,37 @@ void check_not_packed(ScalarType t, std::string_view op) {
            op, t);
 }
 
+Tensor run_binary_kernel(const BinarySpec& spec, const Tensor& out, Operand a, Operand b,
+                         const Scalar& alpha);
+
+// The op with its autograd: records the derivative when an input requires grad (in-place:
+// `out` is a's tensor, whose old value the derivative may need, so it is cloned first).
 Tensor run_binary(const BinarySpec& spec, const Tensor& out, Operand a, Operand b,
                   const Scalar& alpha = 1) {
+  std::vector<Tensor> inputs;
+  if (a.tensor) inputs.push_back(*a.tensor);
+  if (b.tensor) inputs.push_back(*b.tensor);
+  autograd::Recorder rec(std::move(inputs));
+  const bool differentiable = binary_is_differentiable(spec.op);
+  if (!rec || !differentiable) return run_binary_kernel(spec, out, a, b, alpha);
+  const bool inplace = out.defined() && a.tensor && out.is_same(*a.tensor);
+  TS_CHECK(!out.defined() || inplace, RuntimeError,
+           "{}(): functions with out=... arguments don't support automatic differentiation, "
+           "but one of the arguments requires grad.",
+           spec.name);
+  if (inplace) autograd::check_inplace(out, true, spec.name);
+  // The derivative needs the operands' values from before the write.
+  const Tensor a_before = inplace ? a.tensor->clone() : (a.tensor ? *a.tensor : Tensor());
+  const Tensor b_before =
+      b.tensor && inplace && b.tensor->is_alias_of(out) ? b.tensor->clone() : Tensor();
+  Tensor result = run_binary_kernel(spec, out, a, b, alpha);
+  record_binary(rec, spec.op, spec.name, result, a.tensor, a.tensor ? &a_before : nullptr, b.tensor,
+                b_before.defined() ? &b_before : b.tensor, a.scalar, b.scalar, alpha);
+  return result;
+}
+
+Tensor run_binary_kernel(const BinarySpec& spec, const Tensor& out, Operand a, Operand b,
+                         const Scalar& alpha) {
   TensorIteratorConfig cfg(spec.name);
   cfg.add_output(out);
   a.add_to(cfg);
@@ -135,8 +165,28 @@ struct UnarySpec {
   Promote promote = Promote::Common;
 };
 
+Tensor run_unary_kernel(const UnarySpec& spec, const Tensor& a, const Tensor& out,
+                        std::optional<ScalarType> out_dtype);
+
+// The op with its autograd (see run_binary).
 Tensor run_unary(const UnarySpec& spec, const Tensor& a, const Tensor& out = {},
                  std::optional<ScalarType> out_dtype = std::nullopt) {
+  autograd::Recorder rec({a});
+  if (!rec || !unary_is_differentiable(spec.op)) return run_unary_kernel(spec, a, out, out_dtype);
+  const bool inplace = out.defined() && out.is_same(a);
+  TS_CHECK(!out.defined() || inplace, RuntimeError,
+           "{}(): functions with out=... arguments don't support automatic differentiation, "
+           "but one of the arguments requires grad.",
+           spec.name);
+  if (inplace) autograd::check_inplace(out, true, spec.name);
+  const Tensor a_before = inplace ? a.clone() : a;
+  Tensor result = run_unary_kernel(spec, a, out, out_dtype);
+  record_unary(rec, spec.op, spec.name, result, a_before);
+  return result;
+}
+
+Tensor run_unary_kernel(const UnarySpec& spec, const Tensor& a, const Tensor& out,
+                        std::optional<ScalarType> out_dtype) {
   check_not_packed(a.dtype(), spec.name);
   TensorIteratorConfig cfg(spec.name);
   cfg.add_output(out).add_input(a);
@@ -442,7 +492,27 @@ Tensor softplus(const Tensor& a, const Scalar& beta, const Scalar& threshold) {
 
 // -------------------------------------------------------------------- ternary and clamp
 
+namespace {
+Tensor where_kernel(const Tensor& condition, const Tensor& a, const Tensor& b);
+}  // namespace
+
+// The gradient goes to a where the condition holds and to b elsewhere.
 Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
+  autograd::Recorder rec({a, b});
+  Tensor out = where_kernel(condition, a, b);
+  if (rec)
+    rec.finish("WhereBackward0", {out},
+               [c = condition, as = a.sizes().vec(), bs = b.sizes().vec()](
+                   const autograd::tensor_list& g, const autograd::Node&) {
+                 const Tensor zero = zeros_like(g[0]);
+                 return autograd::tensor_list{autograd::sum_to(where(c, g[0], zero), as),
+                                              autograd::sum_to(where(c, zero, g[0]), bs)};
+               });
+  return out;
+}
+
+namespace {
+Tensor where_kernel(const Tensor& condition, const Tensor& a, const Tensor& b) {
   TS_CHECK(condition.dtype() == kBool, TypeError,
            "where(): argument 'condition' expected dtype bool, but got {}", condition.dtype());
   ResultTypeState s;
@@ -460,6 +530,7 @@ Tensor where(const Tensor& condition, const Tensor& a, const Tensor& b) {
   kernels().ternary(iter, TernaryOp::Where, 0);
   return iter.output();
 }
+}  // namespace
 
 namespace {
 Tensor scalar_like_promoted(const Scalar& v, const Tensor& other) {
@@ -484,6 +555,21 @@ Tensor where(const Tensor& c, const Scalar& a, const Scalar& b) {
 Tensor clamp(const Tensor& a, std::optional<Scalar> min, std::optional<Scalar> max) {
   TS_CHECK(min || max, ValueError, "clamp(): at least one of 'min' or 'max' must not be None");
   TS_CHECK(!a.is_complex(), TypeError, "clamp(): not supported for complex tensors");
+  autograd::Recorder rec({a});
+  // The gradient passes where the input lies within [min, max].
+  if (rec) {
+    Tensor out = clamp(a, min, max);  // below autograd: the kernel path
+    rec.finish(
+        "ClampBackward1", {out},
+        [sa = rec.save(a), min, max](const autograd::tensor_list& g, const autograd::Node& n) {
+          const Tensor x = sa.unpack(n);
+          Tensor keep = ones_like(x, kBool);
+          if (min) keep = keep.logical_and(x.ge(*min));
+          if (max) keep = keep.logical_and(x.le(*max));
+          return autograd::tensor_list{where(keep, g[0], zeros_like(g[0]))};
+        });
+    return out;
+  }
   ResultTypeState s;
   s.update(a, false);
   if (min) s.update(*min);
@@ -586,9 +672,17 @@ Tensor complex(const Tensor& real, const Tensor& imag) {
   return make_complex("complex", TernaryOp::Complex, real, imag);
 }
 
+// The filled positions get no gradient.
 Tensor masked_fill(const Tensor& a, const Tensor& mask, const Scalar& value) {
+  autograd::Recorder rec({a});
   Tensor out = a.clone();
   out.masked_fill_(mask, value);
+  if (rec)
+    rec.finish(
+        "MaskedFillBackward0", {out},
+        [mask, as = a.sizes().vec()](const autograd::tensor_list& g, const autograd::Node&) {
+          return autograd::tensor_list{autograd::sum_to(where(mask, zeros_like(g[0]), g[0]), as)};
+        });
   return out;
 }
 

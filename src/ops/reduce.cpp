@@ -9,8 +9,10 @@
 #include "core/convert.h"
 #include "core/dtype_dispatch.h"
 #include "ops/reduce_driver.h"
+#include "ops/reduce_ops.h"
 #include "ops/reduce_plan.h"
 #include "ops/reference/reduce_reference.h"
+#include "tessera/autograd/function.h"
 #include "tessera/ops/factory.h"
 
 namespace tessera {
@@ -96,6 +98,7 @@ enum class Post { None, Mean, Sqrt, InvPow, CountAsFloat, All, Any };
 Tensor simple_reduce(const Tensor& a, const std::vector<bool>& mask, bool keepdim,
                      ScalarType out_dtype, ReduceKind kind, double p, Post post,
                      const Scalar& identity) {
+  autograd::check_no_grad_needed({&a, 1}, "reduce");
   Output o = make_output(a, mask, keepdim, out_dtype);
   if (o.keep.numel() == 0) return o.result;
   const int64_t K = reduced_count(a.sizes(), mask);
@@ -290,7 +293,7 @@ std::tuple<Tensor, Tensor> moments(const Tensor& a, IntArrayRef dim, double corr
 
 }  // namespace
 
-Tensor sum(const Tensor& a, IntArrayRef dim, bool keepdim, std::optional<ScalarType> dtype) {
+Tensor sum_kernel(const Tensor& a, IntArrayRef dim, bool keepdim, std::optional<ScalarType> dtype) {
   auto mask = reduce_dim_mask(dim, a.dim(), "sum");
   const ScalarType out = sum_dtype(a, dtype);
   Tensor x = a.dtype() == out ? a : a.to(out);
@@ -301,7 +304,8 @@ Tensor sum(const Tensor& a, IntArrayRef dim, bool keepdim, std::optional<ScalarT
   return simple_reduce(x, mask, keepdim, out, ReduceKind::Sum, 0, Post::None, 0);
 }
 
-Tensor mean(const Tensor& a, IntArrayRef dim, bool keepdim, std::optional<ScalarType> dtype) {
+Tensor mean_kernel(const Tensor& a, IntArrayRef dim, bool keepdim,
+                   std::optional<ScalarType> dtype) {
   const ScalarType out = dtype ? *dtype : a.dtype();
   TS_CHECK(is_floating_point(out) || is_complex(out), TypeError,
            "mean(): could not infer output dtype. Input dtype must be either a floating point "
@@ -331,19 +335,19 @@ Tensor prod(const Tensor& a, std::optional<int64_t> dim, bool keepdim,
   return simple_reduce(x, mask, dim ? keepdim : false, out, ReduceKind::Prod, 0, Post::None, 1);
 }
 
-Tensor amax(const Tensor& a, IntArrayRef dim, bool keepdim) {
+Tensor amax_kernel(const Tensor& a, IntArrayRef dim, bool keepdim) {
   return extreme(a, dim, keepdim, true, "amax");
 }
-Tensor amin(const Tensor& a, IntArrayRef dim, bool keepdim) {
+Tensor amin_kernel(const Tensor& a, IntArrayRef dim, bool keepdim) {
   return extreme(a, dim, keepdim, false, "amin");
 }
 
-std::tuple<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
+std::tuple<Tensor, Tensor> max_kernel(const Tensor& a, int64_t dim, bool keepdim) {
   check_dtype(is_real_number(a.dtype()), "max", "a real (bool, integer or floating) tensor",
               a.dtype());
   return arg_reduce(a, dim, keepdim, true, true, "max");
 }
-std::tuple<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim) {
+std::tuple<Tensor, Tensor> min_kernel(const Tensor& a, int64_t dim, bool keepdim) {
   check_dtype(is_real_number(a.dtype()), "min", "a real (bool, integer or floating) tensor",
               a.dtype());
   return arg_reduce(a, dim, keepdim, false, true, "min");
@@ -370,18 +374,19 @@ Tensor argmin(const Tensor& a, std::optional<int64_t> dim, bool keepdim) {
   return argext(a, dim, keepdim, false, "argmin");
 }
 
-Tensor var(const Tensor& a, IntArrayRef dim, double correction, bool keepdim) {
+Tensor var_kernel(const Tensor& a, IntArrayRef dim, double correction, bool keepdim) {
   return std::get<0>(moments(a, dim, correction, keepdim, false, false, "var"));
 }
-Tensor std(const Tensor& a, IntArrayRef dim, double correction, bool keepdim) {
+Tensor std_kernel(const Tensor& a, IntArrayRef dim, double correction, bool keepdim) {
   return std::get<0>(moments(a, dim, correction, keepdim, true, false, "std"));
 }
 std::tuple<Tensor, Tensor> var_mean(const Tensor& a, IntArrayRef dim, double correction,
                                     bool keepdim) {
+  autograd::check_no_grad_needed({&a, 1}, "var_mean");
   return moments(a, dim, correction, keepdim, false, true, "var_mean");
 }
 
-Tensor norm(const Tensor& a, const Scalar& p, IntArrayRef dim, bool keepdim) {
+Tensor norm_kernel(const Tensor& a, const Scalar& p, IntArrayRef dim, bool keepdim) {
   TS_CHECK(a.is_floating_point() || a.is_complex(), TypeError,
            "norm(): argument 'input' expected a floating point or complex tensor, but got {}",
            a.dtype());

@@ -6,6 +6,7 @@
 
 #include "core/tensor_make.h"
 #include "gemm/lowp.h"
+#include "tessera/autograd/function.h"
 #include "tessera/ops/blas.h"
 
 namespace tessera {
@@ -54,6 +55,7 @@ void check_block_scale(const Tensor& s, const char* name, int64_t lanes, int64_t
 Tensor scaled_mm(const Tensor& a, const Tensor& b, const Tensor& scale_a, const Tensor& scale_b,
                  const std::optional<Tensor>& bias, std::optional<ScalarType> out_dtype,
                  const std::optional<Tensor>& global_scale) {
+  autograd::check_no_grad_needed(std::vector<Tensor>{a, b, scale_a, scale_b}, "scaled_mm");
   TS_CHECK(a.dim() == 2 && b.dim() == 2, RuntimeError,
            "{}(): arguments 'a' and 'b' expected 2-D tensors, but got {}-D and {}-D", kOp, a.dim(),
            b.dim());

@@ -11,11 +11,14 @@
 #include "tessera/ops/factory.h"
 #include "tessera/ops/reduce.h"
 
+#include "tessera/autograd/function.h"
+
 namespace tessera {
 namespace {
 
 Tensor scan_impl(const Tensor& a, int64_t dim, std::optional<ScalarType> dtype, bool prod) {
   const std::string_view op = prod ? "cumprod" : "cumsum";
+  autograd::check_no_grad_needed({&a, 1}, op);
   const ScalarType out_dtype = dtype ? *dtype : (is_integral(a.dtype(), true) ? kInt64 : a.dtype());
   TS_CHECK(!is_float8(out_dtype) && !is_packed(out_dtype) && out_dtype != kBool, TypeError,
            "{}(): argument 'dtype' expected a numeric dtype, but got {}", op, out_dtype);

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <limits>
 
+#include "autograd/record.h"
 #include "core/convert.h"
 #include "core/dtype_dispatch.h"
 #include "ops/cpu/reduce_kernels.h"
@@ -70,14 +71,64 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, std::optional<ScalarType> dtyp
 
 }  // namespace
 
-Tensor softmax(const Tensor& a, int64_t dim, std::optional<ScalarType> dtype) {
-  return softmax_impl(a, dim, dtype, false);
-}
-Tensor log_softmax(const Tensor& a, int64_t dim, std::optional<ScalarType> dtype) {
-  return softmax_impl(a, dim, dtype, true);
+namespace {
+
+// softmax: dx = y (g - sum(g y)); log_softmax: dx = g - exp(y) sum(g), both along dim.
+Tensor softmax_with_grad(const Tensor& a, int64_t dim, std::optional<ScalarType> dtype, bool log) {
+  autograd::Recorder rec({a});
+  Tensor out = softmax_impl(a, dim, dtype, log);
+  if (rec) {
+    const int64_t d = a.dim() == 0 ? 0 : wrap_dim(dim, a.dim(), log ? "log_softmax" : "softmax");
+    rec.finish(
+        log ? "LogSoftmaxBackward0" : "SoftmaxBackward0", {out},
+        [d, log, so = autograd::Recorder::save_output(out)](const autograd::tensor_list& g,
+                                                            const autograd::Node& n) {
+          const Tensor y = so.unpack(n);
+          if (y.dim() == 0) return autograd::tensor_list{zeros_like(g[0])};
+          if (log)
+            return autograd::tensor_list{g[0].sub(y.exp().mul(g[0].sum({d}, /*keepdim=*/true)))};
+          const Tensor gy = g[0].mul(y);
+          return autograd::tensor_list{gy.sub(y.mul(gy.sum({d}, /*keepdim=*/true)))};
+        });
+  }
+  return out;
 }
 
+Tensor logsumexp_kernel(const Tensor& a, IntArrayRef dim, bool keepdim);
+
+}  // namespace
+
+Tensor softmax(const Tensor& a, int64_t dim, std::optional<ScalarType> dtype) {
+  return softmax_with_grad(a, dim, dtype, false);
+}
+Tensor log_softmax(const Tensor& a, int64_t dim, std::optional<ScalarType> dtype) {
+  return softmax_with_grad(a, dim, dtype, true);
+}
+
+// d logsumexp = g exp(x - out), broadcast back over the reduced dims.
 Tensor logsumexp(const Tensor& a, IntArrayRef dim, bool keepdim) {
+  autograd::Recorder rec({a});
+  Tensor out = logsumexp_kernel(a, dim, keepdim);
+  if (rec) {
+    auto mask = reduce_dim_mask(dim, a.dim(), "logsumexp");
+    rec.finish("LogsumexpBackward0", {out},
+               [mask, keepdim, sa = autograd::Recorder::save(a),
+                so = autograd::Recorder::save_output(out)](const autograd::tensor_list& g,
+                                                           const autograd::Node& n) {
+                 Tensor gg = g[0], o = so.unpack(n);
+                 if (!keepdim) {
+                   for (size_t d = 0; d < mask.size(); ++d)
+                     if (mask[d]) gg = gg.unsqueeze(d), o = o.unsqueeze(d);
+                 }
+                 const Tensor x = sa.unpack(n);
+                 return autograd::tensor_list{gg.mul(x.sub(o).exp())};
+               });
+  }
+  return out;
+}
+
+namespace {
+Tensor logsumexp_kernel(const Tensor& a, IntArrayRef dim, bool keepdim) {
   TS_CHECK(!a.is_complex() && (kAllTypes & dtype_bit(a.dtype()) & ~kFloat8Types) != 0, TypeError,
            "logsumexp(): argument 'input' expected a real tensor, but got {}", a.dtype());
   // Integers and bool compute in the default float dtype, as PyTorch.
@@ -120,6 +171,7 @@ Tensor logsumexp(const Tensor& a, IntArrayRef dim, bool keepdim) {
   });
   return result;
 }
+}  // namespace
 
 Tensor Tensor::softmax(int64_t dim, std::optional<ScalarType> dtype) const {
   return tessera::softmax(*this, dim, dtype);

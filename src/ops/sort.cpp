@@ -17,7 +17,9 @@
 #include <bit>
 #include <cmath>
 #include <numeric>
+
 #include <vector>
+#include "autograd/record.h"
 
 #include "ops/index_common.h"
 #include "tessera/ops/factory.h"
@@ -202,8 +204,45 @@ void for_rows(const Rows& r, const std::function<void(int64_t, int64_t)>& fn) {
 
 }  // namespace
 
+namespace {
+std::tuple<Tensor, Tensor> sort_kernel(const Tensor& a, int64_t dim, bool descending);
+std::tuple<Tensor, Tensor> topk_kernel(const Tensor& a, int64_t k, int64_t dim, bool largest);
+
+// sort/topk values: each gradient goes back to where its value came from.
+void record_selection(autograd::Recorder& rec, const char* name, const Tensor& a,
+                      const Tensor& values, const Tensor& indices, int64_t dim) {
+  rec.finish(name, {values},
+             [sizes = a.sizes().vec(), dim, indices](const autograd::tensor_list& g,
+                                                     const autograd::Node&) {
+               if (sizes.empty()) return autograd::tensor_list{g[0].reshape({})};
+               return autograd::tensor_list{zeros(sizes, g[0].dtype()).scatter(dim, indices, g[0])};
+             });
+}
+}  // namespace
+
 std::tuple<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending, bool stable) {
   (void)stable;  // always stable: a stable order is also a valid unstable one
+  autograd::Recorder rec({a});
+  auto [values, indices] = sort_kernel(a, dim, descending);
+  if (rec)
+    record_selection(rec, "SortBackward0", a, values, indices,
+                     wrap_dim(dim, std::max<int64_t>(a.dim(), 1), "sort"));
+  return {values, indices};
+}
+
+std::tuple<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool largest,
+                                bool sorted) {
+  (void)sorted;  // the k results always come out sorted (a valid order for sorted=false too)
+  autograd::Recorder rec({a});
+  auto [values, indices] = topk_kernel(a, k, dim, largest);
+  if (rec)
+    record_selection(rec, "TopkBackward0", a, values, indices,
+                     wrap_dim(dim, std::max<int64_t>(a.dim(), 1), "topk"));
+  return {values, indices};
+}
+
+namespace {
+std::tuple<Tensor, Tensor> sort_kernel(const Tensor& a, int64_t dim, bool descending) {
   dim = wrap_dim(dim, std::max<int64_t>(a.dim(), 1), "sort");
   Tensor values = empty(a.sizes(), a.dtype());
   Tensor indices = empty(a.sizes(), kInt64);
@@ -233,14 +272,14 @@ std::tuple<Tensor, Tensor> sort(const Tensor& a, int64_t dim, bool descending, b
   });
   return {values, indices};
 }
+}  // namespace
 
 Tensor argsort(const Tensor& a, int64_t dim, bool descending, bool stable) {
   return std::get<1>(sort(a, dim, descending, stable));
 }
 
-std::tuple<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool largest,
-                                bool sorted) {
-  (void)sorted;  // the k results always come out sorted (a valid order for sorted=false too)
+namespace {
+std::tuple<Tensor, Tensor> topk_kernel(const Tensor& a, int64_t k, int64_t dim, bool largest) {
   dim = wrap_dim(dim, std::max<int64_t>(a.dim(), 1), "topk");
   const int64_t n = a.dim() == 0 ? 1 : a.size(dim);
   TS_CHECK(k >= 0 && k <= n, RuntimeError,
@@ -289,8 +328,6 @@ std::tuple<Tensor, Tensor> topk(const Tensor& a, int64_t k, int64_t dim, bool la
   });
   return {values, indices};
 }
-
-namespace {
 
 std::tuple<Tensor, Tensor, Tensor> unique_flat(const Tensor& a, bool return_inverse,
                                                bool return_counts) {

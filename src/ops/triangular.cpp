@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "autograd/record.h"
 #include "ops/index_common.h"
 #include "tessera/ops/factory.h"
 #include "tessera/ops/shape.h"
@@ -84,11 +85,25 @@ Tensor triangle(std::string_view op, const Tensor& a, int64_t diagonal, bool low
 
 }  // namespace
 
+namespace {
+// The gradient keeps the same triangle.
+Tensor triangle_with_grad(const Tensor& a, int64_t diagonal, bool lower) {
+  autograd::Recorder rec({a});
+  Tensor out = triangle(lower ? "tril" : "triu", a, diagonal, lower);
+  if (rec)
+    rec.finish(lower ? "TrilBackward0" : "TriuBackward0", {out},
+               [diagonal, lower](const autograd::tensor_list& g, const autograd::Node&) {
+                 return autograd::tensor_list{lower ? g[0].tril(diagonal) : g[0].triu(diagonal)};
+               });
+  return out;
+}
+}  // namespace
+
 Tensor tril(const Tensor& a, int64_t diagonal) {
-  return triangle("tril", a, diagonal, true);
+  return triangle_with_grad(a, diagonal, true);
 }
 Tensor triu(const Tensor& a, int64_t diagonal) {
-  return triangle("triu", a, diagonal, false);
+  return triangle_with_grad(a, diagonal, false);
 }
 
 Tensor Tensor::tril(int64_t diagonal) const {

@@ -3,13 +3,44 @@
 #include <algorithm>
 #include <numeric>
 
+#include "autograd/record.h"
 #include "core/tensor_make.h"
 #include "tessera/core/tensor.h"
+#include "tessera/ops/factory.h"
 #include "tessera/ops/pointwise.h"
 
 namespace tessera {
 
 namespace {
+
+// A view of `self` that requires grad when self does; `back` maps the view's gradient to
+// self's shape (PyTorch's ViewBackward0, PermuteBackward0, ...).
+template <class F>
+Tensor with_view_grad(const Tensor& self, Tensor out, const char* name, F back) {
+  autograd::Recorder rec({self});
+  if (rec)
+    rec.finish(name, {out},
+               [back = std::move(back)](const autograd::tensor_list& g, const autograd::Node&) {
+                 return autograd::tensor_list{back(g[0])};
+               });
+  return out;
+}
+
+// Backward of a view that only changes the shape.
+auto reshape_to(const Tensor& self) {
+  return [sizes = self.sizes().vec()](const Tensor& g) { return g.reshape(sizes); };
+}
+
+// Backward of a view that picks some elements: the gradient lands in a zero tensor of the
+// input's shape through the same view.
+template <class View>
+auto scatter_into(const Tensor& self, View view) {
+  return [sizes = self.sizes().vec(), view](const Tensor& g) {
+    Tensor r = zeros(sizes, g.dtype());
+    view(r).copy_(g);
+    return r;
+  };
+}
 
 // Resolves one -1 in `shape` so that the product equals numel.
 DimVector infer_size(IntArrayRef shape, int64_t numel, std::string_view op) {
@@ -78,6 +109,7 @@ std::optional<DimVector> view_strides(IntArrayRef old_sizes, IntArrayRef old_str
 
 Tensor Tensor::as_strided(IntArrayRef size, IntArrayRef stride,
                           std::optional<int64_t> offset) const {
+  autograd::check_no_grad_needed({this, 1}, "as_strided");
   TS_CHECK(size.size() == stride.size(), RuntimeError,
            "as_strided(): mismatch in length of strides and shape: {} vs {}", stride.size(),
            size.size());
@@ -104,11 +136,13 @@ Tensor Tensor::view(IntArrayRef size) const {
   TS_CHECK(st.has_value(), RuntimeError,
            "view(): view size is not compatible with input tensor's size and stride (at least "
            "one dimension spans across two contiguous subspaces). Use .reshape(...) instead.");
-  return make_view(*this, std::move(shape), std::move(*st), storage_offset());
+  return with_view_grad(*this, make_view(*this, std::move(shape), std::move(*st), storage_offset()),
+                        "ViewBackward0", reshape_to(*this));
 }
 
 Tensor Tensor::view(ScalarType t) const {
   if (t == dtype()) return *this;
+  autograd::check_no_grad_needed({this, 1}, "view");
   const int64_t old_size = element_size(), new_size = tessera::element_size(t);
   if (old_size == new_size)
     return make_view(*this, sizes().vec(), strides().vec(), storage_offset(), t);
@@ -141,7 +175,9 @@ Tensor Tensor::view(ScalarType t) const {
 Tensor Tensor::reshape(IntArrayRef size) const {
   DimVector shape = infer_size(size, numel(), "reshape");
   if (auto st = view_strides(sizes(), strides(), shape))
-    return make_view(*this, std::move(shape), std::move(*st), storage_offset());
+    return with_view_grad(*this,
+                          make_view(*this, std::move(shape), std::move(*st), storage_offset()),
+                          "ViewBackward0", reshape_to(*this));
   return clone().view(shape);
 }
 
@@ -159,21 +195,28 @@ Tensor Tensor::permute(IntArrayRef dims) const {
     sz[i] = sizes()[d];
     st[i] = strides()[d];
   }
-  return make_view(*this, std::move(sz), std::move(st), storage_offset());
+  DimVector inverse(dim());
+  for (int64_t i = 0; i < dim(); ++i) inverse[wrap_dim(dims[i], dim(), "permute", "dims")] = i;
+  return with_view_grad(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
+                        "PermuteBackward0",
+                        [inverse](const Tensor& g) { return g.permute(inverse); });
 }
 
 Tensor Tensor::transpose(int64_t d0, int64_t d1) const {
   if (dim() == 0) {
     wrap_dim(d0, 0, "transpose", "dim0");
     wrap_dim(d1, 0, "transpose", "dim1");
-    return make_view(*this, {}, {}, storage_offset());
+    return with_view_grad(*this, make_view(*this, {}, {}, storage_offset()), "TransposeBackward0",
+                          reshape_to(*this));
   }
   d0 = wrap_dim(d0, dim(), "transpose", "dim0");
   d1 = wrap_dim(d1, dim(), "transpose", "dim1");
   DimVector sz = sizes().vec(), st = strides().vec();
   std::swap(sz[d0], sz[d1]);
   std::swap(st[d0], st[d1]);
-  return make_view(*this, std::move(sz), std::move(st), storage_offset());
+  return with_view_grad(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
+                        "TransposeBackward0",
+                        [d0, d1](const Tensor& g) { return g.transpose(d0, d1); });
 }
 
 Tensor Tensor::t() const {
@@ -220,7 +263,9 @@ Tensor Tensor::expand(IntArrayRef size) const {
     sz[i] = want;
     st[i] = have == want ? strides()[src] : 0;
   }
-  return make_view(*this, std::move(sz), std::move(st), storage_offset());
+  return with_view_grad(
+      *this, make_view(*this, std::move(sz), std::move(st), storage_offset()), "ExpandBackward0",
+      [sizes = sizes().vec()](const Tensor& g) { return autograd::sum_to(g, sizes); });
 }
 
 Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int64_t> end,
@@ -239,7 +284,9 @@ Tensor Tensor::slice(int64_t d, std::optional<int64_t> start, std::optional<int6
   sz[d] = (e - s + step - 1) / step;
   const int64_t off = storage_offset() + (sz[d] > 0 ? s * st[d] : 0);
   st[d] *= step;
-  return make_view(*this, std::move(sz), std::move(st), off);
+  return with_view_grad(
+      *this, make_view(*this, std::move(sz), std::move(st), off), "SliceBackward0",
+      scatter_into(*this, [d, s, e, step](const Tensor& r) { return r.slice(d, s, e, step); }));
 }
 
 Tensor Tensor::narrow(int64_t d, int64_t start, int64_t length) const {
@@ -266,14 +313,17 @@ Tensor Tensor::select(int64_t d, int64_t index) const {
   const int64_t off = storage_offset() + index * st[d];
   sz.erase(sz.begin() + d);
   st.erase(st.begin() + d);
-  return make_view(*this, std::move(sz), std::move(st), off);
+  return with_view_grad(
+      *this, make_view(*this, std::move(sz), std::move(st), off), "SelectBackward0",
+      scatter_into(*this, [d, index](const Tensor& r) { return r.select(d, index); }));
 }
 
 Tensor Tensor::squeeze() const {
   DimVector sz, st;
   for (int64_t i = 0; i < dim(); ++i)
     if (sizes()[i] != 1) sz.push_back(sizes()[i]), st.push_back(strides()[i]);
-  return make_view(*this, std::move(sz), std::move(st), storage_offset());
+  return with_view_grad(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
+                        "SqueezeBackward0", reshape_to(*this));
 }
 
 Tensor Tensor::squeeze(int64_t d) const {
@@ -282,11 +332,14 @@ Tensor Tensor::squeeze(int64_t d) const {
     return *this;
   }
   d = wrap_dim(d, dim(), "squeeze");
-  if (sizes()[d] != 1) return make_view(*this, sizes().vec(), strides().vec(), storage_offset());
+  if (sizes()[d] != 1)
+    return with_view_grad(*this, make_view(*this, sizes().vec(), strides().vec(), storage_offset()),
+                          "SqueezeBackward1", reshape_to(*this));
   DimVector sz = sizes().vec(), st = strides().vec();
   sz.erase(sz.begin() + d);
   st.erase(st.begin() + d);
-  return make_view(*this, std::move(sz), std::move(st), storage_offset());
+  return with_view_grad(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
+                        "SqueezeBackward1", reshape_to(*this));
 }
 
 Tensor Tensor::unsqueeze(int64_t d) const {
@@ -295,7 +348,8 @@ Tensor Tensor::unsqueeze(int64_t d) const {
   const int64_t new_stride = d < dim() ? sz[d] * st[d] : 1;
   sz.insert(sz.begin() + d, 1);
   st.insert(st.begin() + d, new_stride);
-  return make_view(*this, std::move(sz), std::move(st), storage_offset());
+  return with_view_grad(*this, make_view(*this, std::move(sz), std::move(st), storage_offset()),
+                        "UnsqueezeBackward0", reshape_to(*this));
 }
 
 Tensor Tensor::flatten(int64_t start_dim, int64_t end_dim) const {
@@ -326,6 +380,7 @@ Tensor Tensor::unflatten(int64_t d, IntArrayRef sz) const {
 }
 
 Tensor Tensor::unfold(int64_t d, int64_t size, int64_t step) const {
+  autograd::check_no_grad_needed({this, 1}, "unfold");
   const int64_t nd = std::max<int64_t>(dim(), 1);
   d = wrap_dim(d, nd, "unfold", "dimension");
   const int64_t n = dim() == 0 ? 1 : sizes()[d];
@@ -345,6 +400,7 @@ Tensor Tensor::unfold(int64_t d, int64_t size, int64_t step) const {
 }
 
 Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
+  autograd::check_no_grad_needed({this, 1}, "diagonal");
   const int64_t d1 = wrap_dim(dim1, dim(), "diagonal", "dim1");
   const int64_t d2 = wrap_dim(dim2, dim(), "diagonal", "dim2");
   TS_CHECK(d1 != d2, RuntimeError, "diagonal(): dimensions cannot be identical {}, {}", dim1, dim2);
@@ -366,6 +422,7 @@ Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
 }
 
 Tensor view_as_real(const Tensor& a) {
+  autograd::check_no_grad_needed({&a, 1}, "view_as_real");
   TS_CHECK(a.is_complex(), TypeError, "view_as_real(): expected a complex tensor, but got dtype {}",
            a.dtype());
   DimVector sz = a.sizes().vec(), st = a.strides().vec();
@@ -377,6 +434,7 @@ Tensor view_as_real(const Tensor& a) {
 }
 
 Tensor view_as_complex(const Tensor& a) {
+  autograd::check_no_grad_needed({&a, 1}, "view_as_complex");
   TS_CHECK(a.dtype() == kFloat32 || a.dtype() == kFloat64, TypeError,
            "view_as_complex(): expected a float32 or float64 tensor, but got {}", a.dtype());
   TS_CHECK(a.dim() > 0 && a.sizes().back() == 2, RuntimeError,

@@ -16,6 +16,7 @@
 #include "core/cpu_features.h"
 #include "gemm/gemm.h"
 #include "tessera/core/error.h"
+#include "test_support.h"
 
 namespace tessera::gemm::testing {
 
@@ -151,18 +152,6 @@ inline std::vector<NamedKernels> runnable_kernels() {
   return out;
 }
 
-// Runs fn, which must throw a tessera::Error whose message contains every word (the op, the
-// argument, what was expected and what was given).
-inline void expect_error_mentions(const std::function<void()>& fn,
-                                  const std::vector<std::string>& words) {
-  try {
-    fn();
-    ADD_FAILURE() << "no error thrown";
-  } catch (const Error& e) {
-    for (const auto& word : words)
-      EXPECT_NE(std::string(e.what()).find(word), std::string::npos)
-          << "'" << word << "' missing from: " << e.what();
-  }
-}
+using tessera::testing::expect_error_mentions;
 
 }  // namespace tessera::gemm::testing

@@ -437,6 +437,40 @@ def _p(p):
     return {"inf": math.inf, "-inf": -math.inf}.get(p, p) if isinstance(p, str) else p
 
 
+# ---- gradients: "grad_<op>" differentiates OPS[op]'s first output --------------------------
+# Inputs are the op's inputs followed by the gradient of that output; the outputs are the
+# gradients of the inputs listed in GRAD_OPS (zeros where the output does not depend on one).
+# test_oracle.cpp builds the same entries from its own table.
+
+GRAD_OPS = {
+    **{op: [0] for op in [
+        "exp", "expm1", "log", "log1p", "log2", "sqrt", "rsqrt", "sin", "cos", "tanh", "sigmoid",
+        "erf", "reciprocal", "abs", "neg", "square", "relu", "gelu", "silu", "clamp", "sum",
+        "mean", "amax", "amin", "max_dim", "var", "std", "norm", "logsumexp", "softmax",
+        "log_softmax", "index_select", "gather", "embedding", "topk", "sort", "tril", "triu",
+        "masked_fill", "mul_scalar", "pow_scalar"]},
+    **{op: [0, 1] for op in ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "mm", "bmm",
+                             "matmul", "dot", "outer"]},
+    "where": [1, 2], "addmm": [0, 1, 2], "cat": None, "stack": None,  # None: every input
+}
+
+
+def _grad(op):
+    def f(x, a):
+        diff = GRAD_OPS[op]
+        ins = list(x[:-1])
+        idx = range(len(ins)) if diff is None else diff
+        for i in idx:
+            ins[i] = ins[i].detach().requires_grad_(True)
+        out = _as_list(OPS[op](ins, a))[0]
+        gs = torch.autograd.grad(out, [ins[i] for i in idx], x[-1], allow_unused=True)
+        return [g if g is not None else torch.zeros_like(ins[i]) for g, i in zip(gs, idx)]
+    return f
+
+
+OPS.update({"grad_" + op: _grad(op) for op in GRAD_OPS})
+
+
 # Ops whose outputs are values picked from the inputs or computed exactly: compared bit-exact
 # (NaN equals NaN; +0 equals -0).
 EXACT_OPS = {

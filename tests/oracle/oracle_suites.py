@@ -545,6 +545,71 @@ def matrix(c):
     c.add("matrix", "dot", [make(g, "float32", [3]), make(g, "float32", [4])], tag="error")
 
 
+def autograd(c):
+    """Gradients of the differentiable ops (PyTorch's autograd on the same float64 inputs),
+    strided inputs included: a case is grad_<op> with the op's inputs plus the output's
+    gradient, which gets the output's shape."""
+    from make_cases import OPS
+    g = c.gen
+
+    def add(op, inputs, args=None, tag=""):
+        args = dict(args or {})
+        out = OPS[op]([i.view.contiguous() for i in inputs], args)
+        out = out[0] if isinstance(out, (tuple, list)) else out
+        c.add("autograd", "grad_" + op, inputs + [make(g, "float64", list(out.shape))], args, tag)
+
+    f = "float64"
+    for op in ["exp", "expm1", "sin", "cos", "tanh", "sigmoid", "erf", "abs", "neg", "square",
+               "relu", "silu"]:
+        for lay in ["contig", "transposed"]:
+            add(op, [make(g, f, [3, 5], lay)], tag=lay)
+    for op in ["log", "log1p", "log2", "sqrt", "rsqrt", "reciprocal"]:
+        add(op, [make(g, f, [3, 5], "contig", "positive")])
+    for approx in ["none", "tanh"]:
+        add("gelu", [make(g, f, [4, 6])], {"approximate": approx})
+    add("clamp", [make(g, f, [4, 6])], {"min": -0.5, "max": 0.5})
+    add("mul_scalar", [make(g, f, [4, 6], "sliced")], {"other": -2.5}, tag="sliced")
+    add("pow_scalar", [make(g, f, [4, 6], "contig", "positive")], {"other": 2.5})
+    for op in ["add", "sub", "mul", "div", "maximum", "minimum"]:
+        add(op, [make(g, f, [2, 3, 4]), make(g, f, [3, 1], "contig", "positive")], tag="broadcast")
+        add(op, [make(g, f, [3, 4], "transposed"), make(g, f, [4], "expanded")], tag="strided")
+    add("add", [make(g, f, [3, 4]), make(g, f, [3, 4])], {"alpha": 2.5})
+    add("pow", [make(g, f, [3, 4], "contig", "positive"), make(g, f, [3, 4])])
+    add("where", [fixed(torch.rand(3, 4) > 0.5), make(g, f, [3, 4]), make(g, f, [4])])
+    add("masked_fill", [make(g, f, [3, 4]), fixed(torch.rand(4) > 0.5)], {"value": 2.0})
+    x = [3, 4, 5]
+    for args in [{}, {"dim": [1]}, {"dim": [0, 2], "keepdim": True}]:
+        add("sum", [make(g, f, x, "transposed")], args, tag="transposed")
+        add("mean", [make(g, f, x)], args)
+    add("amax", [make(g, f, x)], {"dim": [1]})
+    add("amin", [make(g, f, x)], {"dim": [0, 2], "keepdim": True})
+    add("max_dim", [make(g, f, x)], {"dim": 2})
+    add("var", [make(g, f, x)], {"dim": [1], "correction": 1})
+    add("std", [make(g, f, x)], {"dim": [0, 2], "correction": 0, "keepdim": True})
+    add("norm", [make(g, f, x)], {"p": 2, "dim": [2]})
+    add("logsumexp", [make(g, f, x)], {"dim": [1]})
+    add("softmax", [make(g, f, x, "transposed")], {"dim": 1}, tag="transposed")
+    add("log_softmax", [make(g, f, x)], {"dim": -1})
+    idx = fixed(torch.tensor([4, 0, 4, 2]))
+    add("index_select", [make(g, f, [5, 3]), idx], {"dim": 0})
+    add("gather", [make(g, f, [5, 3]), fixed(torch.randint(0, 3, (5, 2)))], {"dim": 1})
+    add("embedding", [make(g, f, [6, 4]), fixed(torch.tensor([[1, 5], [1, 0]]))])
+    add("topk", [make(g, f, [4, 6])], {"k": 3, "dim": 1, "largest": True})
+    add("sort", [make(g, f, [4, 6])], {"dim": 0, "descending": True})
+    add("tril", [make(g, f, [4, 6])], {"diagonal": 1})
+    add("triu", [make(g, f, [4, 6])], {"diagonal": -1})
+    add("cat", [make(g, f, [2, 3]), make(g, f, [4, 3], "transposed")], {"dim": 0})
+    add("stack", [make(g, f, [2, 3]), make(g, f, [2, 3])], {"dim": 1})
+    add("mm", [make(g, f, [3, 7], "transposed"), make(g, f, [7, 5])], tag="transposed")
+    add("bmm", [make(g, f, [2, 3, 4]), make(g, f, [2, 4, 5], "transposed")], tag="transposed")
+    add("matmul", [make(g, f, [2, 1, 3, 4]), make(g, f, [5, 4, 2])])
+    add("matmul", [make(g, f, [3, 4]), make(g, f, [4])])
+    add("dot", [make(g, f, [7]), make(g, f, [7], "sliced")], tag="sliced")
+    add("outer", [make(g, f, [3]), make(g, f, [4])])
+    add("addmm", [make(g, f, [5]), make(g, f, [3, 7]), make(g, f, [7, 5])],
+        {"beta": 0.5, "alpha": 2.0})
+
+
 def add_all(c):
     pointwise(c)
     promotion(c)
@@ -552,3 +617,4 @@ def add_all(c):
     reductions(c)
     indexing(c)
     matrix(c)
+    autograd(c)

@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 
 #include "oracle/oracle_cases.h"
+#include "tessera/autograd/autograd.h"
 
 namespace tessera::oracle {
 namespace {
@@ -88,7 +89,7 @@ OpFn inplace(Apply apply) {
 // ---- the op table --------------------------------------------------------------------------
 
 const std::unordered_map<std::string, OpFn>& ops() {
-  static const auto* table = new std::unordered_map<std::string, OpFn>{
+  static auto* table = new std::unordered_map<std::string, OpFn>{
       // binary arithmetic
       {"add", [](auto& x, auto& a) -> Outputs { return {add(x[0], x[1], sarg(a, "alpha"))}; }},
       {"sub", [](auto& x, auto& a) -> Outputs { return {sub(x[0], x[1], sarg(a, "alpha"))}; }},
@@ -334,6 +335,49 @@ const std::unordered_map<std::string, OpFn>& ops() {
          return {addmm(x[0], x[1], x[2], sarg(a, "beta"), sarg(a, "alpha"))};
        }},
   };
+  // "grad_<op>": the gradients of <op>'s first output (seeded with the last input) with
+  // respect to the listed inputs (all when empty), as make_cases.py's GRAD_OPS.
+  static const bool grads_added = [] {
+    const std::vector<std::pair<std::vector<std::string>, std::vector<size_t>>> groups = {
+        {{"exp",         "expm1",        "log",         "log1p",      "log2",      "sqrt",
+          "rsqrt",       "sin",          "cos",         "tanh",       "sigmoid",   "erf",
+          "reciprocal",  "abs",          "neg",         "square",     "relu",      "gelu",
+          "silu",        "clamp",        "sum",         "mean",       "amax",      "amin",
+          "max_dim",     "var",          "std",         "norm",       "logsumexp", "softmax",
+          "log_softmax", "index_select", "gather",      "embedding",  "topk",      "sort",
+          "tril",        "triu",         "masked_fill", "mul_scalar", "pow_scalar"},
+         {0}},
+        {{"add", "sub", "mul", "div", "pow", "maximum", "minimum", "mm", "bmm", "matmul", "dot",
+          "outer"},
+         {0, 1}},
+        {{"where"}, {1, 2}},
+        {{"addmm"}, {0, 1, 2}},
+        {{"cat", "stack"}, {}},
+    };
+    for (const auto& [names, diff] : groups) {
+      for (const std::string& name : names) {
+        const OpFn base = table->at(name);
+        (*table)["grad_" + name] = [base, diff](const Inputs& x, const Json& a) -> Outputs {
+          Inputs ins(x.begin(), x.end() - 1);
+          std::vector<size_t> idx = diff;
+          if (idx.empty())
+            for (size_t i = 0; i < ins.size(); ++i) idx.push_back(i);
+          autograd::tensor_list wrt;
+          for (size_t i : idx) {
+            ins[i] = ins[i].detach().requires_grad_();
+            wrt.push_back(ins[i]);
+          }
+          const Tensor out = base(ins, a).at(0);
+          Outputs g = autograd::grad({out}, wrt, {x.back()}, std::nullopt, false, true);
+          for (size_t k = 0; k < g.size(); ++k)
+            if (!g[k].defined()) g[k] = zeros_like(wrt[k]);
+          return g;
+        };
+      }
+    }
+    return true;
+  }();
+  (void)grads_added;
   return *table;
 }
 
@@ -484,6 +528,9 @@ TEST(Oracle, ShapeAndIndex) {
 }
 TEST(Oracle, Matrix) {
   run_family("matrix");
+}
+TEST(Oracle, Autograd) {
+  run_family("autograd");
 }
 
 }  // namespace

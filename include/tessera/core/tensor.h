@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -28,6 +29,12 @@ namespace tessera {
 
 using DimVector = std::vector<int64_t>;
 
+class Tensor;
+namespace autograd {
+struct AutogradMeta;  // src/core/autograd_meta.h
+class Node;           // tessera/autograd/function.h
+}  // namespace autograd
+
 // Counts in-place writes to a storage's elements; shared by a tensor and its views so that
 // autograd can detect that a saved tensor was modified.
 struct VersionCounter {
@@ -41,6 +48,8 @@ struct TensorImpl {
   int64_t storage_offset = 0;  // in elements
   ScalarType dtype = ScalarType::Float32;
   std::shared_ptr<VersionCounter> version;
+  bool is_view = false;  // shares another tensor's storage (made by a view op)
+  std::shared_ptr<autograd::AutogradMeta> autograd;  // null until autograd needs it
 };
 
 class Tensor {
@@ -265,6 +274,36 @@ class Tensor {
   Tensor matmul(const Tensor& other) const;
   Tensor dot(const Tensor& other) const;
   Tensor outer(const Tensor& other) const;
+
+  // ---- autograd (tessera/autograd/autograd.h) ---------------------------------------------
+  bool requires_grad() const;
+  // Marks a leaf as needing gradients (floating point or complex only), as PyTorch.
+  const Tensor& requires_grad_(bool requires_grad = true) const;
+  const Tensor& set_requires_grad(bool requires_grad) const {
+    return requires_grad_(requires_grad);
+  }
+  // The accumulated gradient (undefined until a backward reaches this leaf, or a non-leaf
+  // that retain_grad()ed).
+  const Tensor& grad() const;
+  // The gradient slot itself: assign to it, or reset it (optimizers' zero_grad).
+  Tensor& mutable_grad() const;
+  // The node that made this tensor (null for leaves).
+  const std::shared_ptr<autograd::Node>& grad_fn() const;
+  bool is_leaf() const;
+  uint32_t output_nr() const;
+  // Gradients of this tensor with respect to the leaves it came from, accumulated into their
+  // grad(). `gradient` defaults to 1 for a one-element tensor.
+  void backward(const Tensor& gradient = {}, bool retain_graph = false,
+                bool create_graph = false) const;
+  // The same data without history (shares storage and version counter).
+  Tensor detach() const;
+  const Tensor& detach_() const;
+  // Keep the gradient of this non-leaf in grad() during backward.
+  const Tensor& retain_grad() const;
+  bool retains_grad() const;
+  // A hook on this tensor's gradient: returns a replacement, or an undefined tensor to keep it.
+  void register_hook(std::function<Tensor(const Tensor&)> hook) const;
+  bool is_view() const { return impl().is_view; }
 
   // ---- printing --------------------------------------------------------------------------
   // PyTorch's repr: "tensor([[1., 2.],\n        [3., 4.]])", summarised when large.

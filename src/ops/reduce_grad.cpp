@@ -1,0 +1,190 @@
+// The differentiable reductions: each runs its kernel (reduce.cpp) and records its derivative
+// (PyTorch's formulas) when the input requires grad.
+#include <cmath>
+
+#include "autograd/record.h"
+#include "ops/pointwise_grad.h"
+#include "ops/reduce_ops.h"
+#include "ops/reduce_plan.h"
+#include "tessera/ops/factory.h"
+#include "tessera/ops/pointwise.h"
+#include "tessera/ops/reduce.h"
+#include "tessera/ops/shape.h"
+
+namespace tessera {
+
+using autograd::Node;
+using autograd::Recorder;
+using autograd::SavedTensor;
+using autograd::tensor_list;
+
+namespace {
+
+// g (the reduced shape, keepdim or not) broadcast back over the input's shape.
+Tensor expand_back(const Tensor& g, const DimVector& in_sizes, const std::vector<bool>& mask,
+                   bool keepdim) {
+  Tensor r = g;
+  if (!keepdim) {
+    for (size_t d = 0; d < mask.size(); ++d)
+      if (mask[d]) r = r.unsqueeze(static_cast<int64_t>(d));
+  }
+  return r.expand(in_sizes);
+}
+
+int64_t reduced_numel(const DimVector& sizes, const std::vector<bool>& mask) {
+  int64_t k = 1;
+  for (size_t d = 0; d < mask.size(); ++d)
+    if (mask[d]) k *= sizes[d];
+  return k;
+}
+
+struct ReduceShape {
+  DimVector sizes;
+  std::vector<bool> mask;
+  bool keepdim;
+  Tensor back(const Tensor& g) const { return expand_back(g, sizes, mask, keepdim); }
+};
+
+ReduceShape shape_of(const Tensor& a, IntArrayRef dim, bool keepdim, std::string_view op) {
+  return {a.sizes().vec(), reduce_dim_mask(dim, a.dim(), op), keepdim};
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& a, IntArrayRef dim, bool keepdim, std::optional<ScalarType> dtype) {
+  Recorder rec({a});
+  Tensor out = sum_kernel(a, dim, keepdim, dtype);
+  if (rec)
+    rec.finish("SumBackward1", {out},
+               [rs = shape_of(a, dim, keepdim, "sum")](const tensor_list& g, const Node&) {
+                 return tensor_list{rs.back(g[0])};
+               });
+  return out;
+}
+
+Tensor mean(const Tensor& a, IntArrayRef dim, bool keepdim, std::optional<ScalarType> dtype) {
+  Recorder rec({a});
+  Tensor out = mean_kernel(a, dim, keepdim, dtype);
+  if (rec) {
+    ReduceShape rs = shape_of(a, dim, keepdim, "mean");
+    const double k = static_cast<double>(reduced_numel(rs.sizes, rs.mask));
+    rec.finish("MeanBackward1", {out}, [rs, k](const tensor_list& g, const Node&) {
+      return tensor_list{rs.back(g[0].div(k))};
+    });
+  }
+  return out;
+}
+
+namespace {
+
+// amax/amin: the gradient is shared evenly by every element equal to the extreme.
+Tensor extreme_with_grad(const Tensor& a, IntArrayRef dim, bool keepdim, bool is_max) {
+  Recorder rec({a});
+  Tensor out = is_max ? amax_kernel(a, dim, keepdim) : amin_kernel(a, dim, keepdim);
+  if (rec) {
+    ReduceShape rs = shape_of(a, dim, keepdim, is_max ? "amax" : "amin");
+    rec.finish(is_max ? "AmaxBackward0" : "AminBackward0", {out},
+               [rs, sa = Recorder::save(a), so = Recorder::save_output(out)](const tensor_list& g,
+                                                                             const Node& n) {
+                 const Tensor x = sa.unpack(n);
+                 const Tensor hit = x.eq(rs.back(so.unpack(n))).to(x.dtype());
+                 DimVector dims;
+                 for (size_t d = 0; d < rs.mask.size(); ++d)
+                   if (rs.mask[d]) dims.push_back(static_cast<int64_t>(d));
+                 const Tensor count = hit.sum(dims, /*keepdim=*/true);
+                 return tensor_list{rs.back(g[0]).mul(hit).div(count)};
+               });
+  }
+  return out;
+}
+
+// max/min along a dim: the gradient goes to the returned index.
+std::tuple<Tensor, Tensor> arg_extreme_with_grad(const Tensor& a, int64_t dim, bool keepdim,
+                                                 bool is_max) {
+  Recorder rec({a});
+  auto [values, indices] = is_max ? max_kernel(a, dim, keepdim) : min_kernel(a, dim, keepdim);
+  if (rec) {
+    const int64_t d = a.dim() == 0 ? 0 : wrap_dim(dim, a.dim(), is_max ? "max" : "min");
+    rec.finish(
+        is_max ? "MaxBackward0" : "MinBackward0", {values},
+        [sizes = a.sizes().vec(), d, keepdim, idx = indices](const tensor_list& g, const Node&) {
+          if (sizes.empty()) return tensor_list{g[0]};
+          const Tensor gi = keepdim ? g[0] : g[0].unsqueeze(d);
+          const Tensor ii = keepdim ? idx : idx.unsqueeze(d);
+          return tensor_list{zeros(sizes, g[0].dtype()).scatter(d, ii, gi)};
+        });
+  }
+  return {values, indices};
+}
+
+}  // namespace
+
+Tensor amax(const Tensor& a, IntArrayRef dim, bool keepdim) {
+  return extreme_with_grad(a, dim, keepdim, true);
+}
+Tensor amin(const Tensor& a, IntArrayRef dim, bool keepdim) {
+  return extreme_with_grad(a, dim, keepdim, false);
+}
+std::tuple<Tensor, Tensor> max(const Tensor& a, int64_t dim, bool keepdim) {
+  return arg_extreme_with_grad(a, dim, keepdim, true);
+}
+std::tuple<Tensor, Tensor> min(const Tensor& a, int64_t dim, bool keepdim) {
+  return arg_extreme_with_grad(a, dim, keepdim, false);
+}
+
+namespace {
+
+// var/std: d var = 2 (x - mean) / (N - correction); d std = d var / (2 std).
+Tensor moments_with_grad(const Tensor& a, IntArrayRef dim, double correction, bool keepdim,
+                         bool is_std) {
+  Recorder rec({a});
+  Tensor out =
+      is_std ? std_kernel(a, dim, correction, keepdim) : var_kernel(a, dim, correction, keepdim);
+  if (rec) {
+    TS_CHECK(!a.is_complex(), RuntimeError,
+             "{}(): the derivative for complex inputs is not implemented", is_std ? "std" : "var");
+    ReduceShape rs = shape_of(a, dim, keepdim, is_std ? "std" : "var");
+    const double dof = static_cast<double>(reduced_numel(rs.sizes, rs.mask)) - correction;
+    DimVector dims(dim.begin(), dim.end());
+    rec.finish(is_std ? "StdBackward0" : "VarBackward0", {out},
+               [rs, dof, dims, is_std, sa = Recorder::save(a), so = Recorder::save_output(out)](
+                   const tensor_list& g, const Node& n) {
+                 const Tensor x = sa.unpack(n);
+                 const Tensor centred = x.sub(x.mean(dims, /*keepdim=*/true));
+                 Tensor scale = rs.back(g[0]).mul(2.0 / dof);
+                 if (is_std) scale = scale.div(rs.back(so.unpack(n)).mul(2));
+                 return tensor_list{centred.mul(scale)};
+               });
+  }
+  return out;
+}
+
+}  // namespace
+
+Tensor var(const Tensor& a, IntArrayRef dim, double correction, bool keepdim) {
+  return moments_with_grad(a, dim, correction, keepdim, false);
+}
+Tensor std(const Tensor& a, IntArrayRef dim, double correction, bool keepdim) {
+  return moments_with_grad(a, dim, correction, keepdim, true);
+}
+
+Tensor norm(const Tensor& a, const Scalar& p, IntArrayRef dim, bool keepdim) {
+  Recorder rec({a});
+  Tensor out = norm_kernel(a, p, dim, keepdim);
+  if (rec) {
+    TS_CHECK(!p.is_complex() && p.to_double() == 2 && !a.is_complex(), RuntimeError,
+             "norm(): the derivative is implemented for the real 2-norm only, but got p={} on "
+             "{}",
+             p.repr(), a.dtype());
+    rec.finish("NormBackward1", {out},
+               [rs = shape_of(a, dim, keepdim, "norm"), sa = Recorder::save(a),
+                so = Recorder::save_output(out)](const tensor_list& g, const Node& n) {
+                 const Tensor x = sa.unpack(n), r = rs.back(so.unpack(n));
+                 const Tensor gx = x.mul(rs.back(g[0])).div(r);
+                 return tensor_list{where(r.eq(0), zeros_like(gx), gx)};
+               });
+  }
+  return out;
+}
+
+}  // namespace tessera

@@ -1,0 +1,22 @@
+// The reduction kernels behind the public, differentiable sum/mean/amax/... (reduce.cpp); the
+// public functions (reduce_grad.cpp) record their derivatives around them.
+#pragma once
+
+#include <optional>
+#include <tuple>
+
+#include "tessera/core/tensor.h"
+
+namespace tessera {
+
+Tensor sum_kernel(const Tensor& a, IntArrayRef dim, bool keepdim, std::optional<ScalarType> dtype);
+Tensor mean_kernel(const Tensor& a, IntArrayRef dim, bool keepdim, std::optional<ScalarType> dtype);
+Tensor amax_kernel(const Tensor& a, IntArrayRef dim, bool keepdim);
+Tensor amin_kernel(const Tensor& a, IntArrayRef dim, bool keepdim);
+std::tuple<Tensor, Tensor> max_kernel(const Tensor& a, int64_t dim, bool keepdim);
+std::tuple<Tensor, Tensor> min_kernel(const Tensor& a, int64_t dim, bool keepdim);
+Tensor var_kernel(const Tensor& a, IntArrayRef dim, double correction, bool keepdim);
+Tensor std_kernel(const Tensor& a, IntArrayRef dim, double correction, bool keepdim);
+Tensor norm_kernel(const Tensor& a, const Scalar& p, IntArrayRef dim, bool keepdim);
+
+}  // namespace tessera
