@@ -24,8 +24,8 @@ build: deps $(BUILD_DIR)/build.ninja
 demo: build
 	./$(BUILD_DIR)/tessera demo
 
-# Everything CI checks: formatting, the Release test suite, and core+ops+gemm+autograd under
-# ASan+UBSan.
+# Everything CI checks: formatting, the Release test suite, and core+ops+gemm+autograd+nn
+# under ASan+UBSan.
 test: deps format-check test-release test-asan
 
 test-release: build
@@ -37,8 +37,8 @@ $(ASAN_DIR)/build.ninja:
 
 test-asan: deps $(ASAN_DIR)/build.ninja
 	cmake --build $(ASAN_DIR) -j $(JOBS) --target tessera_tests_core tessera_tests_ops tessera_tests_gemm \
-	  tessera_tests_autograd
-	cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS) -L 'core|ops|gemm|autograd' --timeout 1800
+	  tessera_tests_autograd tessera_tests_nn
+	cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS) -L 'core|ops|gemm|autograd|nn' --timeout 1800
 
 format:
 	@git ls-files '*.h' '*.cpp' | xargs clang-format -i

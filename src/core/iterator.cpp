@@ -47,7 +47,11 @@ void ResultTypeState::update(const Tensor& t, bool is_wrapped_scalar) {
 }
 
 void ResultTypeState::update(const Scalar& s) {
-  wrapped_ = promote_skip_undefined(wrapped_, s.default_dtype());
+  update_wrapped(s.default_dtype());
+}
+
+void ResultTypeState::update_wrapped(ScalarType dtype) {
+  wrapped_ = promote_skip_undefined(wrapped_, dtype);
 }
 
 ScalarType ResultTypeState::result() const {
@@ -76,11 +80,17 @@ TensorIteratorConfig& TensorIteratorConfig::add_input(const Tensor& t) {
 }
 
 TensorIteratorConfig& TensorIteratorConfig::add_input(const Scalar& s) {
-  Tensor t = make_empty({}, s.default_dtype(), op_name_);
+  // Held at full precision (PyTorch's wrapped numbers are double): converted once to the
+  // common dtype, so x.mul(0.9) on float64 multiplies by 0.9, not by float(0.9).
+  const ScalarType wide = s.is_complex()          ? ScalarType::Complex128
+                          : s.is_floating_point() ? ScalarType::Float64
+                                                  : s.default_dtype();
+  Tensor t = make_empty({}, wide, op_name_);
   t.fill_(s);
   IterOperand op;
   op.tensor = std::move(t);
   op.is_wrapped_scalar = true;
+  op.wrapped_dtype = s.default_dtype();
   operands_.push_back(std::move(op));
   return *this;
 }
@@ -150,7 +160,11 @@ void TensorIterator::compute_types(TensorIteratorConfig& cfg) {
     bool any_input = false;
     for (const auto& op : ops_) {
       if (op.is_output) continue;
-      state.update(op.tensor, op.is_wrapped_scalar);
+      if (op.is_wrapped_scalar) {
+        state.update_wrapped(op.wrapped_dtype);
+      } else {
+        state.update(op.tensor, false);
+      }
       any_input = true;
     }
     if (any_input) {

@@ -32,6 +32,7 @@ struct IterOperand {
   bool is_output = false;
   bool allocated = false;          // an output the iterator made (a fresh tensor: version 0)
   bool is_wrapped_scalar = false;  // a number passed as a Scalar (promotes by category only)
+  ScalarType wrapped_dtype = ScalarType::Undefined;  // the dtype it promotes as (default dtype)
   char* data = nullptr;
 };
 
@@ -157,6 +158,8 @@ class ResultTypeState {
  public:
   void update(const Tensor& t, bool is_wrapped_scalar);
   void update(const Scalar& s);
+  // A wrapped number that promotes as `dtype` (its category counts, not its width).
+  void update_wrapped(ScalarType dtype);
   ScalarType result() const;
 
  private:

@@ -456,11 +456,11 @@ Tensor Tensor::amax(IntArrayRef dim, bool keepdim) const {
 Tensor Tensor::amin(IntArrayRef dim, bool keepdim) const {
   return tessera::amin(*this, dim, keepdim);
 }
-Tensor Tensor::max() const {
-  return extreme(*this, {}, false, true, "max");
+Tensor max_all_kernel(const Tensor& a) {
+  return extreme(a, {}, false, true, "max");
 }
-Tensor Tensor::min() const {
-  return extreme(*this, {}, false, false, "min");
+Tensor min_all_kernel(const Tensor& a) {
+  return extreme(a, {}, false, false, "min");
 }
 std::tuple<Tensor, Tensor> Tensor::max(int64_t dim, bool keepdim) const {
   return tessera::max(*this, dim, keepdim);

@@ -77,13 +77,18 @@ Tensor mean(const Tensor& a, IntArrayRef dim, bool keepdim, std::optional<Scalar
 
 namespace {
 
-// amax/amin: the gradient is shared evenly by every element equal to the extreme.
-Tensor extreme_with_grad(const Tensor& a, IntArrayRef dim, bool keepdim, bool is_max) {
+// amax/amin/max()/min(): the gradient is shared evenly by every element equal to the
+// extreme. `all`: Tensor::max()/min() over every element.
+Tensor extreme_with_grad(const Tensor& a, IntArrayRef dim, bool keepdim, bool is_max,
+                         bool all = false) {
   Recorder rec({a});
-  Tensor out = is_max ? amax_kernel(a, dim, keepdim) : amin_kernel(a, dim, keepdim);
+  Tensor out = all ? (is_max ? max_all_kernel(a) : min_all_kernel(a))
+                   : (is_max ? amax_kernel(a, dim, keepdim) : amin_kernel(a, dim, keepdim));
   if (rec) {
     ReduceShape rs = shape_of(a, dim, keepdim, is_max ? "amax" : "amin");
-    rec.finish(is_max ? "AmaxBackward0" : "AminBackward0", {out},
+    rec.finish(all ? (is_max ? "MaxBackward1" : "MinBackward1")
+                   : (is_max ? "AmaxBackward0" : "AminBackward0"),
+               {out},
                [rs, sa = Recorder::save(a), so = Recorder::save_output(out)](const tensor_list& g,
                                                                              const Node& n) {
                  const Tensor x = sa.unpack(n);
@@ -118,6 +123,13 @@ std::tuple<Tensor, Tensor> arg_extreme_with_grad(const Tensor& a, int64_t dim, b
 }
 
 }  // namespace
+
+Tensor Tensor::max() const {
+  return extreme_with_grad(*this, {}, false, true, true);
+}
+Tensor Tensor::min() const {
+  return extreme_with_grad(*this, {}, false, false, true);
+}
 
 Tensor amax(const Tensor& a, IntArrayRef dim, bool keepdim) {
   return extreme_with_grad(a, dim, keepdim, true);

@@ -13,6 +13,8 @@ Tensor sum_kernel(const Tensor& a, IntArrayRef dim, bool keepdim, std::optional<
 Tensor mean_kernel(const Tensor& a, IntArrayRef dim, bool keepdim, std::optional<ScalarType> dtype);
 Tensor amax_kernel(const Tensor& a, IntArrayRef dim, bool keepdim);
 Tensor amin_kernel(const Tensor& a, IntArrayRef dim, bool keepdim);
+Tensor max_all_kernel(const Tensor& a);  // Tensor::max(): every element
+Tensor min_all_kernel(const Tensor& a);
 std::tuple<Tensor, Tensor> max_kernel(const Tensor& a, int64_t dim, bool keepdim);
 std::tuple<Tensor, Tensor> min_kernel(const Tensor& a, int64_t dim, bool keepdim);
 Tensor var_kernel(const Tensor& a, IntArrayRef dim, double correction, bool keepdim);
