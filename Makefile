@@ -20,9 +20,10 @@ $(BUILD_DIR)/build.ninja:
 build: deps $(BUILD_DIR)/build.ninja
 	cmake --build $(BUILD_DIR) -j $(JOBS)
 
-# The main job: a short showcase with a progress display.
+# The main job: train a small transformer (reverse 12-digit strings) with a live progress
+# line; writes runs/demo/model.safetensors and runs/demo/curve.svg, then prints samples.
 demo: build
-	./$(BUILD_DIR)/tessera demo
+	./$(BUILD_DIR)/tessera train --out runs/demo
 
 # Everything CI checks: formatting, the Release test suite, and core+ops+gemm+autograd+nn
 # under ASan+UBSan.

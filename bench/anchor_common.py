@@ -4,7 +4,18 @@ measure() times fn the same way Tessera's bench does (src/cli/bench_util.cpp): o
 call, then at least `reps` calls and at least `min_time` seconds, at most `max_reps` calls;
 it returns the fields of a JSON bench row.
 """
+import sys
 import time
+
+
+def import_torch():
+    """torch, or None after saying why on stderr (the caller exits with status 2)."""
+    try:
+        import torch
+        return torch
+    except ImportError as e:
+        print(f"torch is not installed: {e}", file=sys.stderr)
+        return None
 
 
 def add_timing_args(ap):

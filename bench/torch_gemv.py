@@ -11,7 +11,7 @@ import argparse
 import json
 import sys
 
-from anchor_common import add_timing_args, measure
+from anchor_common import add_timing_args, import_torch, measure
 
 
 def main():
@@ -21,12 +21,10 @@ def main():
     ap.add_argument("--dtypes", default="float32,bfloat16")
     add_timing_args(ap)
     args = ap.parse_args()
-    try:
-        import torch
-        import torch.nn.functional as F
-    except ImportError as e:
-        print(f"torch is not installed: {e}", file=sys.stderr)
+    torch = import_torch()
+    if torch is None:
         return 2
+    import torch.nn.functional as F
     shapes = [tuple(int(x) for x in c.split("x")) for c in args.cases.split(",")]
     for t in [int(x) for x in args.threads.split(",")]:
         torch.set_num_threads(t)

@@ -32,4 +32,8 @@ int run_bench_gemm(const BenchOptions& options);
 // bandwidth, against OpenBLAS sgemv and PyTorch 1.13 F.linear on a [1, 1, K] input.
 int run_bench_gemv(const BenchOptions& options);
 
+// `tessera bench train`: training steps per second of the demo model (tessera train's
+// defaults) against the same model, batches and optimizer in PyTorch 1.13, as tokens/s.
+int run_bench_train(const BenchOptions& options);
+
 }  // namespace tessera::cli

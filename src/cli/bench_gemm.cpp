@@ -406,12 +406,7 @@ int run_bench_gemm(const BenchOptions& options) {
   print_table(shapes, rows, threads);
   print_fused_table(rows, threads);
   bench_gemm_lowp(options, threads, budget, rows, notes);
-  for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
-  if (!write_json_lines(options.json_path, rows)) {
-    std::fprintf(stderr, "bench gemm: cannot write %s\n", options.json_path.c_str());
-    return 1;
-  }
-  return 0;
+  return finish_bench("gemm", notes, options.json_path, rows);
 }
 
 }  // namespace tessera::cli

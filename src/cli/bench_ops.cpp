@@ -236,12 +236,7 @@ int run_bench_ops(const BenchOptions& options) {
   }
 
   print_table(cases, rows, threads);
-  for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
-  if (!write_json_lines(options.json_path, rows)) {
-    std::fprintf(stderr, "bench ops: cannot write %s\n", options.json_path.c_str());
-    return 1;
-  }
-  return 0;
+  return finish_bench("ops", notes, options.json_path, rows);
 }
 
 }  // namespace tessera::cli

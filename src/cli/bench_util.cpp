@@ -325,4 +325,14 @@ std::string openblas_kernel_note() {
                             : std::string(" (detected from cpuid)"));
 }
 
+int finish_bench(const std::string& suite, const std::vector<std::string>& notes,
+                 const std::string& json_path, const std::vector<BenchRow>& rows) {
+  for (const auto& n : notes) std::printf("note: %s\n", n.c_str());
+  if (!write_json_lines(json_path, rows)) {
+    std::fprintf(stderr, "bench %s: cannot write %s\n", suite.c_str(), json_path.c_str());
+    return 1;
+  }
+  return 0;
+}
+
 }  // namespace tessera::cli

@@ -81,4 +81,8 @@ std::vector<int> default_threads();
 // Writes rows as JSON lines to `path` (nothing when path is empty). Returns false on error.
 bool write_json_lines(const std::string& path, const std::vector<BenchRow>& rows);
 
+// The end of every suite: prints the notes, writes the JSON lines; returns the exit status.
+int finish_bench(const std::string& suite, const std::vector<std::string>& notes,
+                 const std::string& json_path, const std::vector<BenchRow>& rows);
+
 }  // namespace tessera::cli

@@ -1,4 +1,4 @@
-// The `tessera` command: info, demo, bench.
+// The `tessera` command: info, demo, train, sample, bench.
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cstdio>
@@ -7,6 +7,7 @@
 
 #include "cli/bench.h"
 #include "cli/demo.h"
+#include "cli/train.h"
 #include "tessera/tessera.h"
 
 namespace {
@@ -39,7 +40,7 @@ int main(int argc, char** argv) {
   tessera::cli::BenchOptions bench_opts;
   std::string threads;
   auto* bench = app.add_subcommand("bench", "Run a benchmark suite against its anchors");
-  bench->add_option("suite", bench_opts.suite, "Suite to run (ops, gemm, gemv)")->required();
+  bench->add_option("suite", bench_opts.suite, "Suite to run (ops, gemm, gemv, train)")->required();
   bench->add_flag("--quick", bench_opts.quick, "Headline cases only (about 2 minutes)");
   bench->add_option("--threads", threads, "Thread counts, e.g. 1,2");
   bench->add_option("--json", bench_opts.json_path, "Write JSON lines to this file");
@@ -52,14 +53,64 @@ int main(int argc, char** argv) {
                "bench: --filter may hold letters, digits and / _ . -, but got '{}'",
                bench_opts.filter);
     }
-    TS_CHECK(bench_opts.suite == "ops" || bench_opts.suite == "gemm" || bench_opts.suite == "gemv",
+    TS_CHECK(bench_opts.suite == "ops" || bench_opts.suite == "gemm" ||
+                 bench_opts.suite == "gemv" || bench_opts.suite == "train",
              NotImplementedError,
-             "bench: suite '{}' is not available yet (available: ops, gemm, gemv)",
+             "bench: suite '{}' is not available yet (available: ops, gemm, gemv, train)",
              bench_opts.suite);
-    status = bench_opts.suite == "gemm"   ? tessera::cli::run_bench_gemm(bench_opts)
-             : bench_opts.suite == "gemv" ? tessera::cli::run_bench_gemv(bench_opts)
-                                          : tessera::cli::run_bench_ops(bench_opts);
+    status = bench_opts.suite == "gemm"    ? tessera::cli::run_bench_gemm(bench_opts)
+             : bench_opts.suite == "gemv"  ? tessera::cli::run_bench_gemv(bench_opts)
+             : bench_opts.suite == "train" ? tessera::cli::run_bench_train(bench_opts)
+                                           : tessera::cli::run_bench_ops(bench_opts);
   });
+
+  tessera::cli::TrainOptions train_opts;
+  auto* train = app.add_subcommand(
+      "train", "Train a small decoder-only transformer (default: reverse digit strings)");
+  train->add_option("--data", train_opts.data,
+                    "Train a byte-level language model on this text file instead");
+  train->add_option("--out", train_opts.out, "Directory for the checkpoint and the curve")
+      ->capture_default_str();
+  train->add_option("--resume", train_opts.resume, "Continue from this checkpoint");
+  train->add_option("--digits", train_opts.digits, "Reverse task: digits per example")
+      ->capture_default_str();
+  train->add_option("--seq-len", train_opts.seq_len, "Byte model: context length")
+      ->capture_default_str();
+  train->add_option("--dim", train_opts.dim, "Model width")->capture_default_str();
+  train->add_option("--layers", train_opts.layers, "Transformer blocks")->capture_default_str();
+  train->add_option("--heads", train_opts.heads, "Attention heads")->capture_default_str();
+  train->add_option("--kv-heads", train_opts.kv_heads, "Key/value heads (grouped-query)")
+      ->capture_default_str();
+  train->add_option("--batch", train_opts.batch, "Sequences per step")->capture_default_str();
+  train->add_option("--steps", train_opts.max_steps, "Maximum optimizer steps")
+      ->capture_default_str();
+  train->add_option("--lr", train_opts.lr, "Peak learning rate (AdamW, warm-up + cosine)")
+      ->capture_default_str();
+  train
+      ->add_option("--target-accuracy", train_opts.target_accuracy,
+                   "Reverse task: stop once exact-match accuracy reaches this")
+      ->capture_default_str();
+  train->add_option("--time-limit", train_opts.time_limit, "Stop after this many seconds")
+      ->capture_default_str();
+  train->add_option("--eval-every", train_opts.eval_every, "Steps between evaluations")
+      ->capture_default_str();
+  train->add_option("--seed", train_opts.seed, "Random seed")->capture_default_str();
+  train->add_option("--threads", train_opts.threads, "Threads (default: all cores)");
+  train->callback([&] { status = tessera::cli::run_train(train_opts); });
+
+  tessera::cli::SampleOptions sample_opts;
+  auto* sample = app.add_subcommand("sample", "Generate from a `tessera train` checkpoint");
+  sample->add_option("checkpoint", sample_opts.checkpoint, "The checkpoint file")->required();
+  sample->add_option("--prompt", sample_opts.prompt,
+                     "Reverse model: the digits; byte model: the text to continue");
+  sample->add_option("--count", sample_opts.count, "Reverse model: random examples")
+      ->capture_default_str();
+  sample->add_option("--max-new", sample_opts.max_new, "Byte model: bytes to generate")
+      ->capture_default_str();
+  sample->add_option("--temperature", sample_opts.temperature, "Byte model: sampling temperature")
+      ->capture_default_str();
+  sample->add_option("--seed", sample_opts.seed, "Random seed")->capture_default_str();
+  sample->callback([&] { status = tessera::cli::run_sample(sample_opts); });
 
   try {
     app.parse(argc, argv);

@@ -23,6 +23,12 @@ namespace {
 constexpr size_t kAlignment = 64;
 constexpr size_t kHugePageThreshold = size_t{4} << 20;
 constexpr size_t kHugePage = size_t{2} << 20;
+// Blocks from this size up are rounded to whole pages and kept in the cache when freed: below
+// it malloc recycles them itself; above it glibc maps and unmaps them on every call, and the
+// page faults of a fresh mapping cost more than most kernels that fill it (a training step of
+// the demo model spent a quarter of its time in them).
+constexpr size_t kCacheMin = size_t{64} << 10;
+constexpr size_t kPage = size_t{4} << 10;
 
 #if defined(__SANITIZE_ADDRESS__)
 constexpr bool kSanitizer = true;
@@ -40,7 +46,10 @@ BlockSize block_size(size_t nbytes) {
   const size_t rounded = (nbytes + kAlignment - 1) / kAlignment * kAlignment;
   TS_CHECK(rounded >= nbytes, RuntimeError, "allocate(): size {} bytes overflows", nbytes);
   const size_t align = rounded >= kHugePageThreshold ? kHugePage : kAlignment;
-  const size_t total = (rounded + align - 1) / align * align;
+  const size_t unit = rounded >= kHugePageThreshold ? kHugePage
+                      : rounded >= kCacheMin        ? kPage
+                                                    : kAlignment;
+  const size_t total = (rounded + unit - 1) / unit * unit;
   TS_CHECK(total >= rounded, RuntimeError, "allocate(): size {} bytes overflows", nbytes);
   return {total, align};
 }
@@ -114,11 +123,12 @@ class BlockCache {
 void* cpu_allocate(size_t nbytes) {
   if (nbytes == 0) return nullptr;
   const BlockSize b = block_size(nbytes);
-  if (b.align == kHugePage && BlockCache::get().enabled()) {
+  const bool cached = b.total >= kCacheMin;
+  if (cached && BlockCache::get().enabled()) {
     if (void* p = BlockCache::get().take(b.total)) return p;
   }
   void* p = std::aligned_alloc(b.align, b.total);
-  if (p == nullptr && b.align == kHugePage) {  // the cache may hold what the system lacks
+  if (p == nullptr && cached) {  // the cache may hold what the system lacks
     BlockCache::get().clear();
     p = std::aligned_alloc(b.align, b.total);
   }
@@ -132,7 +142,7 @@ void* cpu_allocate(size_t nbytes) {
 void cpu_free(void* p, size_t nbytes) {
   if (p == nullptr) return;
   const BlockSize b = block_size(nbytes);
-  if (b.align == kHugePage && BlockCache::get().give(p, b.total)) return;
+  if (b.total >= kCacheMin && BlockCache::get().give(p, b.total)) return;
   std::free(p);
 }
 

@@ -40,9 +40,11 @@ using Storage = std::shared_ptr<StorageImpl>;
 // transparent huge pages where the kernel offers them. cpu_free must get the same nbytes
 // that cpu_allocate was given.
 //
-// Large blocks (>= 4 MiB) are cached when freed and handed out again for a request of the
-// same rounded size, as PyTorch's CUDA caching allocator does: a fresh 256 MiB output would
-// otherwise be new memory whose page faults cost more than the kernel that fills it. The
+// Blocks of 64 KiB and more (rounded to whole pages; 2 MiB pages from 4 MiB) are cached when
+// freed and handed out again for a request of the same rounded size, as PyTorch's CUDA
+// caching allocator does: a fresh 256 MiB output, or the many mid-sized temporaries of a
+// training step, would otherwise be new memory whose page faults cost more than the kernels
+// that fill it. The
 // cache holds at most TESSERA_CPU_CACHE_MB mebibytes (default: a quarter of physical memory,
 // at most 8 GiB; 0 turns caching off) and is thread-safe. Sanitizer builds never cache, so
 // use-after-free stays visible.
