@@ -36,3 +36,12 @@ def measure(fn, reps, min_time, max_reps):
     n = len(times)
     median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
     return {"median_s": median, "min_s": times[0], "max_s": times[-1], "reps": n}
+
+
+def emit_timed(suite, case, threads, fn, args):
+    """Times fn with the command line's budget and prints the torch row (no GFLOP/s)."""
+    import json
+    row = {"suite": suite, "case": case, "impl": "torch", "threads": threads}
+    row.update(measure(fn, args.reps, args.min_time, args.max_reps))
+    row.update(gflops=None, gbps=None)
+    print(json.dumps(row), flush=True)

@@ -9,11 +9,10 @@ JSON row per thread count; the case name matches Tessera's
 (`train/float32/<batch>x<tokens>/dim<d>-layers<l>`), median seconds per step.
 """
 import argparse
-import json
 import math
 import sys
 
-from anchor_common import add_timing_args, import_torch, measure
+from anchor_common import add_timing_args, emit_timed, import_torch
 
 
 def main():
@@ -99,10 +98,7 @@ def main():
             opt.step()
             opt.zero_grad()
 
-        row = {"suite": "train", "case": case, "impl": "torch", "threads": t}
-        row.update(measure(step, args.reps, args.min_time, args.max_reps))
-        row.update(gflops=None, gbps=None)
-        print(json.dumps(row), flush=True)
+        emit_timed("train", case, t, step, args)
     return 0
 
 

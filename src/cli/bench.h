@@ -36,4 +36,8 @@ int run_bench_gemv(const BenchOptions& options);
 // defaults) against the same model, batches and optimizer in PyTorch 1.13, as tokens/s.
 int run_bench_train(const BenchOptions& options);
 
+// `tessera bench ctc`: ctc_loss forward + backward against PyTorch 1.13 on the two
+// shapes.
+int run_bench_ctc(const BenchOptions& options);
+
 }  // namespace tessera::cli

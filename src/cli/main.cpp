@@ -40,7 +40,8 @@ int main(int argc, char** argv) {
   tessera::cli::BenchOptions bench_opts;
   std::string threads;
   auto* bench = app.add_subcommand("bench", "Run a benchmark suite against its anchors");
-  bench->add_option("suite", bench_opts.suite, "Suite to run (ops, gemm, gemv, train)")->required();
+  bench->add_option("suite", bench_opts.suite, "Suite to run (ops, gemm, gemv, train, ctc)")
+      ->required();
   bench->add_flag("--quick", bench_opts.quick, "Headline cases only (about 2 minutes)");
   bench->add_option("--threads", threads, "Thread counts, e.g. 1,2");
   bench->add_option("--json", bench_opts.json_path, "Write JSON lines to this file");
@@ -54,13 +55,15 @@ int main(int argc, char** argv) {
                bench_opts.filter);
     }
     TS_CHECK(bench_opts.suite == "ops" || bench_opts.suite == "gemm" ||
-                 bench_opts.suite == "gemv" || bench_opts.suite == "train",
+                 bench_opts.suite == "gemv" || bench_opts.suite == "train" ||
+                 bench_opts.suite == "ctc",
              NotImplementedError,
-             "bench: suite '{}' is not available yet (available: ops, gemm, gemv, train)",
+             "bench: suite '{}' is not available yet (available: ops, gemm, gemv, train, ctc)",
              bench_opts.suite);
     status = bench_opts.suite == "gemm"    ? tessera::cli::run_bench_gemm(bench_opts)
              : bench_opts.suite == "gemv"  ? tessera::cli::run_bench_gemv(bench_opts)
              : bench_opts.suite == "train" ? tessera::cli::run_bench_train(bench_opts)
+             : bench_opts.suite == "ctc"   ? tessera::cli::run_bench_ctc(bench_opts)
                                            : tessera::cli::run_bench_ops(bench_opts);
   });
 

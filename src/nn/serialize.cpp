@@ -166,12 +166,19 @@ std::vector<Entry> parse_header(const char* header, size_t n, uint64_t data_len,
   return entries;
 }
 
-// Tensors for the entries over `data` (kept alive by `owner`): zero-copy when aligned.
+// Tensors for the entries over `data` (kept alive by `owner`): zero-copy when aligned. A bool
+// must be a 0 or 1 byte: anything else would be undefined behaviour to read as bool.
 StateDict make_tensors(const std::vector<Entry>& entries, char* data,
-                       const std::shared_ptr<void>& owner) {
+                       const std::shared_ptr<void>& owner, const std::string& what) {
   StateDict out;
   for (const Entry& e : entries) {
     char* p = data + e.begin;
+    if (e.dtype == ScalarType::Bool) {
+      for (uint64_t i = 0; i < e.end - e.begin; ++i)
+        if (static_cast<unsigned char>(p[i]) > 1)
+          bad(what, fmt::format("entry \"{}\": BOOL element {} holds byte {} (expected 0 or 1)",
+                                e.name, i, static_cast<unsigned char>(p[i])));
+    }
     const int64_t esz = element_size(e.dtype);
     if (reinterpret_cast<uintptr_t>(p) % static_cast<uintptr_t>(esz) == 0 && e.end > e.begin) {
       out.emplace_back(e.name, from_blob(p, e.shape, e.dtype, [owner](void*) {}));
@@ -195,7 +202,7 @@ SafetensorsFile parse_bytes(char* data, size_t size, const std::string& what,
   SafetensorsFile f;
   const auto entries =
       parse_header(data + 8, static_cast<size_t>(n), size - 8 - n, what, f.metadata);
-  f.tensors = make_tensors(entries, data + 8 + n, owner);
+  f.tensors = make_tensors(entries, data + 8 + n, owner, what);
   return f;
 }
 

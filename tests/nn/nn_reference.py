@@ -155,10 +155,34 @@ def optimizers(T):
     put("steplr", torch.tensor(lrs))
 
 
+def ctc(T):
+    lp = T["ctc.lp"]
+    tg2 = T["ctc.targets"].long()
+    il, tl = T["ctc.il"].long(), T["ctc.tl"].long()
+    flat = torch.cat([tg2[n, : tl[n]] for n in range(tg2.shape[0])])
+    for name, kw, tg in [("mean", {}, tg2), ("sum", {"reduction": "sum"}, tg2),
+                         ("none_flat", {"reduction": "none"}, flat),
+                         ("blank2", {"blank": 2}, tg2)]:  # no target uses label 2
+        x = leaf(lp)
+        out = F.ctc_loss(x, tg, il, tl, **kw)
+        (out * T["ctc.gout"][: out.numel()].reshape(out.shape)).sum().backward()
+        put(f"ctc.{name}.out", out)
+        put(f"ctc.{name}.grad", x.grad)
+    # An impossible alignment (target longer than the input) with and without zero_infinity.
+    x = leaf(lp)
+    il2 = il.clone()
+    il2[0] = 1
+    out = F.ctc_loss(x, tg2, il2, tl, reduction="none", zero_infinity=True)
+    out.sum().backward()
+    put("ctc.zeroinf.out", out)
+    put("ctc.zeroinf.grad", x.grad)
+
+
 T = load(sys.argv[1])
 losses(T)
 norms(T)
 attention(T)
 optimizers(T)
+ctc(T)
 with open(sys.argv[2], "w") as f:
     json.dump(OUT, f)

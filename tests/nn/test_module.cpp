@@ -190,5 +190,32 @@ TEST(Optim, ClipGradNormRejectsNonFiniteWhenAsked) {
                         {"clip_grad_norm_", "non-finite"});
 }
 
+// ctc_loss returns PyTorch's gradient, that of the logits behind a log_softmax: checked by
+// finite differences through the log_softmax, on variable lengths, repeated labels (which
+// forbid the skip) and an empty target.
+TEST(CtcLoss, GradcheckThroughLogSoftmax) {
+  manual_seed(8);
+  const Tensor logits = randn({9, 3, 5}, kFloat64).requires_grad_();
+  const Tensor targets = tensor<int64_t>({1, 1, 3, 2, 4, 0, 0, 0, 0}).view({3, 3});
+  const Tensor il = tensor<int64_t>({9, 7, 4}), tl = tensor<int64_t>({3, 2, 0});
+  for (const char* reduction : {"mean", "sum", "none"}) {
+    SCOPED_TRACE(reduction);
+    EXPECT_TRUE(autograd::gradcheck(
+        [&](const autograd::tensor_list& in) {
+          return autograd::tensor_list{
+              nn::functional::ctc_loss(in[0].log_softmax(2), targets, il, tl, 0, reduction)};
+        },
+        {logits}));
+  }
+  expect_error_mentions(
+      [&] {
+        nn::functional::ctc_loss(logits.log_softmax(2), targets, tensor<int64_t>({10, 7, 4}), tl);
+      },
+      {"ctc_loss", "input_lengths[0] = 10", "[0, 9]"});
+  expect_error_mentions(
+      [&] { nn::functional::ctc_loss(logits.log_softmax(2), targets.add(4), il, tl); },
+      {"ctc_loss", "labels must be in [0, 5)"});
+}
+
 }  // namespace
 }  // namespace tessera

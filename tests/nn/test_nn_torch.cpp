@@ -84,6 +84,12 @@ class NnVsTorch : public ::testing::Test {
     manual_seed(7);
     attn = std::make_shared<nn::CausalSelfAttention>(8, 4, 2, true, 0.0, kFloat64);
     for (auto& [k, t] : attn->named_parameters()) T["attn.p." + k] = t.detach();
+    // CTC: T=12, N=3, C=6; targets padded to 4, lengths 4, 2, 0.
+    T["ctc.lp"] = r({12, 3, 6}).log_softmax(2);
+    T["ctc.targets"] = tensor<double>({1, 3, 3, 5, 4, 1, 0, 0, 0, 0, 0, 0}).view({3, 4});
+    T["ctc.il"] = tensor<double>({12, 9, 5});
+    T["ctc.tl"] = tensor<double>({4, 2, 0});
+    T["ctc.gout"] = r({3});
     T["opt.p"] = r({3, 2});
     for (int i = 0; i < 3; ++i) T[fmt::format("opt.g{}", i)] = r({3, 2});
     ref = run_torch(T);
@@ -180,6 +186,35 @@ TEST_F(NnVsTorch, CausalGroupedQueryAttention) {
   expect_close(y, "attn.out");
   expect_close(x.grad(), "attn.gx");
   for (auto& [k, p] : attn->named_parameters()) expect_close(p.grad(), "attn.g." + k);
+}
+
+TEST_F(NnVsTorch, CtcLoss) {
+  const Tensor tg2 = T["ctc.targets"].to(kInt64);
+  const Tensor il = T["ctc.il"].to(kInt64), tl = T["ctc.tl"].to(kInt64);
+  const Tensor flat = cat({tg2[0].narrow(0, 0, 4), tg2[1].narrow(0, 0, 2)});
+  struct V {
+    std::string name;
+    Tensor targets;
+    std::string reduction;
+    int64_t blank;
+  };
+  for (const V& v :
+       {V{"mean", tg2, "mean", 0}, V{"sum", tg2, "sum", 0}, V{"none_flat", flat, "none", 0},
+        V{"blank2", tg2, "mean", 2}}) {  // no target uses 2
+    SCOPED_TRACE(v.name);
+    const Tensor x = leaf("ctc.lp");
+    const Tensor out = F::ctc_loss(x, v.targets, il, tl, v.blank, v.reduction);
+    out.mul(T["ctc.gout"].narrow(0, 0, out.numel()).reshape(out.sizes())).sum().backward();
+    expect_close(out, "ctc." + v.name + ".out");
+    expect_close(x.grad(), "ctc." + v.name + ".grad");
+  }
+  const Tensor x = leaf("ctc.lp");
+  Tensor il2 = il.clone();
+  il2.select(0, 0).fill_(1);
+  const Tensor out = F::ctc_loss(x, tg2, il2, tl, 0, "none", /*zero_infinity=*/true);
+  out.sum().backward();
+  expect_close(out, "ctc.zeroinf.out");
+  expect_close(x.grad(), "ctc.zeroinf.grad");
 }
 
 TEST_F(NnVsTorch, OptimizersClippingAndSchedules) {

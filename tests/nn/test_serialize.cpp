@@ -170,6 +170,12 @@ TEST(Safetensors, TruncatedCorruptAndForeignFilesAreRejected) {
   std::vector<char> extra = bytes;
   extra.push_back(0);  // a byte no tensor claims
   expect_error_mentions([&] { nn::load_safetensors(with(extra)); }, {"cover 64 of the 65"});
+  // A bool byte other than 0 or 1.
+  nn::save_safetensors(dir.file("b.safetensors"), {{"m", ones({3}, kBool)}});
+  std::vector<char> bad_bool = read_file(dir.file("b.safetensors"));
+  bad_bool.back() = 7;
+  expect_error_mentions([&] { nn::load_safetensors(with(bad_bool)); },
+                        {"BOOL element 2 holds byte 7"});
   expect_error_mentions(
       [&] {
         nn::save_safetensors(dir.file("c"), {{"z", zeros({2}, kComplex64)}});

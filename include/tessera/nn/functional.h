@@ -46,4 +46,13 @@ Tensor binary_cross_entropy_with_logits(const Tensor& input, const Tensor& targe
                                         const Tensor& weight = {}, const Tensor& pos_weight = {},
                                         std::string_view reduction = "mean");
 
+// torch.nn.functional.ctc_loss: log_probs [T, N, C] (log_softmax outputs), targets [N, S]
+// padded or 1-D concatenated (int64/int32, labels != blank), input_lengths and
+// target_lengths [N]. reduction "mean" divides each loss by its target length (at least 1)
+// and averages over the batch, as PyTorch; zero_infinity zeroes impossible alignments (and
+// their gradients). The gradient is PyTorch's (that of the logits behind a log_softmax).
+Tensor ctc_loss(const Tensor& log_probs, const Tensor& targets, const Tensor& input_lengths,
+                const Tensor& target_lengths, int64_t blank = 0,
+                std::string_view reduction = "mean", bool zero_infinity = false);
+
 }  // namespace tessera::nn::functional
