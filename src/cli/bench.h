@@ -40,4 +40,7 @@ int run_bench_train(const BenchOptions& options);
 // shapes.
 int run_bench_ctc(const BenchOptions& options);
 
+// `tessera bench attention`: causal prefill attention against PyTorch 1.13's math attention.
+int run_bench_attention(const BenchOptions& options);
+
 }  // namespace tessera::cli

@@ -122,6 +122,10 @@ Tensor dropout(const Tensor& input, double p, bool training, Generator* gen) {
   return input.mul(keep.div(1 - p));
 }
 
+// src/nn/attention.cpp: the blocked kernel for 4-D inputs without a mask or dropout.
+Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                       double scale);
+
 Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, const Tensor& value,
                                     const Tensor& attn_mask, double dropout_p, bool is_causal,
                                     std::optional<double> scale, bool enable_gqa) {
@@ -136,8 +140,16 @@ Tensor scaled_dot_product_attention(const Tensor& query, const Tensor& key, cons
            "{}(): expected key [..., S, {}] and value [..., S, Ev] matching it, but got key [{}] "
            "and value [{}]",
            op, e, fmt::join(key.sizes(), ", "), fmt::join(value.sizes(), ", "));
+  const bool gqa = query.dim() >= 3 && key.size(-3) != query.size(-3);
+  const bool floating =
+      query.is_floating_point() && key.dtype() == query.dtype() && value.dtype() == query.dtype();
+  if (query.dim() == 4 && !attn_mask.defined() && dropout_p == 0 && floating &&
+      key.size(0) == query.size(0) && value.size(1) == key.size(1) &&
+      (!gqa || (enable_gqa && key.size(1) > 0 && query.size(1) % key.size(1) == 0)))
+    return flash_attention(query, key, value, is_causal,
+                           scale.value_or(1.0 / std::sqrt(static_cast<double>(e))));
   Tensor k = key, v = value;
-  if (query.dim() >= 3 && key.size(-3) != query.size(-3)) {
+  if (gqa) {
     const int64_t hq = query.size(-3), hk = key.size(-3);
     TS_CHECK(enable_gqa && hk > 0 && hq % hk == 0, RuntimeError,
              "{}(): query has {} heads and key/value {}: grouped-query attention needs "

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <numbers>
 
+#include <fmt/format.h>
+
 #include "tessera/nn/functional.h"
 #include "tessera/nn/layers.h"
 #include "tessera/nn/optim.h"
@@ -188,6 +190,42 @@ TEST(Optim, ClipGradNormRejectsNonFiniteWhenAsked) {
   p.mutable_grad() = tensor<float>({INFINITY, 1.0f});
   expect_error_mentions([&] { optim::clip_grad_norm_({p}, 1.0, 2.0, true); },
                         {"clip_grad_norm_", "non-finite"});
+}
+
+// The blocked attention kernel (4-D, no mask, no dropout) against the math path (forced by an
+// all-true mask): outputs and all three gradients, causal and not, several query blocks with a
+// partial last one, L != S, grouped-query heads, float64 and bfloat16.
+TEST(Attention, BlockedKernelMatchesTheMathPath) {
+  namespace F = nn::functional;
+  struct Shape {
+    int64_t b, h, hk, l, s, e;
+    bool causal;
+  };
+  for (const Shape& c : {Shape{2, 4, 2, 300, 300, 16, true}, Shape{1, 2, 2, 70, 200, 8, false},
+                         Shape{1, 3, 1, 260, 140, 8, true}}) {
+    for (ScalarType t : {kFloat64, kBFloat16}) {
+      SCOPED_TRACE(fmt::format("l={} s={} causal={} {}", c.l, c.s, c.causal, dtype_name(t)));
+      manual_seed(9);
+      const Tensor q0 = randn({c.b, c.h, c.l, c.e}, kFloat64).to(t);
+      const Tensor k0 = randn({c.b, c.hk, c.s, c.e}, kFloat64).to(t);
+      const Tensor v0 = randn({c.b, c.hk, c.s, c.e}, kFloat64).to(t);
+      const Tensor gout = randn({c.b, c.h, c.l, c.e}, kFloat64).to(t);
+      auto run = [&](bool math) {
+        const Tensor q = q0.clone().requires_grad_(), k = k0.clone().requires_grad_(),
+                     v = v0.clone().requires_grad_();
+        const Tensor mask = math ? ones({c.l, c.s}, kBool).tril(c.causal ? 0 : c.s) : Tensor();
+        const Tensor y = F::scaled_dot_product_attention(q, k, v, mask, 0.0, c.causal && !math,
+                                                         std::nullopt, c.hk != c.h);
+        y.mul(gout).sum().backward();
+        return std::vector<Tensor>{y, q.grad(), k.grad(), v.grad()};
+      };
+      const auto fast = run(false), math = run(true);
+      const double tol = t == kFloat64 ? 1e-10 : 3e-2;
+      for (size_t i = 0; i < fast.size(); ++i)
+        EXPECT_TRUE(allclose(fast[i].to(kFloat64), math[i].to(kFloat64), tol, tol)) << i;
+      EXPECT_EQ(fast[0].dtype(), t);
+    }
+  }
 }
 
 // ctc_loss returns PyTorch's gradient, that of the logits behind a log_softmax: checked by

@@ -1,0 +1,98 @@
+// `tessera bench attention`: causal prefill attention (scaled_dot_product_attention, which
+// picks the blocked kernel) against PyTorch 1.13's math attention (bench/torch_attention.py),
+// B=1, H=12, D=64, S = 512..4096, float32 and bfloat16. GFLOP/s count only the causal half
+// (2 * 2 * S^2 * D * H / 2); "% peak" is against the same run's FMA peak.
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/bench.h"
+#include "cli/bench_util.h"
+#include "tessera/tessera.h"
+
+#ifndef TS_BENCH_SCRIPT_DIR
+#define TS_BENCH_SCRIPT_DIR "bench"
+#endif
+
+namespace tessera::cli {
+
+int run_bench_attention(const BenchOptions& options) {
+  const std::vector<int> threads = options.threads.empty() ? default_threads() : options.threads;
+  const Budget budget = options.quick ? Budget{3, 0.5, 20} : Budget{5, 2.0, 50};
+  std::vector<int64_t> lengths = {512, 1024, 2048};
+  if (!options.quick) lengths.push_back(4096);
+  struct Case {
+    std::string dtype;
+    int64_t s;
+    std::string name() const { return fmt::format("attention/{}/1x12x{}x64", dtype, s); }
+    double flops() const { return 2.0 * 2.0 * double(s) * double(s) * 64 * 12 / 2; }
+  };
+  std::vector<Case> cases;
+  for (const char* dt : {"float32", "bfloat16"})
+    for (int64_t s : lengths) cases.push_back({dt, s});
+  std::erase_if(cases,
+                [&](const Case& c) { return c.name().find(options.filter) == std::string::npos; });
+  std::vector<BenchRow> rows;
+  for (int t : threads)
+    for (auto& r : measure_peak("attention", t)) rows.push_back(r);
+  const int saved = get_num_threads();
+  for (int t : threads) {
+    set_num_threads(t);
+    for (const Case& c : cases) {
+      manual_seed(0);
+      const ScalarType dt = c.dtype == "float32" ? kFloat32 : kBFloat16;
+      const Tensor q = randn({1, 12, c.s, 64}).to(dt), k = randn({1, 12, c.s, 64}).to(dt),
+                   v = randn({1, 12, c.s, 64}).to(dt);
+      BenchRow row{"attention", c.name(), "tessera", t};
+      row.stats = measure(
+          [&] { (void)nn::functional::scaled_dot_product_attention(q, k, v, {}, 0.0, true); },
+          budget);
+      row.gflops = c.flops() / row.stats->median_s / 1e9;
+      rows.push_back(row);
+    }
+  }
+  set_num_threads(saved);
+  std::vector<std::string> notes;
+  for (const char* dt : {"float32", "bfloat16"}) {
+    std::string list;
+    for (const Case& c : cases)
+      if (c.dtype == dt) list += fmt::format("{}1x12x{}x64", list.empty() ? "" : ",", c.s);
+    if (list.empty()) continue;
+    for (int t : threads) {
+      std::string note;
+      const std::string ts = std::to_string(t);
+      for (auto& r : run_python_anchor(
+               std::string(TS_BENCH_SCRIPT_DIR) + "/torch_attention.py",
+               {"--threads", ts, "--cases", list, "--dtype", dt, "--reps",
+                std::to_string(budget.min_reps), "--min-time", fmt::format("{}", budget.min_time_s),
+                "--max-reps", std::to_string(budget.max_reps)},
+               {{"OPENBLAS_NUM_THREADS", ts}, {"OMP_NUM_THREADS", ts}}, &note))
+        rows.push_back(r);
+      if (!note.empty()) notes.push_back(fmt::format("torch {} ({} threads): {}", dt, t, note));
+    }
+  }
+  for (int t : threads) {
+    const BenchRow* peak = find_row(rows, "peak", "fma/float32/avx512", t);
+    if (!peak) peak = find_row(rows, "peak", "fma/float32/avx2", t);
+    const double pk = peak && peak->gflops ? *peak->gflops : 0;
+    std::printf("\nattention, causal prefill, %d thread%s (FMA peak %.1f GFLOP/s; causal flops)\n",
+                t, t == 1 ? "" : "s", pk);
+    std::printf("%-34s %10s %9s %7s %10s %9s\n", "case", "ms", "GFLOP/s", "% peak", "torch ms",
+                "x torch");
+    for (const Case& c : cases) {
+      const BenchRow* ts = find_row(rows, "tessera", c.name(), t, true);
+      const BenchRow* th = find_row(rows, "torch", c.name(), t, true);
+      if (!ts) continue;
+      std::printf(
+          "%-34s %10.2f %9.1f %6.1f%% %10s %9s\n", c.name().c_str(), ts->stats->median_s * 1e3,
+          *ts->gflops, pk > 0 ? 100 * *ts->gflops / pk : 0.0,
+          th ? fmt::format("{:.2f}", th->stats->median_s * 1e3).c_str() : "skipped",
+          th ? fmt::format("{:.2f}x", th->stats->median_s / ts->stats->median_s).c_str() : "-");
+    }
+  }
+  return finish_bench("attention", notes, options.json_path, rows);
+}
+
+}  // namespace tessera::cli
