@@ -24,10 +24,13 @@ namespace tessera::autograd {
 
 class Recorder {
  public:
+  // The inputs are kept (for the node's edges) only when recording: every op constructs a
+  // Recorder, and most never record.
   explicit Recorder(std::initializer_list<Tensor> inputs)
-      : inputs_(inputs), active_(any_requires_grad(inputs_)) {}
-  explicit Recorder(std::vector<Tensor> inputs)
-      : inputs_(std::move(inputs)), active_(any_requires_grad(inputs_)) {}
+      : Recorder(std::span<const Tensor>(inputs.begin(), inputs.size())) {}
+  explicit Recorder(std::span<const Tensor> inputs) : active_(any_requires_grad(inputs)) {
+    if (active_) inputs_.assign(inputs.begin(), inputs.end());
+  }
   explicit operator bool() const { return active_; }
 
   static SavedTensor save(const Tensor& t) { return SavedTensor(t, false); }

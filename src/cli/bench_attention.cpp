@@ -12,10 +12,6 @@
 #include "cli/bench_util.h"
 #include "tessera/tessera.h"
 
-#ifndef TS_BENCH_SCRIPT_DIR
-#define TS_BENCH_SCRIPT_DIR "bench"
-#endif
-
 namespace tessera::cli {
 
 int run_bench_attention(const BenchOptions& options) {
@@ -60,18 +56,9 @@ int run_bench_attention(const BenchOptions& options) {
     for (const Case& c : cases)
       if (c.dtype == dt) list += fmt::format("{}1x12x{}x64", list.empty() ? "" : ",", c.s);
     if (list.empty()) continue;
-    for (int t : threads) {
-      std::string note;
-      const std::string ts = std::to_string(t);
-      for (auto& r : run_python_anchor(
-               std::string(TS_BENCH_SCRIPT_DIR) + "/torch_attention.py",
-               {"--threads", ts, "--cases", list, "--dtype", dt, "--reps",
-                std::to_string(budget.min_reps), "--min-time", fmt::format("{}", budget.min_time_s),
-                "--max-reps", std::to_string(budget.max_reps)},
-               {{"OPENBLAS_NUM_THREADS", ts}, {"OMP_NUM_THREADS", ts}}, &note))
-        rows.push_back(r);
-      if (!note.empty()) notes.push_back(fmt::format("torch {} ({} threads): {}", dt, t, note));
-    }
+    for (auto& r : run_torch_anchor("torch_attention.py", {"--cases", list, "--dtype", dt}, threads,
+                                    budget, fmt::format("torch {}", dt), notes))
+      rows.push_back(r);
   }
   for (int t : threads) {
     const BenchRow* peak = find_row(rows, "peak", "fma/float32/avx512", t);

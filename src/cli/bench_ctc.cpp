@@ -11,10 +11,6 @@
 #include "cli/bench_util.h"
 #include "tessera/tessera.h"
 
-#ifndef TS_BENCH_SCRIPT_DIR
-#define TS_BENCH_SCRIPT_DIR "bench"
-#endif
-
 namespace tessera::cli {
 
 int run_bench_ctc(const BenchOptions& options) {
@@ -51,18 +47,10 @@ int run_bench_ctc(const BenchOptions& options) {
   std::string list;
   for (const Case& c : cases)
     list += fmt::format("{}{}x{}x{}x{}", list.empty() ? "" : ",", c.t, c.b, c.c, c.s);
-  for (int th : cases.empty() ? std::vector<int>{} : threads) {
-    std::string note;
-    const std::string ts = std::to_string(th);
-    for (auto& r : run_python_anchor(
-             std::string(TS_BENCH_SCRIPT_DIR) + "/torch_ctc.py",
-             {"--threads", ts, "--cases", list, "--reps", std::to_string(budget.min_reps),
-              "--min-time", fmt::format("{}", budget.min_time_s), "--max-reps",
-              std::to_string(budget.max_reps)},
-             {{"OPENBLAS_NUM_THREADS", ts}, {"OMP_NUM_THREADS", ts}}, &note))
+  if (!cases.empty())
+    for (auto& r :
+         run_torch_anchor("torch_ctc.py", {"--cases", list}, threads, budget, "torch", notes))
       rows.push_back(r);
-    if (!note.empty()) notes.push_back(fmt::format("torch ({} threads): {}", th, note));
-  }
   for (int th : threads) {
     std::printf("\nctc_loss forward + backward, %d thread%s\n", th, th == 1 ? "" : "s");
     std::printf("%-32s %10s %10s %9s\n", "case", "ms", "torch ms", "x torch");

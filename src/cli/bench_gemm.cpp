@@ -37,10 +37,6 @@
 #include "gemm/gemm.h"
 #include "tessera/tessera.h"
 
-#ifndef TS_BENCH_SCRIPT_DIR
-#define TS_BENCH_SCRIPT_DIR "bench"
-#endif
-
 namespace tessera::cli {
 namespace {
 
@@ -377,30 +373,18 @@ int run_bench_gemm(const BenchOptions& options) {
   std::vector<std::string> notes;
   notes.push_back(openblas_kernel_note());
   for (auto& r : bench_other_anchors(shapes, threads, budget, notes)) rows.push_back(r);
-  // PyTorch 1.13 from Debian calls OpenBLAS (pthreads), whose thread count comes from
-  // OPENBLAS_NUM_THREADS at load time, not from torch.set_num_threads: without it a
-  // "1-thread" torch row ran on every core. One script run per thread count.
   std::string cases;
   for (const auto& s : shapes) {
     if (!cases.empty()) cases += ',';
     cases += fmt::format("{}x{}x{}", s.m, s.k, s.n);
   }
-  for (int t : shapes.empty() ? std::vector<int>{} : threads) {
-    std::string note;
-    const std::string ts = std::to_string(t);
-    const std::vector<std::string> args = {"--threads",  ts,
-                                           "--cases",    cases,
-                                           "--reps",     std::to_string(budget.min_reps),
-                                           "--min-time", fmt::format("{}", budget.min_time_s),
-                                           "--max-reps", std::to_string(budget.max_reps)};
+  if (!shapes.empty()) {
     for (auto& r :
-         run_python_anchor(std::string(TS_BENCH_SCRIPT_DIR) + "/torch_gemm.py", args,
-                           {{"OPENBLAS_NUM_THREADS", ts}, {"OMP_NUM_THREADS", ts}}, &note)) {
+         run_torch_anchor("torch_gemm.py", {"--cases", cases}, threads, budget, "torch", notes)) {
       for (const auto& s : shapes)
         if (r.case_name == s.name() && r.stats) r.gflops = s.flops() / r.stats->median_s / 1e9;
       rows.push_back(r);
     }
-    if (!note.empty()) notes.push_back(fmt::format("torch ({} threads): {}", t, note));
   }
 
   print_table(shapes, rows, threads);

@@ -15,10 +15,6 @@
 #include "cli/bench_anchors.h"
 #include "tessera/tessera.h"
 
-#ifndef TS_BENCH_SCRIPT_DIR
-#define TS_BENCH_SCRIPT_DIR "bench"
-#endif
-
 namespace tessera::cli {
 namespace {
 
@@ -111,19 +107,11 @@ void bench_gemm_lowp(const BenchOptions& options, const std::vector<int>& thread
   for (const auto& c : cases)
     if (c.op == "mm")
       torch_cases += fmt::format("{}{}x{}x{}", torch_cases.empty() ? "" : ",", c.n, c.n, c.n);
-  for (int t : threads) {
-    if (torch_cases.empty()) break;
-    std::string note;
-    const std::string ts = std::to_string(t);
-    for (auto& r : run_python_anchor(
-             std::string(TS_BENCH_SCRIPT_DIR) + "/torch_gemm.py",
-             {"--threads", ts, "--cases", torch_cases, "--dtype", "bfloat16", "--reps",
-              std::to_string(budget.min_reps), "--min-time", fmt::format("{}", budget.min_time_s),
-              "--max-reps", std::to_string(budget.max_reps)},
-             {{"OPENBLAS_NUM_THREADS", ts}, {"OMP_NUM_THREADS", ts}}, &note))
+  if (!torch_cases.empty())
+    for (auto& r :
+         run_torch_anchor("torch_gemm.py", {"--cases", torch_cases, "--dtype", "bfloat16"}, threads,
+                          budget, "torch bf16", notes))
       rows.push_back(r);
-    if (!note.empty()) notes.push_back(fmt::format("torch bf16 ({} threads): {}", t, note));
-  }
 
   for (int t : threads) {
     const BenchRow* peak = find(rows, "peak", "dpbf16/", t);

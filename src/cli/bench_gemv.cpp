@@ -32,10 +32,6 @@
 #include "gemm/gemv.h"
 #include "tessera/tessera.h"
 
-#ifndef TS_BENCH_SCRIPT_DIR
-#define TS_BENCH_SCRIPT_DIR "bench"
-#endif
-
 namespace tessera::cli {
 namespace {
 
@@ -258,25 +254,15 @@ int run_bench_gemv(const BenchOptions& options) {
     if (!cases.empty()) cases += ',';
     cases += fmt::format("{}x{}", s.n, s.k);
   }
-  for (int t : threads) {
-    if (cases.empty()) break;
-    std::string note;
-    const std::string ts = std::to_string(t);
-    const std::vector<std::string> args = {"--threads",  ts,
-                                           "--cases",    cases,
-                                           "--reps",     std::to_string(budget.min_reps),
-                                           "--min-time", fmt::format("{}", budget.min_time_s),
-                                           "--max-reps", std::to_string(budget.max_reps)};
+  if (!cases.empty()) {
     for (auto& r :
-         run_python_anchor(std::string(TS_BENCH_SCRIPT_DIR) + "/torch_gemv.py", args,
-                           {{"OPENBLAS_NUM_THREADS", ts}, {"OMP_NUM_THREADS", ts}}, &note)) {
+         run_torch_anchor("torch_gemv.py", {"--cases", cases}, threads, budget, "torch", notes)) {
       for (const auto& s : shapes)
         for (const auto& f : kFormats)
           if (r.case_name == case_name(f, s) && r.stats)
             r.gbps = weight_bytes(f, s) / r.stats->median_s / 1e9;
       rows.push_back(r);
     }
-    if (!note.empty()) notes.push_back(fmt::format("torch ({} threads): {}", t, note));
   }
 
   print_table(shapes, rows, threads);

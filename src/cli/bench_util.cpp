@@ -293,6 +293,29 @@ std::vector<BenchRow> run_python_anchor(const std::string& script,
   return rows;
 }
 
+std::vector<BenchRow> run_torch_anchor(const std::string& script,
+                                       const std::vector<std::string>& args,
+                                       const std::vector<int>& threads, const Budget& budget,
+                                       const std::string& label, std::vector<std::string>& notes) {
+  std::vector<BenchRow> rows;
+  for (int t : threads) {
+    const std::string ts = std::to_string(t);
+    std::vector<std::string> all = args;
+    for (const std::string& a :
+         {std::string("--threads"), ts, std::string("--reps"), std::to_string(budget.min_reps),
+          std::string("--min-time"), fmt::format("{}", budget.min_time_s),
+          std::string("--max-reps"), std::to_string(budget.max_reps)})
+      all.push_back(a);
+    std::string note;
+    for (auto& r :
+         run_python_anchor(std::string(TS_BENCH_SCRIPT_DIR) + "/" + script, all,
+                           {{"OPENBLAS_NUM_THREADS", ts}, {"OMP_NUM_THREADS", ts}}, &note))
+      rows.push_back(std::move(r));
+    if (!note.empty()) notes.push_back(fmt::format("{} ({} threads): {}", label, t, note));
+  }
+  return rows;
+}
+
 std::vector<int> default_threads() {
   cpu_set_t set;
   int cores = 1;

@@ -75,6 +75,16 @@ std::vector<BenchRow> run_python_anchor(const std::string& script,
                                         const std::vector<std::pair<std::string, std::string>>& env,
                                         std::string* note);
 
+// Runs bench/<script> once per thread count with `args`, --threads and the budget's timing
+// flags, and OPENBLAS_NUM_THREADS / OMP_NUM_THREADS set to the count: Debian's PyTorch runs on
+// OpenBLAS (pthreads), whose thread count is read at load time, so torch.set_num_threads alone
+// let a "1-thread" row use every core. A run that fails adds "<label> (<t> threads): why" to
+// notes.
+std::vector<BenchRow> run_torch_anchor(const std::string& script,
+                                       const std::vector<std::string>& args,
+                                       const std::vector<int>& threads, const Budget& budget,
+                                       const std::string& label, std::vector<std::string>& notes);
+
 // 1 and the number of cores this process may use (when more than 1).
 std::vector<int> default_threads();
 

@@ -19,10 +19,6 @@
 
 #include <fmt/format.h>
 
-#ifndef TS_BENCH_SCRIPT_DIR
-#define TS_BENCH_SCRIPT_DIR "bench"
-#endif
-
 #include "cli/bench.h"
 #include "cli/bench_util.h"
 #include "tessera/nn/functional.h"
@@ -530,25 +526,13 @@ int run_bench_train(const BenchOptions& options) {
   }
   set_num_threads(saved);
   std::vector<std::string> notes;
-  for (int t : threads) {
-    std::string note;
-    const std::string ts = std::to_string(t);
-    for (auto& r :
-         run_python_anchor(std::string(TS_BENCH_SCRIPT_DIR) + "/torch_train.py",
-                           {"--threads",  ts,
-                            "--batch",    std::to_string(d.batch),
-                            "--digits",   std::to_string(d.digits),
-                            "--dim",      std::to_string(d.dim),
-                            "--layers",   std::to_string(d.layers),
-                            "--heads",    std::to_string(d.heads),
-                            "--kv-heads", std::to_string(d.kv_heads),
-                            "--reps",     std::to_string(budget.min_reps),
-                            "--min-time", fmt::format("{}", budget.min_time_s),
-                            "--max-reps", std::to_string(budget.max_reps)},
-                           {{"OPENBLAS_NUM_THREADS", ts}, {"OMP_NUM_THREADS", ts}}, &note))
-      rows.push_back(r);
-    if (!note.empty()) notes.push_back(fmt::format("torch ({} threads): {}", t, note));
-  }
+  for (auto& r : run_torch_anchor(
+           "torch_train.py",
+           {"--batch", std::to_string(d.batch), "--digits", std::to_string(d.digits), "--dim",
+            std::to_string(d.dim), "--layers", std::to_string(d.layers), "--heads",
+            std::to_string(d.heads), "--kv-heads", std::to_string(d.kv_heads)},
+           threads, budget, "torch", notes))
+    rows.push_back(r);
   std::printf(
       "\ntrain (the demo model: %lld parameters, batch %lld x %lld tokens; a step is "
       "forward, loss, backward, clipping, AdamW)\n",

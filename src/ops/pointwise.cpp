@@ -59,10 +59,11 @@ Tensor run_binary_kernel(const BinarySpec& spec, const Tensor& out, Operand a, O
 // `out` is a's tensor, whose old value the derivative may need, so it is cloned first).
 Tensor run_binary(const BinarySpec& spec, const Tensor& out, Operand a, Operand b,
                   const Scalar& alpha = 1) {
-  std::vector<Tensor> inputs;
-  if (a.tensor) inputs.push_back(*a.tensor);
-  if (b.tensor) inputs.push_back(*b.tensor);
-  autograd::Recorder rec(std::move(inputs));
+  Tensor inputs[2];  // the tensor operands (a Scalar operand gets no gradient)
+  size_t n = 0;
+  if (a.tensor) inputs[n++] = *a.tensor;
+  if (b.tensor) inputs[n++] = *b.tensor;
+  autograd::Recorder rec(std::span<const Tensor>(inputs, n));
   const bool differentiable = binary_is_differentiable(spec.op);
   if (!rec || !differentiable) return run_binary_kernel(spec, out, a, b, alpha);
   const bool inplace = out.defined() && a.tensor && out.is_same(*a.tensor);
