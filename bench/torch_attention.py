@@ -2,7 +2,8 @@
 """PyTorch 1.13 anchor for `tessera bench attention`: causal attention forward, math path.
 
 PyTorch 1.13 has no fused attention: q @ k^T * scale, the causal mask, softmax, @ v, as its
-users wrote it. Cases `attention/<dtype>/BxHxSxD` as in src/cli/bench_attention.cpp.
+users wrote it. Cases `attention/<dtype>/BxHxSxD` as in src/cli/bench_attention.cpp; with
+--decode, `decode/<dtype>/BxHxSxD`: one query token against S keys, no mask.
 """
 import argparse
 import math
@@ -16,6 +17,7 @@ def main():
     ap.add_argument("--threads", default="1")
     ap.add_argument("--cases", required=True, help="comma-separated BxHxSxD")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
+    ap.add_argument("--decode", action="store_true", help="one query token, no mask")
     add_timing_args(ap)
     args = ap.parse_args()
     torch = import_torch()
@@ -27,14 +29,19 @@ def main():
         torch.set_num_threads(t)
         for B, H, S, D in cases:
             g = torch.Generator().manual_seed(0)
-            q, k, v = (torch.randn(B, H, S, D, generator=g).to(dt) for _ in range(3))
-            mask = torch.ones(S, S, dtype=torch.bool).triu(1)
+            L = 1 if args.decode else S
+            q = torch.randn(B, H, L, D, generator=g).to(dt)
+            k, v = (torch.randn(B, H, S, D, generator=g).to(dt) for _ in range(2))
+            mask = torch.ones(L, S, dtype=torch.bool).triu(1)
 
             def step():
                 s = q @ k.transpose(-2, -1) / math.sqrt(D)
-                (s.masked_fill(mask, float("-inf")).softmax(-1) @ v)
+                if not args.decode:
+                    s = s.masked_fill(mask, float("-inf"))
+                s.softmax(-1) @ v
 
-            emit_timed("attention", f"attention/{args.dtype}/{B}x{H}x{S}x{D}", t, step, args)
+            kind = "decode" if args.decode else "attention"
+            emit_timed("attention", f"{kind}/{args.dtype}/{B}x{H}x{S}x{D}", t, step, args)
     return 0
 
 

@@ -1,7 +1,9 @@
 // `tessera bench attention`: causal prefill attention (scaled_dot_product_attention, which
-// picks the blocked kernel) against PyTorch 1.13's math attention (bench/torch_attention.py),
+// picks the fused kernel) against PyTorch 1.13's math attention (bench/torch_attention.py),
 // B=1, H=12, D=64, S = 512..4096, float32 and bfloat16. GFLOP/s count only the causal half
-// (2 * 2 * S^2 * D * H / 2); "% peak" is against the same run's FMA peak.
+// (2 * 2 * S^2 * D * H / 2); "% peak" is against the same run's FMA peak. Decode rows (one
+// query token against S cached keys, float32) report the bandwidth of reading K and V,
+// against the same run's streaming-read bandwidth.
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -22,43 +24,59 @@ int run_bench_attention(const BenchOptions& options) {
   struct Case {
     std::string dtype;
     int64_t s;
-    std::string name() const { return fmt::format("attention/{}/1x12x{}x64", dtype, s); }
+    bool decode = false;
+    std::string shape() const { return fmt::format("1x12x{}x64", s); }
+    std::string name() const {
+      return fmt::format("{}/{}/{}", decode ? "decode" : "attention", dtype, shape());
+    }
     double flops() const { return 2.0 * 2.0 * double(s) * double(s) * 64 * 12 / 2; }
+    double kv_bytes() const { return 2.0 * double(s) * 64 * 12 * 4; }
   };
   std::vector<Case> cases;
   for (const char* dt : {"float32", "bfloat16"})
     for (int64_t s : lengths) cases.push_back({dt, s});
+  for (int64_t s : {int64_t{4096}, int64_t{32768}}) cases.push_back({"float32", s, true});
   std::erase_if(cases,
                 [&](const Case& c) { return c.name().find(options.filter) == std::string::npos; });
   std::vector<BenchRow> rows;
-  for (int t : threads)
+  for (int t : threads) {
     for (auto& r : measure_peak("attention", t)) rows.push_back(r);
+    rows.push_back(measure_membw("attention", t, Budget{3, 0.2, 10}));
+  }
   const int saved = get_num_threads();
   for (int t : threads) {
     set_num_threads(t);
     for (const Case& c : cases) {
       manual_seed(0);
       const ScalarType dt = c.dtype == "float32" ? kFloat32 : kBFloat16;
-      const Tensor q = randn({1, 12, c.s, 64}).to(dt), k = randn({1, 12, c.s, 64}).to(dt),
-                   v = randn({1, 12, c.s, 64}).to(dt);
+      const Tensor q = randn({1, 12, c.decode ? 1 : c.s, 64}).to(dt),
+                   k = randn({1, 12, c.s, 64}).to(dt), v = randn({1, 12, c.s, 64}).to(dt);
       BenchRow row{"attention", c.name(), "tessera", t};
       row.stats = measure(
-          [&] { (void)nn::functional::scaled_dot_product_attention(q, k, v, {}, 0.0, true); },
+          [&] { (void)nn::functional::scaled_dot_product_attention(q, k, v, {}, 0.0, !c.decode); },
           budget);
-      row.gflops = c.flops() / row.stats->median_s / 1e9;
+      if (c.decode)
+        row.gbps = c.kv_bytes() / row.stats->median_s / 1e9;
+      else
+        row.gflops = c.flops() / row.stats->median_s / 1e9;
       rows.push_back(row);
     }
   }
   set_num_threads(saved);
   std::vector<std::string> notes;
   for (const char* dt : {"float32", "bfloat16"}) {
-    std::string list;
-    for (const Case& c : cases)
-      if (c.dtype == dt) list += fmt::format("{}1x12x{}x64", list.empty() ? "" : ",", c.s);
-    if (list.empty()) continue;
-    for (auto& r : run_torch_anchor("torch_attention.py", {"--cases", list, "--dtype", dt}, threads,
-                                    budget, fmt::format("torch {}", dt), notes))
-      rows.push_back(r);
+    for (bool decode : {false, true}) {
+      std::string list;
+      for (const Case& c : cases)
+        if (c.dtype == dt && c.decode == decode)
+          list += fmt::format("{}{}", list.empty() ? "" : ",", c.shape());
+      if (list.empty()) continue;
+      std::vector<std::string> args = {"--cases", list, "--dtype", dt};
+      if (decode) args.push_back("--decode");
+      for (auto& r : run_torch_anchor("torch_attention.py", args, threads, budget,
+                                      fmt::format("torch {}", dt), notes))
+        rows.push_back(r);
+    }
   }
   for (int t : threads) {
     const BenchRow* peak = find_row(rows, "peak", "fma/float32/avx512", t);
@@ -69,6 +87,7 @@ int run_bench_attention(const BenchOptions& options) {
     std::printf("%-34s %10s %9s %7s %10s %9s\n", "case", "ms", "GFLOP/s", "% peak", "torch ms",
                 "x torch");
     for (const Case& c : cases) {
+      if (c.decode) continue;
       const BenchRow* ts = find_row(rows, "tessera", c.name(), t, true);
       const BenchRow* th = find_row(rows, "torch", c.name(), t, true);
       if (!ts) continue;
@@ -76,6 +95,27 @@ int run_bench_attention(const BenchOptions& options) {
           "%-34s %10.2f %9.1f %6.1f%% %10s %9s\n", c.name().c_str(), ts->stats->median_s * 1e3,
           *ts->gflops, pk > 0 ? 100 * *ts->gflops / pk : 0.0,
           th ? fmt::format("{:.2f}", th->stats->median_s * 1e3).c_str() : "skipped",
+          th ? fmt::format("{:.2f}x", th->stats->median_s / ts->stats->median_s).c_str() : "-");
+    }
+  }
+  for (int t : threads) {
+    const BenchRow* bw = find_row(rows, "membw", "", t, /*measured_only=*/true);
+    const double membw = bw && bw->gbps ? *bw->gbps : 0;
+    bool header = false;
+    for (const Case& c : cases) {
+      const BenchRow* ts = find_row(rows, "tessera", c.name(), t, true);
+      const BenchRow* th = find_row(rows, "torch", c.name(), t, true);
+      if (!c.decode || !ts) continue;
+      if (!header)
+        std::printf(
+            "\nattention, decode (one query, K and V read), %d thread%s (membw %.1f GB/s)\n"
+            "%-34s %10s %9s %7s %10s %9s\n",
+            t, t == 1 ? "" : "s", membw, "case", "ms", "GB/s", "% bw", "torch ms", "x torch");
+      header = true;
+      std::printf(
+          "%-34s %10.3f %9.1f %6.1f%% %10s %9s\n", c.name().c_str(), ts->stats->median_s * 1e3,
+          *ts->gbps, membw > 0 ? 100 * *ts->gbps / membw : 0.0,
+          th ? fmt::format("{:.3f}", th->stats->median_s * 1e3).c_str() : "skipped",
           th ? fmt::format("{:.2f}x", th->stats->median_s / ts->stats->median_s).c_str() : "-");
     }
   }

@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "autograd/record.h"
+#include "ops/attention.h"
 #include "tessera/nn/functional.h"
 #include "tessera/ops/blas.h"
 #include "tessera/ops/factory.h"
@@ -39,19 +40,12 @@ int64_t kv_end_of(int64_t q0, int64_t nq, int64_t s, bool causal) {
   return causal ? std::min(s, q0 + nq) : s;
 }
 
-}  // namespace
-
-// q [B, H, L, E], k/v [B, Hk, S, E/Ev], H a multiple of Hk; returns [B, H, L, Ev].
-Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
-                       double scale) {
-  const int64_t b = q.size(0), h = q.size(1), l = q.size(2), s = k.size(2), ev = v.size(3);
-  const int64_t hk = k.size(1), group = h / hk;
-  autograd::Recorder rec({q, k, v});
-  // bfloat16/float16 compute in float32 (scores, softmax, accumulation), as PyTorch's kernels.
-  const ScalarType cd = q.dtype() == kFloat64 ? kFloat64 : kFloat32;
-  const Tensor qc = q.to(cd).contiguous(), kc = k.to(cd).contiguous(), vc = v.to(cd).contiguous();
-  Tensor out = empty({b, h, l, ev}, cd);
-  Tensor lse = empty({b, h, l}, cd);  // each row's log-sum-exp, to recompute P in backward
+// The plain blocked forward: float64 (gradcheck) and the reference the fused float32 kernel
+// (src/ops/attention.cpp) is tested against. Fills out [B, H, L, Ev] and lse [B, H, L].
+void blocked_attention_forward(const Tensor& qc, const Tensor& kc, const Tensor& vc, bool causal,
+                               double scale, const Tensor& out, const Tensor& lse) {
+  const int64_t b = qc.size(0), h = qc.size(1), l = qc.size(2), s = kc.size(2);
+  const int64_t group = h / kc.size(1);
   for (int64_t bi = 0; bi < b; ++bi) {
     for (int64_t hi = 0; hi < h; ++hi) {
       const Tensor qh = qc[bi][hi], kh = kc[bi][hi / group], vh = vc[bi][hi / group];
@@ -71,6 +65,25 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
       }
     }
   }
+}
+
+}  // namespace
+
+// q [B, H, L, E], k/v [B, Hk, S, E/Ev], H a multiple of Hk; returns [B, H, L, Ev].
+Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool causal,
+                       double scale) {
+  const int64_t b = q.size(0), h = q.size(1), l = q.size(2), s = k.size(2), ev = v.size(3);
+  const int64_t hk = k.size(1), group = h / hk;
+  autograd::Recorder rec({q, k, v});
+  // bfloat16/float16 compute in float32 (scores, softmax, accumulation), as PyTorch's kernels.
+  const ScalarType cd = q.dtype() == kFloat64 ? kFloat64 : kFloat32;
+  const Tensor qc = q.to(cd).contiguous(), kc = k.to(cd).contiguous(), vc = v.to(cd).contiguous();
+  Tensor out = empty({b, h, l, ev}, cd);
+  Tensor lse = empty({b, h, l}, cd);  // each row's log-sum-exp, to recompute P in backward
+  if (cd == kFloat32 && s > 0)
+    ops::attention_forward_f32(qc, kc, vc, causal, scale, out, lse);
+  else
+    blocked_attention_forward(qc, kc, vc, causal, scale, out, lse);
   const Tensor result = out.dtype() == q.dtype() ? out : out.to(q.dtype());
   if (rec) {
     // The output in the compute dtype: our own buffer when it was converted for the caller,
