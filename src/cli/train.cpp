@@ -87,7 +87,8 @@ class Block : public nn::Module {
   }
   Tensor forward(const Tensor& x) override {
     const Tensor h = x.add(attn->forward(ln1->forward(x)));
-    return h.add(fc2->forward(gelu(fc1->forward(ln2->forward(h)))));
+    // fc1 and its GELU run as one GEMM with the bias and activation in its epilogue.
+    return h.add(fc2->forward(linear_act(ln2->forward(h), fc1->weight, fc1->bias, "gelu")));
   }
 
  private:

@@ -1,15 +1,19 @@
 // Matrix products with fused epilogues (include/tessera/ops/fused.h): one epilogue plan per
 // call (src/gemm/epilogue.h) over the operands' own strides. When the plan's supports() says
 // no, or the dtype is not one the engine fuses, the whole call runs the unfused eager ops
-// (never half of each).
+// (never half of each). Under autograd, a call that asks only for `out` still runs fused: its
+// node keeps the float32 pre-activation and differentiates the activation there.
 #include "tessera/ops/fused.h"
 
 #include <array>
 #include <utility>
 
+#include "autograd/record.h"
 #include "core/tensor_make.h"
 #include "gemm/epilogue.h"
+#include "tessera/autograd/autograd.h"
 #include "tessera/autograd/function.h"
+#include "tessera/autograd/grad_mode.h"
 #include "tessera/ops/blas.h"
 #include "tessera/ops/pointwise.h"
 #include "tessera/ops/reduce.h"
@@ -96,6 +100,32 @@ bool float_like(ScalarType t) {
   return t == kFloat32 || t == kBFloat16 || t == kFloat16;
 }
 
+// g * act'(h): the activation's own recorded derivative (pointwise_grad.cpp), run on a graph of
+// its own so the formulas live in one place.
+Tensor activation_backward(const Tensor& g, const Tensor& h, EpilogueOp act) {
+  autograd::EnableGradGuard enable;
+  const Tensor hv = h.detach().requires_grad_();
+  return autograd::grad({activate(hv, act)}, {hv}, {g})[0];
+}
+
+// d bias = sum_i dh, d a = dh b^T, d b = a^T dh, with dh = g * act'(h) in float32 and the
+// products in the operands' dtype (as addmm's backward).
+void record_addmm_act(autograd::Recorder& rec, const Tensor& out, const Tensor& bias,
+                      const Tensor& a, const Tensor& b, const Tensor& h,
+                      std::optional<EpilogueOp> act) {
+  rec.finish("AddmmActBackward0", {out},
+             [sa = rec.save(a), sb = rec.save(b), h, act, has_bias = bias.defined(),
+              bias_dtype = bias.defined() ? bias.dtype() : kFloat32](const autograd::tensor_list& g,
+                                                                     const autograd::Node& n) {
+               const Tensor av = sa.unpack(n), bv = sb.unpack(n);
+               Tensor dh = g[0].to(kFloat32);
+               if (act) dh = activation_backward(dh, h, *act);
+               const Tensor d = dh.to(av.dtype());
+               return autograd::tensor_list{has_bias ? dh.sum({0}).to(bias_dtype) : Tensor(),
+                                            d.mm(bv.t()), av.t().mm(d)};
+             });
+}
+
 }  // namespace
 
 FusedMatmulResult addmm_act_ex(const Tensor& bias, const Tensor& a, const Tensor& b,
@@ -122,12 +152,16 @@ FusedMatmulResult addmm_act_ex(const Tensor& bias, const Tensor& a, const Tensor
   const ScalarType out_dtype = options.out_dtype.value_or(a.dtype());
 
   FusedMatmulResult r;
-  // Fused: float-like operands (bfloat16/float16 computed in float32, as mm does).
-  // With autograd recording, the unfused path below records every step's derivative.
-  const bool fusable = float_like(a.dtype()) && float_like(out_dtype) &&
-                       (!bias.defined() || float_like(bias.dtype())) &&
-                       !autograd::any_requires_grad(std::vector<Tensor>{bias, a, b});
+  // Fused: float-like operands (bfloat16/float16 computed in float32, as mm does). With
+  // autograd, only calls that return `out` alone (their node keeps the pre-activation itself);
+  // the others take the unfused path, which records every step's derivative.
+  const std::vector<Tensor> inputs{bias, a, b};
+  const bool fusable =
+      float_like(a.dtype()) && float_like(out_dtype) &&
+      (!bias.defined() || float_like(bias.dtype())) &&
+      (!autograd::any_requires_grad(inputs) || (!red && !options.keep_pre_activation));
   if (fusable) {
+    autograd::Recorder rec(inputs);
     const Tensor af = a.dtype() == kFloat32 ? a : a.to(kFloat32);
     const Tensor bf = b.dtype() == kFloat32 ? b : b.to(kFloat32);
     gemm::GemmProblem p;
@@ -135,7 +169,8 @@ FusedMatmulResult addmm_act_ex(const Tensor& bias, const Tensor& a, const Tensor
     p.a = af.data_ptr(), p.a_rs = af.stride(0), p.a_cs = af.stride(1);
     p.b = bf.data_ptr(), p.b_rs = bf.stride(0), p.b_cs = bf.stride(1);
     r.out = make_empty({m, n}, out_dtype, op);
-    if (options.keep_pre_activation) r.pre_activation = make_empty({m, n}, kFloat32, op);
+    if (options.keep_pre_activation || (rec && act))
+      r.pre_activation = make_empty({m, n}, kFloat32, op);
     if (red) r.reduced = make_empty({rdim == 1 ? m : n}, kFloat32, op);
     gemm::EpiloguePlan plan(m, n);
     auto h = plan.accumulator();
@@ -143,16 +178,20 @@ FusedMatmulResult addmm_act_ex(const Tensor& bias, const Tensor& a, const Tensor
       h = plan.add(h, plan.row_vector(bias.data_ptr(), bias.dtype(), bias.stride(0)));
     const auto y = act ? plan.unary(*act, h) : h;
     plan.store(y, r.out.data_ptr(), n, 1, out_dtype);
-    if (options.keep_pre_activation) plan.store(h, r.pre_activation.data_ptr(), n, 1);
+    if (r.pre_activation.defined()) plan.store(h, r.pre_activation.data_ptr(), n, 1);
     if (red)
       plan.reduce(y, *red, rdim == 1 ? gemm::EpilogueAxis::Rows : gemm::EpilogueAxis::Cols,
                   r.reduced.data_ptr());
     if (plan.supports(p).empty()) {
       gemm::gemm_epilogue(p, plan, nullptr, op);
+      if (rec) {
+        record_addmm_act(rec, r.out, bias, a, b, r.pre_activation, act);
+        r.pre_activation = Tensor();
+      }
       return r;
     }
   }
-  // Unfused, whole: the eager ops in the operands' dtype.
+  // Unfused, whole: the eager ops in the operands' dtype, recorded step by step.
   const Tensor h = bias.defined() ? addmm(bias, a, b) : mm(a, b);
   const Tensor y = activate(h, act);
   r = {};

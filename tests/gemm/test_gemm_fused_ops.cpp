@@ -1,6 +1,6 @@
 // The eager fused matmuls (include/tessera/ops/fused.h) against the unfused eager ops they
 // stand for: activations, pre-activation and reductions, strided operands, bfloat16 output,
-// the float64 fallback, linear_act on a 3-D input, and errors.
+// the float64 fallback, linear_act on a 3-D input, gradients of the fused path, and errors.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -21,6 +21,46 @@ TEST(FusedOps, AddmmActMatchesUnfused) {
   EXPECT_TRUE(allclose(addmm_act(bias, a, b, "sigmoid"), sigmoid(h), 1e-4, 1e-5));
   EXPECT_TRUE(allclose(addmm_act(bias, a, b, "tanh"), tanh(h), 1e-4, 1e-5));
   EXPECT_TRUE(allclose(addmm_act(Tensor(), a, b, "none"), mm(a, b), 1e-4, 1e-5));
+}
+
+// Under autograd the float32/bfloat16 call still runs fused (AddmmActBackward0); its gradients
+// match those of the unfused float64 ops (addmm then the activation) on the same values.
+TEST(FusedOps, AddmmActGradientsMatchUnfused) {
+  manual_seed(3);
+  const Tensor a0 = randn({33, 20}, kFloat64), b0 = randn({20, 27}, kFloat64),
+               bias0 = randn({27}, kFloat64), g = randn({33, 27}, kFloat64);
+  for (const char* act : {"none", "relu", "gelu", "gelu_tanh", "silu", "sigmoid", "tanh"}) {
+    for (ScalarType t : {kFloat32, kBFloat16}) {
+      SCOPED_TRACE(fmt::format("{} {}", act, dtype_name(t)));
+      // Both runs start from the values rounded to t (relu's mask must see the same signs).
+      auto grads = [&](bool fused, ScalarType dt) {
+        auto input = [&](const Tensor& x0) { return x0.to(t).to(dt).clone().requires_grad_(); };
+        const Tensor a = input(a0), b = input(b0), bias = input(bias0);
+        Tensor y;
+        if (fused) {
+          y = addmm_act(bias, a, b, act);
+          EXPECT_EQ(y.grad_fn()->name(), "AddmmActBackward0");
+        } else {
+          const Tensor h = addmm(bias, a, b);
+          y = std::string(act) == "none"        ? h
+              : std::string(act) == "relu"      ? relu(h)
+              : std::string(act) == "gelu"      ? gelu(h)
+              : std::string(act) == "gelu_tanh" ? gelu(h, "tanh")
+              : std::string(act) == "silu"      ? silu(h)
+              : std::string(act) == "sigmoid"   ? sigmoid(h)
+                                                : tanh(h);
+        }
+        y.mul(g.to(t).to(dt)).sum().backward();
+        return std::vector<Tensor>{y, a.grad(), b.grad(), bias.grad()};
+      };
+      const auto fused = grads(true, t), ref = grads(false, kFloat64);
+      const double tol = t == kFloat32 ? 1e-4 : 5e-2;
+      for (size_t i = 0; i < fused.size(); ++i) {
+        EXPECT_EQ(fused[i].dtype(), t) << i;
+        EXPECT_TRUE(allclose(fused[i].to(kFloat64), ref[i], tol, tol)) << i;
+      }
+    }
+  }
 }
 
 TEST(FusedOps, AddmmActExReturnsAuxAndReductions) {
