@@ -26,6 +26,11 @@ void Node::add_input(const Tensor& input) {
                                     : TensorGeometry{});
 }
 
+void Node::add_next_edge(Edge edge, TensorGeometry geometry) {
+  next_edges_.push_back(std::move(edge));
+  inputs_.push_back(std::move(geometry));
+}
+
 uint32_t Node::add_output(const Tensor& output) {
   outputs_.push_back({output.sizes().vec(), output.dtype()});
   return static_cast<uint32_t>(outputs_.size() - 1);
@@ -100,6 +105,7 @@ tensor_list AccumulateGrad::apply(tensor_list&& grads) {
 }
 
 Edge gradient_edge(const Tensor& t) {
+  refresh_view_history(t);
   AutogradMeta* m = meta_of(t);
   if (!m) return {};
   if (m->grad_fn) return {m->grad_fn, m->output_nr};
@@ -118,11 +124,16 @@ void set_history(const std::shared_ptr<Node>& node, std::span<const Tensor> inpu
   for (const Tensor& out : outputs) {
     if (!out.defined()) continue;
     const uint32_t nr = node->add_output(out);
+    if (is_inplace_on_view(out, inputs)) {
+      rebase_view_history(node, out);
+      continue;
+    }
     AutogradMeta& m = ensure_meta(out);
     m.requires_grad = true;
     m.grad_fn = node;
     m.output_nr = nr;
     m.grad_accumulator.reset();
+    out.unsafe_impl().view_version = out._version();  // a view's history is current
   }
 }
 

@@ -29,11 +29,7 @@ void check_inplace(const Tensor& self, bool recording, std::string_view op) {
   const AutogradMeta* m = meta_of(self);
   TS_CHECK(!(m && m->requires_grad && !m->grad_fn), RuntimeError,
            "{}(): a leaf Variable that requires grad is being used in an in-place operation.", op);
-  TS_CHECK(!recording || !self.is_view(), RuntimeError,
-           "{}(): an in-place operation on a view would have to rewrite its base's autograd "
-           "history, which Tessera does not implement yet: use the out-of-place form (e.g. "
-           "x = x.add(y)) or clone() the view first",
-           op);
+  if (recording) check_inplace_on_view(self, op);
 }
 
 }  // namespace tessera::autograd

@@ -54,9 +54,9 @@ class Recorder {
 // `shape` (the inverse of expand).
 Tensor sum_to(const Tensor& g, IntArrayRef shape);
 
-// In-place op on `self` (which then takes the op's history): rejects what autograd cannot
-// honour, with PyTorch's messages (a leaf that requires grad; a view, whose base's history
-// Tessera does not rewrite yet).
+// In-place op on `self` (which then takes the op's history; for a view, its base takes a
+// CopySlices node, see view_history.cpp): rejects what autograd cannot honour, with PyTorch's
+// messages (a leaf that requires grad, a view of one, a view made in no_grad mode).
 void check_inplace(const Tensor& self, bool recording, std::string_view op);
 
 }  // namespace tessera::autograd

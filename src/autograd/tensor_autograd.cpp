@@ -12,8 +12,9 @@ using autograd::ensure_meta;
 using autograd::meta_of;
 
 bool Tensor::requires_grad() const {
+  autograd::refresh_view_history(*this);
   const AutogradMeta* m = meta_of(*this);
-  return m && m->requires_grad;
+  return (m && m->requires_grad) || autograd::is_no_grad_view_of_grad_base(*this);
 }
 
 const Tensor& Tensor::requires_grad_(bool requires_grad) const {
@@ -46,6 +47,7 @@ Tensor& Tensor::mutable_grad() const {
 
 const std::shared_ptr<autograd::Node>& Tensor::grad_fn() const {
   static const std::shared_ptr<autograd::Node> none;
+  autograd::refresh_view_history(*this);
   const AutogradMeta* m = meta_of(*this);
   return m ? m->grad_fn : none;
 }
@@ -55,6 +57,7 @@ bool Tensor::is_leaf() const {
 }
 
 uint32_t Tensor::output_nr() const {
+  autograd::refresh_view_history(*this);
   const AutogradMeta* m = meta_of(*this);
   return m ? m->output_nr : 0;
 }
@@ -65,7 +68,9 @@ void Tensor::backward(const Tensor& gradient, bool retain_graph, bool create_gra
 
 Tensor Tensor::detach() const {
   Tensor out = make_view(*this, sizes().vec(), strides().vec(), storage_offset());
-  out.unsafe_impl().is_view = impl().is_view;  // detach() is an alias, not a new view
+  // An alias, not a new view: in-place ops on it never touch this tensor's history.
+  out.unsafe_impl().is_view = impl().is_view;
+  out.unsafe_impl().view_base = nullptr;
   return out;
 }
 

@@ -22,8 +22,8 @@ void GradMode::set_enabled(bool enabled) {
   grad_enabled = enabled;
 }
 
-BelowAutogradGuard::BelowAutogradGuard() : prev_(below_autograd) {
-  below_autograd = true;
+BelowAutogradGuard::BelowAutogradGuard(bool below) : prev_(below_autograd) {
+  below_autograd = below;
 }
 
 BelowAutogradGuard::~BelowAutogradGuard() {
@@ -37,8 +37,9 @@ bool BelowAutogradGuard::active() {
 bool any_requires_grad(std::span<const Tensor> inputs) {
   if (!grad_enabled || below_autograd) return false;
   for (const Tensor& t : inputs) {
+    refresh_view_history(t);
     const AutogradMeta* m = meta_of(t);
-    if (m && m->requires_grad) return true;
+    if ((m && m->requires_grad) || (t.defined() && is_no_grad_view_of_grad_base(t))) return true;
   }
   return false;
 }

@@ -5,6 +5,7 @@
 
 #include "core/dtype_dispatch.h"
 #include "core/tensor_make.h"
+#include "tessera/autograd/grad_mode.h"
 
 namespace tessera {
 
@@ -91,6 +92,9 @@ Tensor make_view(const Tensor& base, DimVector sizes, DimVector strides, int64_t
   impl->dtype = dtype;
   impl->version = b.version;
   impl->is_view = true;
+  impl->view_base = b.view_base ? b.view_base : base.impl_;
+  impl->view_version = b.version->version;
+  impl->view_made_in_no_grad = b.view_made_in_no_grad || !autograd::GradMode::is_enabled();
   return Tensor(std::move(impl));
 }
 

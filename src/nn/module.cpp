@@ -26,6 +26,7 @@ void set_data(const Tensor& dst, const Tensor& src) {
   d.dtype = s.dtype;
   d.version = std::make_shared<VersionCounter>();
   d.is_view = false;
+  d.view_base = nullptr;
 }
 
 std::string join_keys(const std::vector<std::string>& keys) {

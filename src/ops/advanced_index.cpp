@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "autograd/record.h"
 #include "ops/index_common.h"
 #include "tessera/ops/factory.h"
 #include "tessera/ops/pointwise.h"
@@ -266,7 +267,59 @@ void run_plan(const DimVector& after_sizes, const Side& dst, const Side& src, in
 
 }  // namespace
 
+namespace {
+Tensor index_kernel(const Tensor& a, const std::vector<std::optional<Tensor>>& indices);
+const Tensor& index_put_kernel(const Tensor& a, const std::vector<std::optional<Tensor>>& indices,
+                               const Tensor& values, bool accumulate);
+
+// index_put's derivative (IndexPutBackward0): self keeps g except where values were written
+// (unless accumulating); values get g at their positions, summed over their broadcast.
+void record_index_put(autograd::Recorder& rec, const Tensor& out,
+                      const std::vector<std::optional<Tensor>>& indices, const Tensor& values,
+                      bool accumulate) {
+  rec.finish("IndexPutBackward0", {out},
+             [indices, accumulate, vs = values.sizes().vec(), vt = values.dtype()](
+                 const autograd::tensor_list& g, const autograd::Node&) {
+               const Tensor gs = accumulate ? g[0] : index_put(g[0], indices, zeros(vs, vt));
+               return autograd::tensor_list{gs, autograd::sum_to(index(g[0], indices), vs)};
+             });
+}
+}  // namespace
+
+// The picked elements' gradients are added back at their positions (IndexBackward0).
 Tensor index(const Tensor& a, const std::vector<std::optional<Tensor>>& indices) {
+  autograd::Recorder rec({a});
+  Tensor out = index_kernel(a, indices);
+  if (rec)
+    rec.finish(
+        "IndexBackward0", {out},
+        [indices, sizes = a.sizes().vec()](const autograd::tensor_list& g, const autograd::Node&) {
+          return autograd::tensor_list{
+              index_put(zeros(sizes, g[0].dtype()), indices, g[0], /*accumulate=*/true)};
+        });
+  return out;
+}
+
+const Tensor& index_put_(const Tensor& a, const std::vector<std::optional<Tensor>>& indices,
+                         const Tensor& values, bool accumulate) {
+  autograd::Recorder rec({a, values});
+  if (rec) autograd::check_inplace(a, true, "index_put_");
+  index_put_kernel(a, indices, values, accumulate);
+  if (rec) record_index_put(rec, a, indices, values, accumulate);
+  return a;
+}
+
+Tensor index_put(const Tensor& a, const std::vector<std::optional<Tensor>>& indices,
+                 const Tensor& values, bool accumulate) {
+  autograd::Recorder rec({a, values});
+  Tensor out = a.clone();
+  index_put_kernel(out, indices, values, accumulate);
+  if (rec) record_index_put(rec, out, indices, values, accumulate);
+  return out;
+}
+
+namespace {
+Tensor index_kernel(const Tensor& a, const std::vector<std::optional<Tensor>>& indices) {
   IndexPlan plan = make_plan("index", a, indices);
   Tensor out = empty(plan.result_shape, a.dtype());
   if (out.numel() == 0) return out;
@@ -297,8 +350,8 @@ Tensor index(const Tensor& a, const std::vector<std::optional<Tensor>>& indices)
   return out;
 }
 
-const Tensor& index_put_(const Tensor& a, const std::vector<std::optional<Tensor>>& indices,
-                         const Tensor& values, bool accumulate) {
+const Tensor& index_put_kernel(const Tensor& a, const std::vector<std::optional<Tensor>>& indices,
+                               const Tensor& values, bool accumulate) {
   constexpr std::string_view op = "index_put_";
   check_writable(a, op);
   TS_CHECK(values.dtype() == a.dtype(), TypeError,
@@ -357,11 +410,6 @@ const Tensor& index_put_(const Tensor& a, const std::vector<std::optional<Tensor
   return a;
 }
 
-Tensor index_put(const Tensor& a, const std::vector<std::optional<Tensor>>& indices,
-                 const Tensor& values, bool accumulate) {
-  Tensor out = a.clone();
-  index_put_(out, indices, values, accumulate);
-  return out;
-}
+}  // namespace
 
 }  // namespace tessera

@@ -1,5 +1,5 @@
 // Indexing along one dimension: index_select, gather, scatter (tensor and value), scatter_add,
-// index_add, embedding; and the mask ops masked_select, nonzero, one_hot.
+// index_add, embedding (the mask ops masked_select, nonzero, one_hot are in mask_ops.cpp).
 //
 // Two kernels carry the dimension-indexed ops. Over the box of the index tensor (shape B):
 //   gather:  out[e]                    = src[e with coordinate dim := index[e]]
@@ -371,23 +371,127 @@ Tensor scatter_impl(std::string_view op, const Tensor& a, int64_t dim, const Ten
 
 }  // namespace
 
+namespace {
+
+// The gradient of scatter's src: g at the positions each src element went to, for the box of
+// the index; src elements outside that box were not used (zero). PyTorch 1.13 returns the
+// index-shaped gather and fails its own shape check when src is larger than the index.
+Tensor scatter_source_grad(const Tensor& g, int64_t dim, const Tensor& index,
+                           IntArrayRef src_sizes) {
+  const Tensor r = g.gather(dim, index);
+  if (r.sizes() == src_sizes) return r;
+  Tensor out = zeros(src_sizes, g.dtype());
+  Tensor box = out;
+  for (int64_t d = 0; d < r.dim(); ++d) box = box.narrow(d, 0, r.size(d));
+  box.copy_(r);
+  return out;
+}
+
+}  // namespace
+
+// scatter: the overwritten positions of self get no gradient, src gets g at its targets
+// (ScatterBackward0; a value: ScatterBackward1). scatter_add: self gets g, src the same
+// gather (ScatterAddBackward0).
 Tensor scatter(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src) {
-  return scatter_impl("scatter", a, dim, index, src, false, ScatterMode::kAssign);
+  autograd::Recorder rec({a, src});
+  Tensor out = scatter_impl("scatter", a, dim, index, src, false, ScatterMode::kAssign);
+  if (rec) {
+    const int64_t d = wrap_dim(dim, std::max<int64_t>(a.dim(), 1), "scatter");
+    rec.finish(
+        "ScatterBackward0", {out},
+        [d, index, ss = src.sizes().vec()](const autograd::tensor_list& g, const autograd::Node&) {
+          return autograd::tensor_list{g[0].scatter(d, index, 0),
+                                       scatter_source_grad(g[0], d, index, ss)};
+        });
+  }
+  return out;
 }
 
 Tensor scatter(const Tensor& a, int64_t dim, const Tensor& index, const Scalar& value) {
-  return scatter_impl("scatter", a, dim, index, scalar_tensor(value, a.dtype()), true,
-                      ScatterMode::kAssign);
+  autograd::Recorder rec({a});
+  Tensor out = scatter_impl("scatter", a, dim, index, scalar_tensor(value, a.dtype()), true,
+                            ScatterMode::kAssign);
+  if (rec) {
+    const int64_t d = wrap_dim(dim, std::max<int64_t>(a.dim(), 1), "scatter");
+    rec.finish("ScatterBackward1", {out},
+               [d, index](const autograd::tensor_list& g, const autograd::Node&) {
+                 return autograd::tensor_list{g[0].scatter(d, index, 0)};
+               });
+  }
+  return out;
 }
 
 Tensor scatter_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& src) {
-  return scatter_impl("scatter_add", a, dim, index, src, false, ScatterMode::kAdd);
+  autograd::Recorder rec({a, src});
+  Tensor out = scatter_impl("scatter_add", a, dim, index, src, false, ScatterMode::kAdd);
+  if (rec) {
+    const int64_t d = wrap_dim(dim, std::max<int64_t>(a.dim(), 1), "scatter_add");
+    rec.finish(
+        "ScatterAddBackward0", {out},
+        [d, index, ss = src.sizes().vec()](const autograd::tensor_list& g, const autograd::Node&) {
+          return autograd::tensor_list{g[0], scatter_source_grad(g[0], d, index, ss)};
+        });
+  }
+  return out;
+}
+
+namespace {
+
+// index_add's source gradient: alpha * g.index_select(dim, index), summed over the
+// dimensions along which the source slice was broadcast to the destination slice (the
+// forward aligns the source slice to the right of self's, the index dimension leading).
+Tensor index_add_source_grad(const Tensor& g, int64_t dim, const Tensor& idx, IntArrayRef src_sizes,
+                             const Scalar& alpha) {
+  Tensor r = g.dim() == 0 ? g.reshape({1}) : g.index_select(dim, idx);
+  if (!(alpha.is_integral() && !alpha.is_bool() && alpha.to_int64() == 1)) r = r.mul(alpha);
+  if (r.sizes() == src_sizes) return r;
+  if (src_sizes.empty()) return r.sum();
+  const int64_t sd = wrap_dim(dim, static_cast<int64_t>(src_sizes.size()), "index_add");
+  DimVector moved_src(src_sizes.begin(), src_sizes.end());
+  moved_src.erase(moved_src.begin() + sd);
+  Tensor m = r.dim() == 0 ? r.reshape({1}) : r.movedim(dim, 0);
+  // Sum the destination-slice dims the source slice lacks or had as 1, then restore.
+  DimVector target = {m.size(0)};
+  target.insert(target.end(), moved_src.begin(), moved_src.end());
+  const int64_t pad = m.dim() - static_cast<int64_t>(target.size());
+  DimVector lead;
+  for (int64_t k = 1; k <= pad; ++k) lead.push_back(k);
+  if (!lead.empty()) m = m.sum(lead);
+  DimVector ones_at;
+  for (int64_t k = 1; k < m.dim(); ++k)
+    if (target[k] == 1 && m.size(k) != 1) ones_at.push_back(k);
+  if (!ones_at.empty()) m = m.sum(ones_at, /*keepdim=*/true);
+  return m.reshape(target).movedim(0, sd);
+}
+
+}  // namespace
+
+Tensor index_add_kernel(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& source,
+                        const Scalar& alpha);
+
+// self gets g; the source g at its indices times alpha (IndexAddBackward0).
+Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& source,
+                 const Scalar& alpha) {
+  autograd::Recorder rec({a, source});
+  Tensor out = index_add_kernel(a, dim, index, source, alpha);
+  if (rec) {
+    TS_CHECK(!a.is_complex(), RuntimeError,
+             "index_add(): the derivative for complex inputs is not implemented");
+    const int64_t d = wrap_dim(dim, std::max<int64_t>(a.dim(), 1), "index_add");
+    rec.finish(
+        "IndexAddBackward0", {out},
+        [d, idx = index_as_int64_vector(index, "index_add"), alpha,
+         src_sizes = source.sizes().vec()](const autograd::tensor_list& g, const autograd::Node&) {
+          return autograd::tensor_list{g[0], index_add_source_grad(g[0], d, idx, src_sizes, alpha)};
+        });
+  }
+  return out;
 }
 
 // For each i: out.select(dim, index[i]) += alpha * source.select(dim, i), the source slice
 // broadcast to the destination slice (as PyTorch 1.13 does).
-Tensor index_add(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& source,
-                 const Scalar& alpha) {
+Tensor index_add_kernel(const Tensor& a, int64_t dim, const Tensor& index, const Tensor& source,
+                        const Scalar& alpha) {
   constexpr std::string_view op = "index_add";
   dim = wrap_dim(dim, std::max<int64_t>(a.dim(), 1), op);
   Tensor idx = index_as_int64_vector(index, op);
@@ -485,205 +589,6 @@ Tensor embedding(const Tensor& weight, const Tensor& indices, std::optional<int6
   return out;
 }
 
-// ---- masks ----------------------------------------------------------------------------------
-
-namespace {
-
-// Splits [0, n) into at most `parts` contiguous pieces of at least `grain`.
-std::vector<int64_t> chunk_bounds(int64_t n, int64_t grain) {
-  int64_t parts = std::max<int64_t>(
-      1, std::min<int64_t>(get_num_threads() * 4, n / std::max<int64_t>(grain, 1)));
-  if (in_parallel_region()) parts = 1;
-  std::vector<int64_t> b(static_cast<size_t>(parts + 1));
-  for (int64_t p = 0; p <= parts; ++p) b[p] = n * p / parts;
-  return b;
-}
-
-void run_tasks(int64_t num, const std::function<void(int64_t)>& fn) {
-  if (num <= 1) {
-    for (int64_t t = 0; t < num; ++t) fn(t);
-  } else {
-    parallel_tasks(num, fn);
-  }
-}
-
-// Linear element index -> offsets of a row-major walk (multi-index in `counter`).
-void seek(IntArrayRef sizes, int64_t linear, DimVector& counter) {
-  for (int64_t d = static_cast<int64_t>(sizes.size()) - 1; d >= 0; --d) {
-    counter[d] = linear % sizes[d];
-    linear /= sizes[d];
-  }
-}
-
-}  // namespace
-
-Tensor masked_select(const Tensor& a, const Tensor& mask) {
-  autograd::check_no_grad_needed({&a, 1}, "masked_select");
-  TS_CHECK(mask.dtype() == kBool || mask.dtype() == kUInt8, TypeError,
-           "masked_select(): argument 'mask' expected dtype bool or uint8, but got {}",
-           mask.dtype());
-  const DimVector shape = broadcast_shapes(a.sizes(), mask.sizes(), "masked_select");
-  const Tensor av = a.expand(shape), mv = mask.expand(shape);
-  const int64_t total = checked_numel(shape, "masked_select");
-  if (total == 0) return empty({0}, a.dtype());
-  RowWalker<2> w = make_walker<2>(shape, {av.strides().vec(), mv.strides().vec()});
-  coalesce(w);
-  const std::vector<int64_t> bounds = chunk_bounds(total, kGrainSize);
-  const int64_t parts = static_cast<int64_t>(bounds.size()) - 1;
-  const uint8_t* m = static_cast<const uint8_t*>(mv.data_ptr());
-  // Visits linear elements [lo, hi) in row-major order: fn(a_offset, mask_offset).
-  auto visit = [&](int64_t lo, int64_t hi, auto&& fn) {
-    const int64_t nd = w.ndim();
-    DimVector c(static_cast<size_t>(nd));
-    seek(w.sizes, lo, c);
-    int64_t oa = 0, om = 0;
-    for (int64_t d = 0; d < nd; ++d) {
-      oa += c[d] * w.strides[0][d];
-      om += c[d] * w.strides[1][d];
-    }
-    const int64_t ra = w.row_stride(0), rm = w.row_stride(1), row = w.row_length();
-    int64_t i = lo;
-    while (i < hi) {
-      const int64_t j0 = c[nd - 1];
-      const int64_t take = std::min(row - j0, hi - i);
-      for (int64_t j = 0; j < take; ++j) fn(oa + j * ra, om + j * rm);
-      i += take;
-      // Advance to the start of the next row.
-      oa += (take - 1) * ra;
-      om += (take - 1) * rm;
-      c[nd - 1] = row - 1;
-      if (i >= hi) break;
-      int64_t d = nd - 1;
-      for (; d >= 0; --d) {
-        if (++c[d] < w.sizes[d]) {
-          oa += w.strides[0][d];
-          om += w.strides[1][d];
-          break;
-        }
-        oa -= (w.sizes[d] - 1) * w.strides[0][d];
-        om -= (w.sizes[d] - 1) * w.strides[1][d];
-        c[d] = 0;
-      }
-    }
-  };
-  std::vector<int64_t> counts(static_cast<size_t>(parts) + 1, 0);
-  run_tasks(parts, [&](int64_t p) {
-    int64_t n = 0;
-    visit(bounds[p], bounds[p + 1], [&](int64_t, int64_t om) { n += m[om] != 0; });
-    counts[p + 1] = n;
-  });
-  for (int64_t p = 0; p < parts; ++p) counts[p + 1] += counts[p];
-  Tensor out = empty({counts[parts]}, a.dtype());
-  if (counts[parts] == 0) return out;
-  dispatch_by_size(a.element_size(), [&]<class U>() {
-    const U* src = static_cast<const U*>(av.data_ptr());
-    U* dst = static_cast<U*>(out.data_ptr());
-    run_tasks(parts, [&](int64_t p) {
-      U* o = dst + counts[p];
-      visit(bounds[p], bounds[p + 1], [&](int64_t oa, int64_t om) {
-        if (m[om] != 0) *o++ = src[oa];
-      });
-    });
-  });
-  return out;
-}
-
-Tensor nonzero(const Tensor& a) {
-  const int64_t nd = a.dim();
-  const int64_t total = a.numel();
-  if (total == 0) return empty({0, nd}, kInt64);
-  const DimVector sizes = nd == 0 ? DimVector{1} : a.sizes().vec();
-  const DimVector strides = nd == 0 ? DimVector{0} : a.strides().vec();
-  const int64_t wnd = static_cast<int64_t>(sizes.size());
-  const std::vector<int64_t> bounds = chunk_bounds(total, kGrainSize);
-  const int64_t parts = static_cast<int64_t>(bounds.size()) - 1;
-  std::vector<int64_t> counts(static_cast<size_t>(parts) + 1, 0);
-  Tensor out;
-  visit_dtype<kAddTypes>(a.dtype(), "nonzero", [&]<class T>() {
-    const T* data = static_cast<const T*>(a.data_ptr());
-    auto is_nonzero = [](T v) {
-      if constexpr (std::is_same_v<T, Half> || std::is_same_v<T, BFloat16>) {
-        return static_cast<float>(v) != 0.0f;
-      } else {
-        return v != T(0);
-      }
-    };
-    // Visits linear elements [lo, hi): fn(offset, counter).
-    auto visit = [&](int64_t lo, int64_t hi, auto&& fn) {
-      DimVector c(static_cast<size_t>(wnd));
-      seek(sizes, lo, c);
-      int64_t off = 0;
-      for (int64_t d = 0; d < wnd; ++d) off += c[d] * strides[d];
-      for (int64_t i = lo; i < hi; ++i) {
-        fn(off, c);
-        for (int64_t d = wnd - 1; d >= 0; --d) {
-          if (++c[d] < sizes[d]) {
-            off += strides[d];
-            break;
-          }
-          off -= (sizes[d] - 1) * strides[d];
-          c[d] = 0;
-        }
-      }
-    };
-    run_tasks(parts, [&](int64_t p) {
-      int64_t n = 0;
-      const int64_t lo = bounds[p], hi = bounds[p + 1];
-      if (a.is_contiguous()) {
-        for (int64_t i = lo; i < hi; ++i) n += is_nonzero(data[i]);
-      } else {
-        visit(lo, hi, [&](int64_t off, const DimVector&) { n += is_nonzero(data[off]); });
-      }
-      counts[p + 1] = n;
-    });
-    for (int64_t p = 0; p < parts; ++p) counts[p + 1] += counts[p];
-    out = empty({counts[parts], nd}, kInt64);
-    if (counts[parts] == 0 || nd == 0) return;
-    int64_t* o = out.data_ptr<int64_t>();
-    run_tasks(parts, [&](int64_t p) {
-      int64_t* row = o + counts[p] * nd;
-      visit(bounds[p], bounds[p + 1], [&](int64_t off, const DimVector& c) {
-        if (!is_nonzero(data[off])) return;
-        for (int64_t d = 0; d < nd; ++d) row[d] = c[d];
-        row += nd;
-      });
-    });
-  });
-  return out;
-}
-
-Tensor one_hot(const Tensor& indices, int64_t num_classes) {
-  TS_CHECK(indices.dtype() == kInt64, TypeError,
-           "one_hot(): argument 'indices' expected dtype int64 (one_hot is only applicable to "
-           "index tensors), but got {}",
-           indices.dtype());
-  const Tensor idx = indices.contiguous();
-  const int64_t n = idx.numel();
-  const int64_t* v = idx.data_ptr<int64_t>();
-  int64_t lo = 0, hi = -1;
-  for (int64_t i = 0; i < n; ++i) {
-    lo = i == 0 ? v[i] : std::min(lo, v[i]);
-    hi = i == 0 ? v[i] : std::max(hi, v[i]);
-  }
-  if (num_classes == -1) {
-    TS_CHECK(n > 0, RuntimeError,
-             "one_hot(): can not infer the total number of classes from an empty tensor; pass "
-             "num_classes");
-    num_classes = hi + 1;
-  }
-  TS_CHECK(n == 0 || lo >= 0, RuntimeError,
-           "one_hot(): class values must be non-negative, but got {}", lo);
-  TS_CHECK(num_classes >= 0 && (n == 0 || hi < num_classes), RuntimeError,
-           "one_hot(): class values must be smaller than num_classes ({}), but got {}", num_classes,
-           n == 0 ? int64_t{0} : hi);
-  DimVector out_sizes = indices.sizes().vec();
-  out_sizes.push_back(num_classes);
-  Tensor out = zeros(out_sizes, kInt64);
-  int64_t* o = out.data_ptr<int64_t>();
-  for (int64_t i = 0; i < n; ++i) o[i * num_classes + v[i]] = 1;
-  return out;
-}
-
 // ---- Tensor methods -----------------------------------------------------------------------
 
 Tensor Tensor::index_select(int64_t dim, const Tensor& index) const {
@@ -704,12 +609,6 @@ Tensor Tensor::scatter_add(int64_t dim, const Tensor& index, const Tensor& src) 
 Tensor Tensor::index_add(int64_t dim, const Tensor& index, const Tensor& source,
                          const Scalar& alpha) const {
   return tessera::index_add(*this, dim, index, source, alpha);
-}
-Tensor Tensor::masked_select(const Tensor& mask) const {
-  return tessera::masked_select(*this, mask);
-}
-Tensor Tensor::nonzero() const {
-  return tessera::nonzero(*this);
 }
 
 }  // namespace tessera

@@ -3,18 +3,24 @@
 // under the (value, index) order, so ties resolve to a fixed index (PyTorch's CPU rule);
 // with a NaN, the first NaN and its index. Not performance-critical: each line is copied and
 // partitioned with std::nth_element.
+//
+// Derivatives as PyTorch's: median() shares the gradient evenly among the elements equal to
+// the median (MedianBackward0, every NaN when it is NaN); median(dim) sends it to the
+// returned index (MedianBackward1).
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <numeric>
 #include <vector>
 
+#include "autograd/record.h"
 #include "core/convert.h"
 #include "core/dtype_dispatch.h"
+#include "ops/reduce_ops.h"
 #include "ops/reduce_plan.h"
-#include "tessera/autograd/function.h"
 #include "tessera/core/parallel.h"
 #include "tessera/ops/factory.h"
+#include "tessera/ops/pointwise.h"
 #include "tessera/ops/reduce.h"
 
 namespace tessera {
@@ -46,10 +52,7 @@ auto key(T v) {
   }
 }
 
-}  // namespace
-
-Tensor median(const Tensor& a) {
-  autograd::check_no_grad_needed({&a, 1}, "median");
+Tensor median_all_kernel(const Tensor& a) {
   check_median_dtype(a);
   Tensor out = empty({}, TensorOptions(a.dtype()));
   visit_dtype<kMedianTypes>(a.dtype(), "median", [&]<class T>() {
@@ -74,8 +77,7 @@ Tensor median(const Tensor& a) {
   return out;
 }
 
-std::tuple<Tensor, Tensor> median(const Tensor& a, int64_t dim, bool keepdim) {
-  autograd::check_no_grad_needed({&a, 1}, "median");
+std::tuple<Tensor, Tensor> median_dim_kernel(const Tensor& a, int64_t dim, bool keepdim) {
   check_median_dtype(a);
   const int64_t d = wrap_reduce_dim(dim, a.dim(), "median");
   std::vector<bool> mask(static_cast<size_t>(a.dim()), false);
@@ -116,6 +118,37 @@ std::tuple<Tensor, Tensor> median(const Tensor& a, int64_t dim, bool keepdim) {
       }
     });
   });
+  return {values, indices};
+}
+
+}  // namespace
+
+Tensor median(const Tensor& a) {
+  autograd::Recorder rec({a});
+  Tensor out = median_all_kernel(a);
+  if (rec)
+    rec.finish("MedianBackward0", {out},
+               [sa = autograd::Recorder::save(a), so = autograd::Recorder::save_output(out)](
+                   const autograd::tensor_list& g, const autograd::Node& n) {
+                 const Tensor x = sa.unpack(n), v = so.unpack(n);
+                 const Tensor hit = (isnan(v).item<bool>() ? isnan(x) : x.eq(v)).to(x.dtype());
+                 return autograd::tensor_list{hit.mul(g[0].div(hit.sum()))};
+               });
+  return out;
+}
+
+std::tuple<Tensor, Tensor> median(const Tensor& a, int64_t dim, bool keepdim) {
+  autograd::Recorder rec({a});
+  auto [values, indices] = median_dim_kernel(a, dim, keepdim);
+  if (rec) {
+    const int64_t d = a.dim() == 0 ? 0 : wrap_reduce_dim(dim, a.dim(), "median");
+    rec.finish(
+        "MedianBackward1", {values},
+        [sizes = a.sizes().vec(), d, keepdim, idx = indices](const autograd::tensor_list& g,
+                                                             const autograd::Node&) {
+          return autograd::tensor_list{value_selecting_backward(g[0], idx, sizes, d, keepdim)};
+        });
+  }
   return {values, indices};
 }
 

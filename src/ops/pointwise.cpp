@@ -486,8 +486,10 @@ Tensor silu(const Tensor& a) {
 Tensor softplus(const Tensor& a, const Scalar& beta, const Scalar& threshold) {
   TS_CHECK(is_floating_point(a.dtype()), TypeError,
            "softplus(): expected a floating point tensor, but got dtype {}", a.dtype());
+  autograd::Recorder rec({a});
   auto iter = TensorIteratorConfig("softplus").add_output({}).add_input(a).build();
   kernels().softplus(iter, beta, threshold);
+  if (rec) record_softplus(rec, iter.output(), a, beta, threshold);
   return iter.output();
 }
 
@@ -590,11 +592,15 @@ Tensor clamp(const Tensor& a, const std::optional<Tensor>& min, const std::optio
 }
 
 Tensor lerp(const Tensor& start, const Tensor& end, const Scalar& weight) {
+  autograd::Recorder rec({start, end});
   // A 16-bit start keeps the weight in float32 (rounding it to bfloat16 first is visible).
   const ScalarType t = start.dtype();
-  if (t == kFloat16 || t == kBFloat16)
-    return lerp(start.to(kFloat32), end.to(kFloat32), scalar_tensor(weight, kFloat32)).to(t);
-  return lerp(start, end, scalar_tensor(weight, t));
+  const Tensor out =
+      t == kFloat16 || t == kBFloat16
+          ? lerp(start.to(kFloat32), end.to(kFloat32), scalar_tensor(weight, kFloat32)).to(t)
+          : lerp(start, end, scalar_tensor(weight, t));
+  if (rec) record_lerp(rec, out, start, end, nullptr, weight);
+  return out;
 }
 
 Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
@@ -603,6 +609,7 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
            end.dtype(), weight.dtype());
   TS_CHECK(is_floating_point(start.dtype()) || start.is_complex(), TypeError,
            "lerp(): expected a floating point tensor, but got dtype {}", start.dtype());
+  autograd::Recorder rec({start, end, weight});
   auto iter = TensorIteratorConfig("lerp")
                   .add_output({})
                   .add_input(start)
@@ -610,12 +617,14 @@ Tensor lerp(const Tensor& start, const Tensor& end, const Tensor& weight) {
                   .add_input(weight)
                   .build();
   kernels().ternary(iter, TernaryOp::Lerp, 0);
+  if (rec) record_lerp(rec, iter.output(), start, end, &weight, 0);
   return iter.output();
 }
 
 namespace {
 Tensor addc(std::string_view name, TernaryOp op, const Tensor& self, const Tensor& t1,
             const Tensor& t2, const Scalar& value) {
+  autograd::Recorder rec({self, t1, t2});
   auto iter =
       TensorIteratorConfig(name).add_output({}).add_input(self).add_input(t1).add_input(t2).build();
   TS_CHECK(!is_integral(iter.common_dtype(), true) || !value.is_floating_point(), TypeError,
@@ -626,6 +635,7 @@ Tensor addc(std::string_view name, TernaryOp op, const Tensor& self, const Tenso
            "{}(): integer division with addcdiv is no longer supported; got dtype {}", name,
            iter.common_dtype());
   kernels().ternary(iter, op, value);
+  if (rec) record_addc(rec, op == TernaryOp::Addcdiv, iter.output(), self, t1, t2, value);
   return iter.output();
 }
 }  // namespace
@@ -822,7 +832,10 @@ Tensor Tensor::clamp(std::optional<Scalar> min, std::optional<Scalar> max) const
   return tessera::clamp(*this, min, max);
 }
 const Tensor& Tensor::clamp_(std::optional<Scalar> min, std::optional<Scalar> max) const {
-  copy_(tessera::clamp(*this, min, max));
+  // clamp's derivative reads its input: when recording, clamp a copy, so that writing the
+  // result back does not change what the derivative reads.
+  const bool recording = autograd::any_requires_grad({this, 1});
+  copy_(tessera::clamp(recording ? clone() : *this, min, max));
   return *this;
 }
 Tensor Tensor::abs() const {

@@ -166,6 +166,38 @@ void record_binary(Recorder& rec, BinaryOp op, std::string_view name, const Tens
       });
       return;
     }
+    case BinaryOp::DivTrunc:
+    case BinaryOp::DivFloor:
+      // A rounded quotient is piecewise constant: zero gradients (PyTorch's DivBackward2).
+      rec.finish("DivBackward2", {out}, [pack](const tensor_list& g, const Node&) {
+        return pack(zeros_like(g[0]), zeros_like(g[0]));
+      });
+      return;
+    case BinaryOp::Remainder:
+    case BinaryOp::Fmod: {
+      // a - b * q with q = floor(a / b) (remainder) or trunc(a / b) (fmod), q piecewise
+      // constant: da = g, db = -g * q. A Scalar divisor is PyTorch's Backward0 overload.
+      const bool floor = op == BinaryOp::Remainder;
+      std::string n = floor ? "RemainderBackward" : "FmodBackward";
+      n += has_b ? "1" : "0";
+      rec.finish(n, {out}, [pack, sva, svb, floor](const tensor_list& g, const Node& nd) {
+        Tensor gb;
+        if (svb.defined()) {
+          const Tensor av = sva.unpack(nd), bv = svb.unpack(nd);
+          gb = g[0].mul(av.div(bv, floor ? "floor" : "trunc")).neg();
+        }
+        return pack(g[0], gb);
+      });
+      return;
+    }
+    case BinaryOp::Atan2:
+      // d atan2(a, b) = (b da - a db) / (a^2 + b^2)
+      rec.finish(node, {out}, [pack, sva, svb](const tensor_list& g, const Node& n) {
+        const Tensor av = sva.unpack(n), bv = svb.unpack(n);
+        const Tensor scale = g[0].div(av.mul(av).add(bv.mul(bv)));
+        return pack(scale.mul(bv), scale.mul(av).neg());
+      });
+      return;
     default:
       TS_THROW(RuntimeError,
                "{}(): the derivative is not implemented (detach() the inputs or compute it under "
@@ -295,12 +327,67 @@ void record_unary(Recorder& rec, UnaryOp op, std::string_view name, const Tensor
       return by([](const Tensor& g, S, S, const Node&) { return zeros_like(g); });
     case UnaryOp::Conj:
       return by([](const Tensor& g, S, S, const Node&) { return g.conj(); });
+    case UnaryOp::Angle:
+      // Real inputs: 0 or pi, piecewise constant.
+      TS_CHECK(!a_before.is_complex(), RuntimeError,
+               "angle(): the derivative for complex inputs is not implemented (detach() the "
+               "input or compute it under tessera::autograd::NoGradGuard)");
+      return by([](const Tensor& g, S, S, const Node&) { return zeros_like(g); });
     default:
       TS_THROW(RuntimeError,
                "{}(): the derivative is not implemented (detach() the input or compute it under "
                "tessera::autograd::NoGradGuard)",
                name);
   }
+}
+
+void record_lerp(Recorder& rec, const Tensor& out, const Tensor& start, const Tensor& end,
+                 const Tensor* weight, const Scalar& w) {
+  const DimVector ss = start.sizes().vec(), es = end.sizes().vec();
+  if (weight == nullptr) {
+    // d start = g (1 - w), d end = g w
+    rec.finish("LerpBackward0", {out}, [ss, es, w](const tensor_list& g, const Node&) {
+      const Tensor gw = g[0].mul(w);
+      return tensor_list{sum_to(g[0].sub(gw), ss), sum_to(gw, es)};
+    });
+    return;
+  }
+  // ... and d weight = g (end - start)
+  rec.finish(
+      "LerpBackward1", {out},
+      [ss, es, ws = weight->sizes().vec(), s0 = Recorder::save(start), s1 = Recorder::save(end),
+       s2 = Recorder::save(*weight)](const tensor_list& g, const Node& n) {
+        const Tensor wv = s2.unpack(n);
+        const Tensor gw = g[0].mul(wv);
+        return tensor_list{sum_to(g[0].sub(gw), ss), sum_to(gw, es),
+                           sum_to(g[0].mul(s1.unpack(n).sub(s0.unpack(n))), ws)};
+      });
+}
+
+void record_addc(Recorder& rec, bool div, const Tensor& out, const Tensor& self, const Tensor& t1,
+                 const Tensor& t2, const Scalar& value) {
+  const DimVector s0 = self.sizes().vec(), s1 = t1.sizes().vec(), s2 = t2.sizes().vec();
+  rec.finish(div ? "AddcdivBackward0" : "AddcmulBackward0", {out},
+             [div, value, s0, s1, s2, a = Recorder::save(t1), b = Recorder::save(t2)](
+                 const tensor_list& g, const Node& n) {
+               const Tensor x = conj_if_complex(a.unpack(n)), y = conj_if_complex(b.unpack(n));
+               const Tensor gv = g[0].mul(value);
+               // addcmul: d t1 = g v t2, d t2 = g v t1
+               // addcdiv: d t1 = g v / t2, d t2 = -g v t1 / t2^2
+               const Tensor g1 = div ? gv.div(y) : gv.mul(y);
+               const Tensor g2 = div ? gv.mul(x).div(y.mul(y)).neg() : gv.mul(x);
+               return tensor_list{sum_to(g[0], s0), sum_to(g1, s1), sum_to(g2, s2)};
+             });
+}
+
+void record_softplus(Recorder& rec, const Tensor& out, const Tensor& a, const Scalar& beta,
+                     const Scalar& threshold) {
+  rec.finish("SoftplusBackward0", {out},
+             [beta, threshold, sa = Recorder::save(a)](const tensor_list& g, const Node& n) {
+               // d/dx log(1 + e^(beta x)) / beta = sigmoid(beta x); 1 past the threshold.
+               const Tensor bx = sa.unpack(n).mul(beta);
+               return tensor_list{where(bx.gt(threshold), g[0], g[0].mul(bx.sigmoid()))};
+             });
 }
 
 }  // namespace tessera

@@ -23,6 +23,17 @@ void record_binary(autograd::Recorder& rec, cpu::BinaryOp op, std::string_view n
 void record_unary(autograd::Recorder& rec, cpu::UnaryOp op, std::string_view name,
                   const Tensor& out, const Tensor& a_before);
 
+// lerp(start, end, weight): `weight` null means the Scalar `w` (LerpBackward0), else the
+// tensor weight (LerpBackward1, which also differentiates the weight).
+void record_lerp(autograd::Recorder& rec, const Tensor& out, const Tensor& start, const Tensor& end,
+                 const Tensor* weight, const Scalar& w);
+// addcmul (div false) / addcdiv (div true): out = self + value * t1 * t2 (or t1 / t2).
+void record_addc(autograd::Recorder& rec, bool div, const Tensor& out, const Tensor& self,
+                 const Tensor& t1, const Tensor& t2, const Scalar& value);
+// softplus(a) = log(1 + exp(beta a)) / beta, and a itself where beta a > threshold.
+void record_softplus(autograd::Recorder& rec, const Tensor& out, const Tensor& a,
+                     const Scalar& beta, const Scalar& threshold);
+
 // The PyTorch grad_fn name of an op: "add" -> "AddBackward0".
 std::string backward_name(std::string_view op);
 

@@ -8,6 +8,7 @@
 #include <numbers>
 #include <vector>
 
+#include "autograd/record.h"
 #include "core/convert.h"
 #include "core/dtype_dispatch.h"
 #include "core/tensor_make.h"
@@ -116,27 +117,42 @@ void manual_seed(uint64_t seed) {
   default_generator().manual_seed(seed);
 }
 
+namespace {
+
+// An in-place fill from a distribution: the old values get no gradient (PyTorch's
+// UniformBackward0 / NormalBackward0), the version counter moves like any in-place write.
+template <class Fill>
+const Tensor& fill_in_place(const Tensor& t, std::string_view op, const char* node, Fill fill) {
+  autograd::Recorder rec({t});
+  if (rec) autograd::check_inplace(t, true, op);
+  if (t.is_contiguous()) {
+    fill(t);
+    t.bump_version();
+  } else {
+    t.copy_(fill(contiguous_output(t.sizes(), t.dtype(), op)));
+  }
+  if (rec)
+    rec.finish(node, {t}, [](const autograd::tensor_list&, const autograd::Node&) {
+      return autograd::tensor_list{Tensor()};
+    });
+  return t;
+}
+
+}  // namespace
+
 const Tensor& uniform_(const Tensor& t, double from, double to, Generator* gen) {
   TS_CHECK(from <= to, ValueError, "uniform_(): expects 'from' <= 'to', but got from={} to={}",
            from, to);
-  if (t.is_contiguous()) {
-    fill_uniform(t, from, to, gen_or_default(gen));
-  } else {
-    t.copy_(fill_uniform(contiguous_output(t.sizes(), t.dtype(), "uniform_"), from, to,
-                         gen_or_default(gen)));
-  }
-  return t;
+  return fill_in_place(t, "uniform_", "UniformBackward0", [&](const Tensor& out) {
+    return fill_uniform(out, from, to, gen_or_default(gen));
+  });
 }
 
 const Tensor& normal_(const Tensor& t, double mean, double std, Generator* gen) {
   TS_CHECK(std >= 0, ValueError, "normal_(): expects std >= 0.0, but got std={}", std);
-  if (t.is_contiguous()) {
-    fill_normal(t, mean, std, gen_or_default(gen));
-  } else {
-    t.copy_(fill_normal(contiguous_output(t.sizes(), t.dtype(), "normal_"), mean, std,
-                        gen_or_default(gen)));
-  }
-  return t;
+  return fill_in_place(t, "normal_", "NormalBackward0", [&](const Tensor& out) {
+    return fill_normal(out, mean, std, gen_or_default(gen));
+  });
 }
 
 Tensor rand(IntArrayRef size, TensorOptions options, Generator* gen) {
@@ -173,6 +189,7 @@ Tensor bernoulli(const Tensor& p, Generator* gen) {
   TS_CHECK(is_floating_point(p.dtype()) && !is_float8(p.dtype()), TypeError,
            "bernoulli(): expected a floating point tensor of probabilities, but got dtype {}",
            p.dtype());
+  autograd::Recorder rec({p});
   Tensor probs = p.to(kFloat64).contiguous();
   const double* pp = probs.data_ptr<double>();
   for (int64_t i = 0; i < probs.numel(); ++i)
@@ -183,6 +200,12 @@ Tensor bernoulli(const Tensor& p, Generator* gen) {
   Tensor u =
       fill_uniform(contiguous_output(p.sizes(), kFloat64, "bernoulli"), 0, 1, gen_or_default(gen));
   out.copy_(lt(u, probs));
+  // A sample is piecewise constant in p: zero gradient, as PyTorch's BernoulliBackward0.
+  if (rec)
+    rec.finish("BernoulliBackward0", {out},
+               [](const autograd::tensor_list& g, const autograd::Node&) {
+                 return autograd::tensor_list{zeros_like(g[0])};
+               });
   return out;
 }
 

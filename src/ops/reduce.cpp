@@ -321,8 +321,8 @@ Tensor mean_kernel(const Tensor& a, IntArrayRef dim, bool keepdim,
                        std::numeric_limits<double>::quiet_NaN());
 }
 
-Tensor prod(const Tensor& a, std::optional<int64_t> dim, bool keepdim,
-            std::optional<ScalarType> dtype) {
+Tensor prod_kernel(const Tensor& a, std::optional<int64_t> dim, bool keepdim,
+                   std::optional<ScalarType> dtype) {
   DimVector dims;
   if (dim) dims.push_back(*dim);
   auto mask = reduce_dim_mask(dims, a.dim(), "prod");
@@ -380,9 +380,8 @@ Tensor var_kernel(const Tensor& a, IntArrayRef dim, double correction, bool keep
 Tensor std_kernel(const Tensor& a, IntArrayRef dim, double correction, bool keepdim) {
   return std::get<0>(moments(a, dim, correction, keepdim, true, false, "std"));
 }
-std::tuple<Tensor, Tensor> var_mean(const Tensor& a, IntArrayRef dim, double correction,
-                                    bool keepdim) {
-  autograd::check_no_grad_needed({&a, 1}, "var_mean");
+std::tuple<Tensor, Tensor> var_mean_kernel(const Tensor& a, IntArrayRef dim, double correction,
+                                           bool keepdim) {
   return moments(a, dim, correction, keepdim, false, true, "var_mean");
 }
 

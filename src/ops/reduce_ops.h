@@ -20,5 +20,19 @@ std::tuple<Tensor, Tensor> min_kernel(const Tensor& a, int64_t dim, bool keepdim
 Tensor var_kernel(const Tensor& a, IntArrayRef dim, double correction, bool keepdim);
 Tensor std_kernel(const Tensor& a, IntArrayRef dim, double correction, bool keepdim);
 Tensor norm_kernel(const Tensor& a, const Scalar& p, IntArrayRef dim, bool keepdim);
+Tensor prod_kernel(const Tensor& a, std::optional<int64_t> dim, bool keepdim,
+                   std::optional<ScalarType> dtype);
+std::tuple<Tensor, Tensor> var_mean_kernel(const Tensor& a, IntArrayRef dim, double correction,
+                                           bool keepdim);
+
+// The gradient of a reduction that picks one element per line along `dim` (max/min/median
+// along a dim; PyTorch's value_selecting_reduction_backward): g lands at `indices` in a zero
+// tensor of `sizes`. g and indices have the result's shape (keepdim or not).
+Tensor value_selecting_backward(const Tensor& g, const Tensor& indices, IntArrayRef sizes,
+                                int64_t dim, bool keepdim);
+
+// t with its elements in reverse order along `dim` (a copy; PyTorch's flip for one dim), for
+// the derivatives of scans and products.
+Tensor reverse_along(const Tensor& t, int64_t dim);
 
 }  // namespace tessera

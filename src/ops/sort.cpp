@@ -426,6 +426,7 @@ std::tuple<Tensor, Tensor, Tensor> unique_dim(const Tensor& a, int64_t dim, bool
 std::tuple<Tensor, Tensor, Tensor> unique(const Tensor& a, bool sorted, bool return_inverse,
                                           bool return_counts, std::optional<int64_t> dim) {
   (void)sorted;  // results are always sorted (a valid order for sorted=false too)
+  autograd::check_no_grad_needed({&a, 1}, "unique");
   if (dim) return unique_dim(a, *dim, return_inverse, return_counts);
   return unique_flat(a, return_inverse, return_counts);
 }

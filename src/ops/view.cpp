@@ -105,11 +105,51 @@ std::optional<DimVector> view_strides(IntArrayRef old_sizes, IntArrayRef old_str
   return out;
 }
 
+// Where a strided tensor's elements live in its storage.
+struct StridedGeometry {
+  DimVector sizes, strides;
+  int64_t offset = 0;
+  int64_t end() const { return offset + storage_extent(sizes, strides); }  // one past the last
+};
+
+// The storage position (minus `shift`) of every element of `geo`, as an int64 tensor of its
+// shape.
+Tensor storage_positions(const StridedGeometry& geo, int64_t shift) {
+  Tensor pos = scalar_tensor(geo.offset - shift, kInt64);
+  const int64_t nd = static_cast<int64_t>(geo.sizes.size());
+  for (int64_t k = 0; k < nd; ++k) {
+    DimVector shape(static_cast<size_t>(nd), 1);
+    shape[k] = geo.sizes[k];
+    pos = pos.add(arange(geo.sizes[k], TensorOptions(kInt64)).mul(geo.strides[k]).view(shape));
+  }
+  return pos.expand(geo.sizes);
+}
+
+// PyTorch's as_strided_backward: each output element's gradient goes to the storage element
+// it reads (summed where output elements overlap), then is read back through the input's
+// geometry; storage the input does not cover gets nothing. The input's own elements must not
+// overlap (checked when recording).
+Tensor as_strided_backward(const Tensor& g, const StridedGeometry& in, const StridedGeometry& out) {
+  const int64_t shift = std::min(in.offset, out.offset);
+  Tensor flat = zeros({std::max(in.end(), out.end()) - shift}, g.dtype());
+  Tensor region = flat.as_strided(out.sizes, out.strides, out.offset - shift);
+  if (!has_internal_overlap(region)) {
+    region.copy_(g);
+  } else {
+    flat = flat.index_add(0, storage_positions(out, shift).reshape({-1}), g.reshape({-1}));
+  }
+  return flat.as_strided(in.sizes, in.strides, in.offset - shift).contiguous();
+}
+
 }  // namespace
 
 Tensor Tensor::as_strided(IntArrayRef size, IntArrayRef stride,
                           std::optional<int64_t> offset) const {
-  autograd::check_no_grad_needed({this, 1}, "as_strided");
+  autograd::Recorder rec({*this});
+  TS_CHECK(!rec || !has_internal_overlap(*this), RuntimeError,
+           "as_strided(): the derivative for an input whose elements overlap in memory (sizes "
+           "[{}], strides [{}]) is not implemented: clone() the input first",
+           fmt::join(sizes(), ", "), fmt::join(strides(), ", "));
   TS_CHECK(size.size() == stride.size(), RuntimeError,
            "as_strided(): mismatch in length of strides and shape: {} vs {}", stride.size(),
            size.size());
@@ -127,7 +167,15 @@ Tensor Tensor::as_strided(IntArrayRef size, IntArrayRef stride,
            "as_strided(): setStorage: sizes [{}], strides [{}], storage offset {} require a "
            "storage of {} elements, but the storage has only {}",
            fmt::join(size, ", "), fmt::join(stride, ", "), off, off + extent, avail);
-  return make_view(*this, size.vec(), stride.vec(), off);
+  Tensor out = make_view(*this, size.vec(), stride.vec(), off);
+  if (rec)
+    rec.finish("AsStridedBackward0", {out},
+               [in = StridedGeometry{sizes().vec(), strides().vec(), storage_offset()},
+                geo = StridedGeometry{size.vec(), stride.vec(), off}](
+                   const autograd::tensor_list& g, const autograd::Node&) {
+                 return autograd::tensor_list{as_strided_backward(g[0], in, geo)};
+               });
+  return out;
 }
 
 Tensor Tensor::view(IntArrayRef size) const {
@@ -379,8 +427,9 @@ Tensor Tensor::unflatten(int64_t d, IntArrayRef sz) const {
   return view(shape);
 }
 
+// Window j of the result holds input elements [j step, j step + size) along d: the
+// gradient adds every window back there (windows overlap when step < size). UnfoldBackward0.
 Tensor Tensor::unfold(int64_t d, int64_t size, int64_t step) const {
-  autograd::check_no_grad_needed({this, 1}, "unfold");
   const int64_t nd = std::max<int64_t>(dim(), 1);
   d = wrap_dim(d, nd, "unfold", "dimension");
   const int64_t n = dim() == 0 ? 1 : sizes()[d];
@@ -389,18 +438,30 @@ Tensor Tensor::unfold(int64_t d, int64_t size, int64_t step) const {
   TS_CHECK(step > 0, RuntimeError, "unfold(): step is {} but must be > 0", step);
   DimVector sz = sizes().vec(), st = strides().vec();
   if (dim() == 0) {
-    return make_view(*this, {size}, {1}, storage_offset());
+    return with_view_grad(*this, make_view(*this, {size}, {1}, storage_offset()), "UnfoldBackward0",
+                          [](const Tensor& g) { return g.sum(); });
   }
   const int64_t old_stride = st[d];
-  sz[d] = (n - size) / step + 1;
+  const int64_t windows = (n - size) / step + 1;
+  sz[d] = windows;
   st[d] = old_stride * step;
   sz.push_back(size);
   st.push_back(old_stride);
-  return make_view(*this, std::move(sz), std::move(st), storage_offset());
+  return with_view_grad(
+      *this, make_view(*this, std::move(sz), std::move(st), storage_offset()), "UnfoldBackward0",
+      [in_sizes = sizes().vec(), d, size, step, windows](const Tensor& g) {
+        // Element (j, k) of the windows comes from position j step + k along d.
+        const Tensor pos = arange(windows, TensorOptions(kInt64))
+                               .mul(step)
+                               .view({windows, 1})
+                               .add(arange(size, TensorOptions(kInt64)).view({1, size}))
+                               .reshape({-1});
+        const Tensor flat = g.movedim(-1, d + 1).flatten(d, d + 1);
+        return zeros(in_sizes, g.dtype()).index_add(d, pos, flat);
+      });
 }
 
 Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
-  autograd::check_no_grad_needed({this, 1}, "diagonal");
   const int64_t d1 = wrap_dim(dim1, dim(), "diagonal", "dim1");
   const int64_t d2 = wrap_dim(dim2, dim(), "diagonal", "dim2");
   TS_CHECK(d1 != d2, RuntimeError, "diagonal(): dimensions cannot be identical {}, {}", dim1, dim2);
@@ -418,23 +479,28 @@ Tensor Tensor::diagonal(int64_t offset, int64_t dim1, int64_t dim2) const {
     if (i != d1 && i != d2) sz.push_back(sizes()[i]), st.push_back(strides()[i]);
   sz.push_back(len);
   st.push_back(strides()[d1] + strides()[d2]);
-  return make_view(*this, std::move(sz), std::move(st), off);
+  return with_view_grad(*this, make_view(*this, std::move(sz), std::move(st), off),
+                        "DiagonalBackward0", scatter_into(*this, [offset, d1, d2](const Tensor& r) {
+                          return r.diagonal(offset, d1, d2);
+                        }));
 }
 
+// view_as_real and view_as_complex are each other's derivative (ViewAsRealBackward0,
+// ViewAsComplexBackward0).
 Tensor view_as_real(const Tensor& a) {
-  autograd::check_no_grad_needed({&a, 1}, "view_as_real");
   TS_CHECK(a.is_complex(), TypeError, "view_as_real(): expected a complex tensor, but got dtype {}",
            a.dtype());
   DimVector sz = a.sizes().vec(), st = a.strides().vec();
   for (auto& s : st) s *= 2;
   sz.push_back(2);
   st.push_back(1);
-  return make_view(a, std::move(sz), std::move(st), a.storage_offset() * 2,
-                   to_real_type(a.dtype()));
+  return with_view_grad(
+      a,
+      make_view(a, std::move(sz), std::move(st), a.storage_offset() * 2, to_real_type(a.dtype())),
+      "ViewAsRealBackward0", [](const Tensor& g) { return view_as_complex(g.contiguous()); });
 }
 
 Tensor view_as_complex(const Tensor& a) {
-  autograd::check_no_grad_needed({&a, 1}, "view_as_complex");
   TS_CHECK(a.dtype() == kFloat32 || a.dtype() == kFloat64, TypeError,
            "view_as_complex(): expected a float32 or float64 tensor, but got {}", a.dtype());
   TS_CHECK(a.dim() > 0 && a.sizes().back() == 2, RuntimeError,
@@ -455,8 +521,11 @@ Tensor view_as_complex(const Tensor& a) {
   TS_CHECK(a.storage_offset() % 2 == 0, RuntimeError,
            "view_as_complex(): tensor must have a storage_offset divisible by 2, but got {}",
            a.storage_offset());
-  return make_view(a, std::move(sz), std::move(st), a.storage_offset() / 2,
-                   to_complex_type(a.dtype()));
+  return with_view_grad(a,
+                        make_view(a, std::move(sz), std::move(st), a.storage_offset() / 2,
+                                  to_complex_type(a.dtype())),
+                        "ViewAsComplexBackward0",
+                        [](const Tensor& g) { return view_as_real(g.contiguous()); });
 }
 
 Tensor Tensor::real() const {

@@ -54,9 +54,29 @@ TEST(AutogradCoverage, EveryOpRecordsReturnsIntegersOrRefuses) {
       {"var_mean", [&] { return std::get<0>(var_mean(x, {1}, 1, false)); }},
       {"abs_complex",
        [&] {
-         return view_as_complex(x.narrow(1, 0, 4).reshape({4, 2, 2}));
+         return view_as_complex(x.narrow(1, 0, 4).contiguous().reshape({4, 2, 2}));
        }},
       {"to_float32", [&] { return x.to(kFloat32); }},
+      {"index", [&] { return index(x, {idx.view({4})}); }},
+      {"index_put", [&] { return index_put(x, {idx.view({4})}, y.narrow(1, 0, 1)); }},
+      {"index_put_",
+       [&] {
+         Tensor h = x.mul(1);
+         return index_put_(h, {idx.view({4})}, y.narrow(1, 0, 1));
+       }},
+      {"unique", [&] { return std::get<0>(unique(x)); }},
+      {"bernoulli", [&] { return bernoulli(x.div(2)); }},
+      {"uniform_", [&] { return uniform_(x.mul(1)); }},
+      {"angle", [&] { return x.angle(); }},
+      {"view_as_real",
+       [&] {
+         return view_as_real(view_as_complex(x.narrow(1, 0, 4).contiguous().reshape({4, 2, 2})));
+       }},
+      {"var_mean_mean", [&] { return std::get<1>(var_mean(x, {1}, 1, false)); }},
+      {"softplus_beta", [&] { return softplus(x, 2, 1); }},
+      {"div_floor", [&] { return x.div(y, "floor"); }},
+      {"polar", [&] { return polar(x, y); }},
+      {"complex", [&] { return complex(x, y); }},
       {"sign", [&] { return x.sign(); }},
       {"round", [&] { return round(x); }},
       {"argmax", [&] { return x.argmax(); }},

@@ -2,12 +2,14 @@
 // broadcast, strided and odd-shaped inputs.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "tessera/autograd/autograd.h"
 #include "tessera/tessera.h"
+#include "test_support.h"
 
 namespace tessera {
 namespace {
@@ -318,6 +320,232 @@ TEST(Gradcheck, Indexing) {
   embedding(w, tensor<int64_t>({1, 2, 1}), 1).sum().backward();
   EXPECT_TRUE(allclose(w.grad().select(0, 1), zeros({3}, kFloat64), 0, 0));
   EXPECT_TRUE(allclose(w.grad().select(0, 2), ones({3}, kFloat64), 0, 0));
+}
+
+// A float64 leaf holding exactly these values, shaped `shape`.
+Tensor leaf_of(std::vector<double> v, DimVector shape) {
+  return tensor<double>(v).view(shape).clone().requires_grad_();
+}
+
+TEST(Gradcheck, ProductsAndScans) {
+  manual_seed(7);
+  const Tensor x = leaf({3, 4}, 0.5, 1.5);
+  // One zero in a row, two zeros in another, and a column with a zero.
+  const Tensor z = leaf_of({0.5, 0.0, 1.5, -2.0, 0.0, 0.7, 0.0, 1.1, 0.9, -1.3, 0.8, 1.2}, {3, 4});
+  for (const Tensor& t : {x, z}) {
+    check1(
+        "prod_all", [](const Tensor& u) { return u.prod(); }, t);
+    check1(
+        "prod_dim", [](const Tensor& u) { return u.prod(1); }, t);
+    check1(
+        "prod_dim0_keepdim", [](const Tensor& u) { return u.prod(0, true); }, t);
+    check1(
+        "cumsum", [](const Tensor& u) { return u.cumsum(1); }, t);
+    check1(
+        "cumsum_dim0", [](const Tensor& u) { return u.cumsum(0); }, t);
+    check1(
+        "cumprod", [](const Tensor& u) { return u.cumprod(1); }, t);
+    check1(
+        "cumprod_dim0", [](const Tensor& u) { return u.cumprod(-2); }, t);
+  }
+  // Several zeros in the whole tensor: prod() has no gradient anywhere.
+  const Tensor zz = z.detach().clone().requires_grad_();
+  zz.prod().backward();
+  EXPECT_TRUE(allclose(zz.grad(), zeros({3, 4}, kFloat64), 0, 0));
+  EXPECT_EQ(z.prod().grad_fn()->name(), "ProdBackward0");
+  EXPECT_EQ(z.prod(1).grad_fn()->name(), "ProdBackward1");
+  EXPECT_EQ(z.cumprod(1).grad_fn()->name(), "CumprodBackward0");
+}
+
+TEST(Gradcheck, MediansMomentsAndNorms) {
+  manual_seed(8);
+  const Tensor x = leaf({3, 5});  // distinct values: no ties
+  check1(
+      "median_all", [](const Tensor& t) { return t.median(); }, x);
+  check1(
+      "median_dim", [](const Tensor& t) { return std::get<0>(t.median(1)); }, x);
+  check1(
+      "median_dim0_keepdim", [](const Tensor& t) { return std::get<0>(t.median(0, true)); }, x);
+  EXPECT_TRUE(gradcheck(
+      [](const tensor_list& in) {
+        auto [v, m] = var_mean(in[0], {1}, 1, false);
+        return tensor_list{v, m};
+      },
+      {x}));
+  EXPECT_TRUE(gradcheck(
+      [](const tensor_list& in) {
+        auto [v, m] = var_mean(in[0], {}, 0, true);
+        return tensor_list{v, m.mul(3)};
+      },
+      {x}));
+  const Tensor pos = leaf({3, 5}, 0.3, 1.5);
+  for (double p : {1.0, 3.0, 1.5, 0.5, double(INFINITY), -double(INFINITY), 0.0}) {
+    SCOPED_TRACE(p);
+    check1(
+        "norm_all", [p](const Tensor& t) { return t.norm(p); }, x);
+    check1(
+        "norm_dim", [p](const Tensor& t) { return t.norm(p, {1}); }, pos);
+    check1(
+        "norm_dim_keepdim", [p](const Tensor& t) { return t.norm(p, {0}, true); }, x);
+  }
+  // Ties: median() shares the gradient evenly among the elements equal to it, median(dim)
+  // gives it to the returned index, the inf-norm shares it among the maxima of |x|.
+  const Tensor t = leaf_of({1, 2, 2, 3, 2}, {5});
+  t.median().backward();
+  EXPECT_TRUE(allclose(t.grad(), tensor<double>({0, 1.0 / 3, 1.0 / 3, 0, 1.0 / 3}), 1e-15, 0));
+  const Tensor u = leaf_of({-3, 1, 3, 2}, {4});
+  u.norm(INFINITY).backward();
+  EXPECT_TRUE(allclose(u.grad(), tensor<double>({-0.5, 0, 0.5, 0}), 0, 0));
+  const Tensor w = leaf_of({1, 0, 2}, {3});
+  w.norm(0).backward();
+  EXPECT_FALSE(w.grad().defined());  // p = 0: no gradient at all, as PyTorch
+}
+
+TEST(Gradcheck, TernaryAndPiecewisePointwise) {
+  manual_seed(9);
+  const Tensor a = leaf({3, 4}), b = leaf({4}), w = leaf({3, 1});
+  const Tensor pb = leaf({3, 4}, 0.4, 1.7);
+  EXPECT_TRUE(gradcheck([](const tensor_list& in) { return tensor_list{lerp(in[0], in[1], 0.3)}; },
+                        {a, b}));
+  EXPECT_TRUE(gradcheck(
+      [](const tensor_list& in) { return tensor_list{lerp(in[0], in[1], in[2])}; }, {a, b, w}));
+  EXPECT_TRUE(gradcheck(
+      [](const tensor_list& in) { return tensor_list{addcmul(in[0], in[1], in[2], -1.5)}; },
+      {b, a, w}));
+  EXPECT_TRUE(gradcheck(
+      [](const tensor_list& in) { return tensor_list{addcdiv(in[0], in[1], in[2], 0.5)}; },
+      {a, b, pb}));
+  check1(
+      "softplus", [](const Tensor& t) { return softplus(t.mul(4)); }, a);
+  check1(
+      "softplus_beta_threshold", [](const Tensor& t) { return softplus(t.mul(4), 2, 3); }, a);
+  check2(
+      "atan2", [](const Tensor& x, const Tensor& y) { return atan2(x, y); }, a, b);
+  check2(
+      "remainder", [](const Tensor& x, const Tensor& y) { return remainder(x.mul(3), y); }, a, pb);
+  check1(
+      "remainder_scalar", [](const Tensor& x) { return x.mul(3).remainder(0.7); }, a);
+  check2(
+      "fmod", [](const Tensor& x, const Tensor& y) { return fmod(x.mul(3), y); }, a, pb);
+  check2(
+      "div_floor", [](const Tensor& x, const Tensor& y) { return x.div(y, "floor").add(x); }, a,
+      pb);
+  check1(
+      "angle_real", [](const Tensor& x) { return x.angle().add(x); }, a);
+  EXPECT_EQ(remainder(a, pb).grad_fn()->name(), "RemainderBackward1");
+  EXPECT_EQ(a.remainder(0.5).grad_fn()->name(), "RemainderBackward0");
+  EXPECT_EQ(lerp(a, b, w).grad_fn()->name(), "LerpBackward1");
+}
+
+TEST(Gradcheck, ScatterGatherAndMasks) {
+  manual_seed(10);
+  const Tensor x = leaf({4, 5}), src = leaf({3, 5});
+  const Tensor idx = tensor<int64_t>({3, 0, 4, 1, 1, 2, 0, 0, 3}).view({3, 3});
+  // scatter: no two elements of a row go to the same place (with duplicates the last write
+  // wins and PyTorch's formula, like Tessera's, still gives every source element g).
+  const Tensor distinct = tensor<int64_t>({3, 0, 4, 1, 2, 0, 0, 4, 3}).view({3, 3});
+  EXPECT_TRUE(gradcheck(
+      [&](const tensor_list& in) { return tensor_list{in[0].scatter(1, distinct, in[1])}; },
+      {x, src}));
+  check1(
+      "scatter_value", [&](const Tensor& t) { return t.scatter(1, idx, 2.5); }, x);
+  EXPECT_TRUE(gradcheck(
+      [&](const tensor_list& in) { return tensor_list{in[0].scatter_add(1, idx, in[1])}; },
+      {x, src}));
+  const Tensor rows = tensor<int64_t>({2, 0, 2});
+  EXPECT_TRUE(gradcheck(
+      [&](const tensor_list& in) { return tensor_list{in[0].index_add(0, rows, in[1], -2.0)}; },
+      {x, src}));
+  // A source slice broadcast to the destination slice ([3, 1] over rows of 5).
+  EXPECT_TRUE(
+      gradcheck([&](const tensor_list& in) { return tensor_list{in[0].index_add(0, rows, in[1])}; },
+                {x, leaf({3, 1})}));
+  const Tensor mask = tensor<bool>({true, false, true, true, false}).view({1, 5});
+  check1(
+      "masked_select_broadcast", [&](const Tensor& t) { return t.masked_select(mask); }, x);
+  const std::vector<std::optional<Tensor>> at = {tensor<int64_t>({3, 1, 3}),
+                                                 tensor<int64_t>({0, 4, 0})};
+  check1(
+      "index", [&](const Tensor& t) { return index(t, at); }, x);
+  check1(
+      "index_rows",
+      [&](const Tensor& t) {
+        return index(t, {tensor<int64_t>({1, 1, 0})});
+      },
+      x);
+  // Distinct positions (a repeated one is written by the last value only, yet every value
+  // gets the gradient, as in PyTorch).
+  const std::vector<std::optional<Tensor>> put_at = {tensor<int64_t>({3, 1, 0}),
+                                                     tensor<int64_t>({0, 4, 0})};
+  for (bool accumulate : {false, true}) {
+    SCOPED_TRACE(accumulate);
+    EXPECT_TRUE(gradcheck(
+        [&](const tensor_list& in) {
+          return tensor_list{index_put(in[0], put_at, in[1].mul(1.0), accumulate)};
+        },
+        {x, leaf({3})}));
+    EXPECT_TRUE(gradcheck(
+        [&](const tensor_list& in) {
+          Tensor h = in[0].mul(2);
+          index_put_(h, {tensor<int64_t>({2, 0})}, in[1], accumulate);
+          return tensor_list{h};
+        },
+        {x, leaf({5})}));
+  }
+}
+
+TEST(Gradcheck, StridedViews) {
+  manual_seed(11);
+  const Tensor x = leaf({4, 6});
+  check1(
+      "unfold_overlapping", [](const Tensor& t) { return t.unfold(1, 3, 2); }, x);
+  check1(
+      "unfold_dim0", [](const Tensor& t) { return t.unfold(0, 2, 1).mul(t.unfold(0, 2, 1)); }, x);
+  check1(
+      "diagonal", [](const Tensor& t) { return t.diagonal(); }, x);
+  check1(
+      "diagonal_offset", [](const Tensor& t) { return t.diagonal(2, 1, 0); }, x);
+  check1(
+      "diagonal_3d",
+      [](const Tensor& t) {
+        return t.view({2, 3, 4}).diagonal(-1, 2, 1);
+      },
+      x);
+  check1(
+      "as_strided",
+      [](const Tensor& t) {
+        return t.as_strided({3, 2}, {6, 2}, 1);
+      },
+      x);
+  check1(
+      "as_strided_overlapping_output",
+      [](const Tensor& t) {
+        return t.as_strided({3, 4}, {1, 2}, 2);
+      },
+      x);
+  check1(
+      "as_strided_of_transpose",
+      [](const Tensor& t) {
+        return t.t().as_strided({2, 3}, {1, 6}, 3);
+      },
+      x);
+  // view_as_complex / view_as_real, with a complex product in between.
+  const Tensor c = view_as_complex(tensor<double>({0.5, -1.0, 2.0, 0.25}).view({2, 2}));
+  check1(
+      "view_as_complex_real",
+      [&](const Tensor& t) {
+        return view_as_real(view_as_complex(t.view({3, 4, 2})).mul(c.select(0, 1)));
+      },
+      x);
+  EXPECT_EQ(x.unfold(1, 3, 2).grad_fn()->name(), "UnfoldBackward0");
+  EXPECT_EQ(x.diagonal().grad_fn()->name(), "DiagonalBackward0");
+  EXPECT_EQ(x.as_strided({2}, {1}).grad_fn()->name(), "AsStridedBackward0");
+  // An input whose elements overlap has no as_strided derivative yet: it says so.
+  testing::expect_error_mentions(
+      [&] {
+        x.select(1, 0).unsqueeze(1).expand({4, 3}).as_strided({2}, {1});
+      },
+      {"as_strided", "overlap", "not implemented"});
 }
 
 }  // namespace

@@ -426,7 +426,45 @@ OPS = {
     "dot": lambda x, a: torch.dot(x[0], x[1]),
     "outer": lambda x, a: torch.outer(x[0], x[1]),
     "addmm": lambda x, a: torch.addmm(x[0], x[1], x[2], beta=a.get("beta", 1), alpha=a.get("alpha", 1)),
+    # views and reductions the autograd family differentiates
+    "index": lambda x, a: x[0][tuple(x[1:])],
+    "unfold": lambda x, a: x[0].unfold(a["dim"], a["size"], a["step"]),
+    "diagonal": lambda x, a: torch.diagonal(x[0], a["offset"], a["dim1"], a["dim2"]),
+    "as_strided": lambda x, a: torch.as_strided(x[0], a["size"], a["stride"], a["offset"]),
+    "view_as_complex": lambda x, a: torch.view_as_complex(x[0]),
+    # var + 2 mean: one output that differentiates through both results of var_mean
+    "var_mean_lin": lambda x, a: (lambda v, m: v + 2 * m)(
+        *torch.var_mean(x[0], a.get("dim"), correction=a.get("correction", 1), keepdim=_kd(a))),
+    # in-place ops on views of a tensor with history (CopySlices); see oracle_suites.autograd
+    "setitem_mul": lambda x, a: _on_clone(x[0], lambda t: t[a["row"]].mul_(x[1])),
+    "chain_add": lambda x, a: _on_clone(x[0], lambda t: t.narrow(0, 1, 2).select(1, 0).add_(x[1])),
+    "siblings_mul": lambda x, a: _siblings_mul(x),
+    "copy_into_zeros": lambda x, a: _copy_into_zeros(x),
+    "transposed_twice": lambda x, a: _on_clone(
+        x[0], lambda t: (t.t()[1].add_(x[1]), t.t().select(1, 2).mul_(x[1].sum()))),
 }
+
+
+def _on_clone(x, write):
+    """x * 1 (a tensor with history) written in place through a view by `write`."""
+    t = x * 1
+    write(t)
+    return t
+
+
+def _siblings_mul(x):
+    """Two overlapping views of one base; the second is written, the first is read after."""
+    t = x[0] * 1
+    first, second = t[0:3], t[1:4]
+    second.mul_(x[1])
+    return first * 1
+
+
+def _copy_into_zeros(x):
+    """A zero tensor without history takes it from what is copied into a view of it."""
+    z = torch.zeros(x[0].shape[0] + 2, x[0].shape[1], dtype=x[0].dtype)
+    z.narrow(0, 1, x[0].shape[0]).copy_(x[0].exp())
+    return z
 
 
 def _dt(a):
@@ -448,10 +486,17 @@ GRAD_OPS = {
         "erf", "reciprocal", "abs", "neg", "square", "relu", "gelu", "silu", "clamp", "sum",
         "mean", "amax", "amin", "max_dim", "var", "std", "norm", "logsumexp", "softmax",
         "log_softmax", "index_select", "gather", "embedding", "topk", "sort", "tril", "triu",
-        "masked_fill", "mul_scalar", "pow_scalar"]},
+        "masked_fill", "mul_scalar", "pow_scalar", "prod", "cumsum", "cumprod", "median_all",
+        "median_dim", "var_mean_lin", "masked_select", "scatter_value", "index", "softplus",
+        "remainder_scalar", "unfold", "diagonal", "as_strided", "view_as_real", "view_as_complex",
+        "copy_into_zeros"]},
     **{op: [0, 1] for op in ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "mm", "bmm",
-                             "matmul", "dot", "outer"]},
-    "where": [1, 2], "addmm": [0, 1, 2], "cat": None, "stack": None,  # None: every input
+                             "matmul", "dot", "outer", "lerp", "atan2", "remainder", "fmod",
+                             "index_put", "setitem_mul", "chain_add", "siblings_mul",
+                             "transposed_twice"]},
+    **{op: [0, 2] for op in ["scatter", "scatter_add", "index_add"]},
+    "where": [1, 2], "addmm": [0, 1, 2], "lerp_tensor": [0, 1, 2], "addcmul": [0, 1, 2],
+    "addcdiv": [0, 1, 2], "cat": None, "stack": None,  # None: every input
 }
 
 

@@ -549,14 +549,15 @@ def autograd(c):
     """Gradients of the differentiable ops (PyTorch's autograd on the same float64 inputs),
     strided inputs included: a case is grad_<op> with the op's inputs plus the output's
     gradient, which gets the output's shape."""
-    from make_cases import OPS
+    from make_cases import NAMES, OPS
     g = c.gen
 
     def add(op, inputs, args=None, tag=""):
         args = dict(args or {})
         out = OPS[op]([i.view.contiguous() for i in inputs], args)
         out = out[0] if isinstance(out, (tuple, list)) else out
-        c.add("autograd", "grad_" + op, inputs + [make(g, "float64", list(out.shape))], args, tag)
+        seed = make(g, NAMES[out.dtype], list(out.shape))  # the output's dtype (complex too)
+        c.add("autograd", "grad_" + op, inputs + [seed], args, tag)
 
     f = "float64"
     for op in ["exp", "expm1", "sin", "cos", "tanh", "sigmoid", "erf", "abs", "neg", "square",
@@ -608,6 +609,94 @@ def autograd(c):
     add("outer", [make(g, f, [3]), make(g, f, [4])])
     add("addmm", [make(g, f, [5]), make(g, f, [3, 7]), make(g, f, [7, 5])],
         {"beta": 0.5, "alpha": 2.0})
+    autograd_more(c, add)
+
+
+def autograd_more(c, add):
+    """Products with zeros, scans, medians, norms of every p, scatter/index ops, ternary and
+    piecewise pointwise ops, strided views, and in-place writes through views (CopySlices)."""
+    g, f = c.gen, "float64"
+    # One zero in a row, two in another, none in the third; columns with one zero each.
+    zeros = fixed(torch.tensor([[0.5, 0.0, 1.5, -2.0], [0.0, 0.7, 0.0, 1.1],
+                                [0.9, -1.3, 0.8, 1.2]], dtype=torch.float64))
+    single = fixed(torch.tensor([[0.5, 1.0, 0.0, -2.0, 1.5]], dtype=torch.float64))
+    for name, x in [("zeros", zeros), ("one-zero", single), ("plain", None)]:
+        x = x or make(g, f, [3, 4], "transposed")
+        add("prod", [x], {}, tag=name)
+        add("prod", [x], {"dim": 1}, tag=name)
+        add("prod", [x], {"dim": 0, "keepdim": True}, tag=name)
+        add("cumprod", [x], {"dim": 1}, tag=name)
+        add("cumprod", [x], {"dim": 0}, tag=name)
+    add("cumsum", [make(g, f, [3, 5], "transposed")], {"dim": 1}, tag="transposed")
+    add("cumsum", [make(g, f, [3, 5])], {"dim": 0})
+    dist = make(g, f, [3, 5], "contig", "distinct")
+    ties = fixed(torch.tensor([[1.0, 2.0, 2.0, 3.0, 2.0], [4.0, 4.0, 1.0, 0.0, 4.0]],
+                              dtype=torch.float64))
+    for name, x in [("distinct", dist), ("ties", ties)]:
+        add("median_all", [x], tag=name)
+        add("median_dim", [x], {"dim": 1}, tag=name)
+        add("median_dim", [x], {"dim": 0, "keepdim": True}, tag=name)
+    add("var_mean_lin", [make(g, f, [3, 4, 5])], {"dim": [1], "correction": 1})
+    add("var_mean_lin", [make(g, f, [3, 4, 5], "transposed")],
+        {"dim": [0, 2], "correction": 0, "keepdim": True}, tag="transposed")
+    for p in [1, 3, 1.5, 0.5, "inf", "-inf", 0]:
+        add("norm", [make(g, f, [3, 4, 5], "contig", "nonzero")], {"p": p})
+        add("norm", [make(g, f, [3, 4, 5], "contig", "nonzero")], {"p": p, "dim": [1]})
+        add("norm", [make(g, f, [3, 4, 5], "transposed", "nonzero")],
+            {"p": p, "dim": [0, 2], "keepdim": True}, tag="transposed")
+    # Ties in |x| for the inf-norms: the gradient is shared.
+    add("norm", [fixed(torch.tensor([[-3.0, 1.0, 3.0], [2.0, -2.0, 0.5]], dtype=torch.float64))],
+        {"p": "inf", "dim": [1]}, tag="ties")
+    add("norm", [fixed(torch.tensor([-3.0, 1.0, 3.0, -1.0], dtype=torch.float64))], {"p": "-inf"},
+        tag="ties")
+    add("masked_select", [make(g, f, [3, 4], "transposed"), fixed(torch.rand(4) > 0.5)],
+        tag="broadcast")
+    idx = fixed(torch.tensor([[3, 0, 4], [1, 1, 2], [0, 0, 3]]))
+    add("scatter", [make(g, f, [4, 5]), idx, make(g, f, [3, 3])], {"dim": 1})
+    add("scatter_value", [make(g, f, [4, 5]), idx], {"dim": 1, "value": 2.5})
+    add("scatter_add", [make(g, f, [4, 5], "transposed"), idx, make(g, f, [3, 3])], {"dim": 1},
+        tag="transposed")
+    rows = fixed(torch.tensor([2, 0, 2]))
+    add("index_add", [make(g, f, [4, 5]), rows, make(g, f, [3, 5])], {"dim": 0, "alpha": -2.0})
+    add("index_add", [make(g, f, [4, 5]), fixed(torch.tensor([4, 1])), make(g, f, [4, 2])],
+        {"dim": 1})
+    at = [fixed(torch.tensor([3, 1, 3])), fixed(torch.tensor([0, 4, 0]))]
+    add("index", [make(g, f, [4, 5])] + at)
+    add("index", [make(g, f, [4, 5], "transposed"), fixed(torch.tensor([1, 1, 0]))],
+        tag="transposed")
+    for acc in [False, True]:
+        add("index_put", [make(g, f, [4, 5]), make(g, f, [3])] + at,
+            {"nidx": 2, "accumulate": acc})
+    add("lerp", [make(g, f, [3, 4]), make(g, f, [4])], {"weight": 0.3}, tag="broadcast")
+    add("lerp_tensor", [make(g, f, [3, 4]), make(g, f, [4]), make(g, f, [3, 1])],
+        tag="broadcast")
+    pos = make(g, f, [3, 4], "contig", "positive")
+    add("addcmul", [make(g, f, [4]), make(g, f, [3, 4]), make(g, f, [3, 1])], {"value": -1.5},
+        tag="broadcast")
+    add("addcdiv", [make(g, f, [3, 4]), make(g, f, [4]), pos], {"value": 0.5}, tag="broadcast")
+    for args in [{}, {"beta": 2, "threshold": 3}]:
+        add("softplus", [make(g, f, [4, 6])], args)
+    add("atan2", [make(g, f, [3, 4]), make(g, f, [4], "expanded")], tag="expanded")
+    add("remainder", [make(g, f, [3, 4]), make(g, f, [3, 4], "contig", "positive")])
+    add("remainder_scalar", [make(g, f, [3, 4])], {"other": 0.7})
+    add("fmod", [make(g, f, [3, 4], "transposed"), make(g, f, [3, 4], "contig", "positive")],
+        tag="transposed")
+    add("unfold", [make(g, f, [4, 7])], {"dim": 1, "size": 3, "step": 2})
+    add("unfold", [make(g, f, [5, 3], "transposed")], {"dim": 0, "size": 2, "step": 1},
+        tag="transposed")
+    add("diagonal", [make(g, f, [4, 6])], {"offset": 1, "dim1": 0, "dim2": 1})
+    add("diagonal", [make(g, f, [2, 3, 4])], {"offset": -1, "dim1": 2, "dim2": 1})
+    add("as_strided", [make(g, f, [4, 6])], {"size": [3, 2], "stride": [6, 2], "offset": 1})
+    add("as_strided", [make(g, f, [4, 6])], {"size": [3, 4], "stride": [1, 2], "offset": 2},
+        tag="overlapping-output")
+    add("view_as_real", [make(g, "complex128", [3, 4])])
+    add("view_as_complex", [make(g, f, [3, 2])])
+    # In-place writes through views of a tensor with history (CopySlices).
+    add("setitem_mul", [make(g, f, [3, 4]), make(g, f, [4])], {"row": 1})
+    add("chain_add", [make(g, f, [4, 4], "transposed"), make(g, f, [2])], tag="transposed")
+    add("siblings_mul", [make(g, f, [5, 3]), make(g, f, [3])])
+    add("copy_into_zeros", [make(g, f, [2, 3])])
+    add("transposed_twice", [make(g, f, [4, 3]), make(g, f, [4])])
 
 
 def add_all(c):

@@ -334,24 +334,139 @@ const std::unordered_map<std::string, OpFn>& ops() {
        [](auto& x, auto& a) -> Outputs {
          return {addmm(x[0], x[1], x[2], sarg(a, "beta"), sarg(a, "alpha"))};
        }},
+      // views and reductions the autograd family differentiates
+      {"index",
+       [](auto& x, auto&) -> Outputs {
+         return {index(x[0], std::vector<std::optional<Tensor>>(x.begin() + 1, x.end()))};
+       }},
+      {"unfold",
+       [](auto& x, auto& a) -> Outputs {
+         return {x[0].unfold(iarg(a, "dim"), iarg(a, "size"), iarg(a, "step"))};
+       }},
+      {"diagonal",
+       [](auto& x, auto& a) -> Outputs {
+         return {x[0].diagonal(iarg(a, "offset"), iarg(a, "dim1"), iarg(a, "dim2"))};
+       }},
+      {"as_strided",
+       [](auto& x, auto& a) -> Outputs {
+         return {x[0].as_strided(dims(a, "size"), dims(a, "stride"), iarg(a, "offset"))};
+       }},
+      {"view_as_complex", [](auto& x, auto&) -> Outputs { return {view_as_complex(x[0])}; }},
+      {"var_mean_lin",
+       [](auto& x, auto& a) -> Outputs {
+         auto [v, m] = var_mean(x[0], dims(a),
+                                a.contains("correction") ? parse_double(a["correction"]) : 1.0,
+                                barg(a, "keepdim"));
+         return {v.add(m.mul(2))};
+       }},
+      // in-place ops on views of a tensor with history (make_cases.py's helpers)
+      {"setitem_mul",
+       [](auto& x, auto& a) -> Outputs {
+         Tensor t = x[0].mul(1);
+         t[iarg(a, "row")].mul_(x[1]);
+         return {t};
+       }},
+      {"chain_add",
+       [](auto& x, auto&) -> Outputs {
+         Tensor t = x[0].mul(1);
+         t.narrow(0, 1, 2).select(1, 0).add_(x[1]);
+         return {t};
+       }},
+      {"siblings_mul",
+       [](auto& x, auto&) -> Outputs {
+         Tensor t = x[0].mul(1);
+         const Tensor first = t.slice(0, 0, 3), second = t.slice(0, 1, 4);
+         second.mul_(x[1]);
+         return {first.mul(1)};
+       }},
+      {"copy_into_zeros",
+       [](auto& x, auto&) -> Outputs {
+         Tensor z = zeros({x[0].size(0) + 2, x[0].size(1)}, x[0].dtype());
+         z.narrow(0, 1, x[0].size(0)).copy_(x[0].exp());
+         return {z};
+       }},
+      {"transposed_twice",
+       [](auto& x, auto&) -> Outputs {
+         Tensor t = x[0].mul(1);
+         t.t()[1].add_(x[1]);
+         t.t().select(1, 2).mul_(x[1].sum());
+         return {t};
+       }},
   };
   // "grad_<op>": the gradients of <op>'s first output (seeded with the last input) with
   // respect to the listed inputs (all when empty), as make_cases.py's GRAD_OPS.
   static const bool grads_added = [] {
     const std::vector<std::pair<std::vector<std::string>, std::vector<size_t>>> groups = {
-        {{"exp",         "expm1",        "log",         "log1p",      "log2",      "sqrt",
-          "rsqrt",       "sin",          "cos",         "tanh",       "sigmoid",   "erf",
-          "reciprocal",  "abs",          "neg",         "square",     "relu",      "gelu",
-          "silu",        "clamp",        "sum",         "mean",       "amax",      "amin",
-          "max_dim",     "var",          "std",         "norm",       "logsumexp", "softmax",
-          "log_softmax", "index_select", "gather",      "embedding",  "topk",      "sort",
-          "tril",        "triu",         "masked_fill", "mul_scalar", "pow_scalar"},
+        {{"exp",
+          "expm1",
+          "log",
+          "log1p",
+          "log2",
+          "sqrt",
+          "rsqrt",
+          "sin",
+          "cos",
+          "tanh",
+          "sigmoid",
+          "erf",
+          "reciprocal",
+          "abs",
+          "neg",
+          "square",
+          "relu",
+          "gelu",
+          "silu",
+          "clamp",
+          "sum",
+          "mean",
+          "amax",
+          "amin",
+          "max_dim",
+          "var",
+          "std",
+          "norm",
+          "logsumexp",
+          "softmax",
+          "log_softmax",
+          "index_select",
+          "gather",
+          "embedding",
+          "topk",
+          "sort",
+          "tril",
+          "triu",
+          "masked_fill",
+          "mul_scalar",
+          "pow_scalar",
+          "prod",
+          "cumsum",
+          "cumprod",
+          "median_all",
+          "median_dim",
+          "var_mean_lin",
+          "masked_select",
+          "scatter_value",
+          "index",
+          "softplus",
+          "remainder_scalar",
+          "unfold",
+          "diagonal",
+          "as_strided",
+          "view_as_real",
+          "view_as_complex",
+          "copy_into_zeros"},
          {0}},
-        {{"add", "sub", "mul", "div", "pow", "maximum", "minimum", "mm", "bmm", "matmul", "dot",
-          "outer"},
+        {{"add",       "sub",          "mul",
+          "div",       "pow",          "maximum",
+          "minimum",   "mm",           "bmm",
+          "matmul",    "dot",          "outer",
+          "lerp",      "atan2",        "remainder",
+          "fmod",      "index_put",    "setitem_mul",
+          "chain_add", "siblings_mul", "transposed_twice"},
          {0, 1}},
+        {{"scatter", "scatter_add", "index_add"}, {0, 2}},
         {{"where"}, {1, 2}},
-        {{"addmm"}, {0, 1, 2}},
+        {{"addmm", "lerp_tensor", "addcmul", "addcdiv"}, {0, 1, 2}},
         {{"cat", "stack"}, {}},
     };
     for (const auto& [names, diff] : groups) {

@@ -61,7 +61,8 @@ class Node : public std::enable_shared_from_this<Node> {
   std::vector<std::pair<uint32_t, Hook>>& pre_hooks() { return pre_hooks_; }
 
   // Graph construction (set_history does both).
-  void add_input(const Tensor& input);  // next edge to input's history, or none
+  void add_input(const Tensor& input);                     // next edge to input's history, or none
+  void add_next_edge(Edge edge, TensorGeometry geometry);  // an edge taken from another node
   uint32_t add_output(const Tensor& output);
 
  private:
@@ -131,7 +132,8 @@ Edge gradient_edge(const Tensor& t);
 // change what the user sees as grad mode.
 class BelowAutogradGuard {
  public:
-  BelowAutogradGuard();
+  // below = false re-enables recording for a scope inside one (autograd's own replays).
+  explicit BelowAutogradGuard(bool below = true);
   ~BelowAutogradGuard();
   BelowAutogradGuard(const BelowAutogradGuard&) = delete;
   BelowAutogradGuard& operator=(const BelowAutogradGuard&) = delete;

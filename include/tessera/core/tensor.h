@@ -50,6 +50,15 @@ struct TensorImpl {
   std::shared_ptr<VersionCounter> version;
   bool is_view = false;  // shares another tensor's storage (made by a view op)
   std::shared_ptr<autograd::AutogradMeta> autograd;  // null until autograd needs it
+  // A view's base: the tensor (itself never a view) whose storage it views, so that an
+  // in-place op on the view can rewrite the base's autograd history (PyTorch's CopySlices).
+  // Null for non-views and for detach()ed aliases.
+  std::shared_ptr<TensorImpl> view_base;
+  // The version at which the view's history was last derived from its base's (autograd
+  // re-derives it when an in-place write moved the shared version counter since).
+  uint64_t view_version = 0;
+  bool view_made_in_no_grad = false;  // made while grad mode was off (PyTorch forbids
+                                      // recording in-place ops on such views)
 };
 
 class Tensor {
@@ -315,6 +324,8 @@ class Tensor {
     TS_CHECK(impl_ != nullptr, RuntimeError, "use of an undefined Tensor (default-constructed)");
     return *impl_;
   }
+  friend Tensor make_view(const Tensor& base, DimVector sizes, DimVector strides,
+                          int64_t storage_offset, ScalarType dtype);
   std::shared_ptr<TensorImpl> impl_;
 };
 
