@@ -1,7 +1,8 @@
 // `tessera bench attention`: causal prefill attention (scaled_dot_product_attention, which
 // picks the fused kernel) against PyTorch 1.13's math attention (bench/torch_attention.py),
 // B=1, H=12, D=64, S = 512..4096, float32 and bfloat16. GFLOP/s count only the causal half
-// (2 * 2 * S^2 * D * H / 2); "% peak" is against the same run's FMA peak. Decode rows (one
+// (2 * 2 * S^2 * D * H / 2); "% peak" is against the same run's FMA peak and "% gemm" against
+// the same run's Tessera sgemm at 2048^3. Decode rows (one
 // query token against S cached keys, float32) report the bandwidth of reading K and V,
 // against the same run's streaming-read bandwidth.
 #include <cstdio>
@@ -46,6 +47,14 @@ int run_bench_attention(const BenchOptions& options) {
   const int saved = get_num_threads();
   for (int t : threads) {
     set_num_threads(t);
+    // The goal's yardstick: Tessera's own float32 GEMM (2048^3) in the same run.
+    {
+      const Tensor a = randn({2048, 2048}), b = randn({2048, 2048});
+      BenchRow row{"attention", "gemm/float32/2048x2048x2048", "tessera", t};
+      row.stats = measure([&] { (void)a.mm(b); }, budget);
+      row.gflops = 2.0 * 2048 * 2048 * 2048 / row.stats->median_s / 1e9;
+      rows.push_back(row);
+    }
     for (const Case& c : cases) {
       manual_seed(0);
       const ScalarType dt = c.dtype == "float32" ? kFloat32 : kBFloat16;
@@ -82,18 +91,23 @@ int run_bench_attention(const BenchOptions& options) {
     const BenchRow* peak = find_row(rows, "peak", "fma/float32/avx512", t);
     if (!peak) peak = find_row(rows, "peak", "fma/float32/avx2", t);
     const double pk = peak && peak->gflops ? *peak->gflops : 0;
-    std::printf("\nattention, causal prefill, %d thread%s (FMA peak %.1f GFLOP/s; causal flops)\n",
-                t, t == 1 ? "" : "s", pk);
-    std::printf("%-34s %10s %9s %7s %10s %9s\n", "case", "ms", "GFLOP/s", "% peak", "torch ms",
-                "x torch");
+    const BenchRow* mm = find_row(rows, "tessera", "gemm/float32/2048x2048x2048", t, true);
+    const double gemm = mm ? *mm->gflops : 0;
+    std::printf(
+        "\nattention, causal prefill, %d thread%s (FMA peak %.1f GFLOP/s, Tessera sgemm 2048 %.1f "
+        "GFLOP/s; causal flops)\n",
+        t, t == 1 ? "" : "s", pk, gemm);
+    std::printf("%-34s %10s %9s %7s %7s %10s %9s\n", "case", "ms", "GFLOP/s", "% peak", "% gemm",
+                "torch ms", "x torch");
     for (const Case& c : cases) {
       if (c.decode) continue;
       const BenchRow* ts = find_row(rows, "tessera", c.name(), t, true);
       const BenchRow* th = find_row(rows, "torch", c.name(), t, true);
       if (!ts) continue;
       std::printf(
-          "%-34s %10.2f %9.1f %6.1f%% %10s %9s\n", c.name().c_str(), ts->stats->median_s * 1e3,
-          *ts->gflops, pk > 0 ? 100 * *ts->gflops / pk : 0.0,
+          "%-34s %10.2f %9.1f %6.1f%% %6.1f%% %10s %9s\n", c.name().c_str(),
+          ts->stats->median_s * 1e3, *ts->gflops, pk > 0 ? 100 * *ts->gflops / pk : 0.0,
+          gemm > 0 ? 100 * *ts->gflops / gemm : 0.0,
           th ? fmt::format("{:.2f}", th->stats->median_s * 1e3).c_str() : "skipped",
           th ? fmt::format("{:.2f}x", th->stats->median_s / ts->stats->median_s).c_str() : "-");
     }
