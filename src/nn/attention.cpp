@@ -10,6 +10,8 @@
 
 #include "autograd/record.h"
 #include "ops/attention.h"
+#include "tessera/autograd/grad_mode.h"
+#include "tessera/core/parallel.h"
 #include "tessera/nn/functional.h"
 #include "tessera/ops/blas.h"
 #include "tessera/ops/factory.h"
@@ -96,15 +98,19 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
                    const autograd::tensor_list& g, const autograd::Node& n) {
                  const Tensor o = internal.defined() ? internal : so.unpack(n);
                  const Tensor go = g[0].to(o.dtype()).contiguous();
-                 const int64_t b = qc.size(0), h = qc.size(1), l = qc.size(2), s = kc.size(2);
+                 const int64_t b = qc.size(0), l = qc.size(2), s = kc.size(2);
                  Tensor dq = zeros_like(qc), dk = zeros_like(kc), dv = zeros_like(vc);
                  // D_i = sum_j dO_ij O_ij: the softmax backward's row term.
                  const Tensor d = go.mul(o).sum({3});
-                 for (int64_t bi = 0; bi < b; ++bi) {
-                   for (int64_t hi = 0; hi < h; ++hi) {
-                     const int64_t kh = hi / group;
-                     const Tensor qh = qc[bi][hi], kk = kc[bi][kh], vv = vc[bi][kh];
-                     const Tensor dqh = dq[bi][hi], dkh = dk[bi][kh], dvh = dv[bi][kh];
+                 // One task per (batch, key/value head): it owns that head's dK and dV and its
+                 // query heads' dQ, so tasks never write the same memory.
+                 const int64_t hk = kc.size(1);
+                 auto kv_head_task = [&](int64_t task) {
+                   const int64_t bi = task / hk, kh = task % hk;
+                   const Tensor kk = kc[bi][kh], vv = vc[bi][kh];
+                   const Tensor dkh = dk[bi][kh], dvh = dv[bi][kh];
+                   for (int64_t hi = kh * group; hi < (kh + 1) * group; ++hi) {
+                     const Tensor qh = qc[bi][hi], dqh = dq[bi][hi];
                      for (int64_t q0 = 0; q0 < l; q0 += kBlock) {
                        const int64_t nq = std::min(kBlock, l - q0);
                        const int64_t kv_end = kv_end_of(q0, nq, s, causal);
@@ -121,6 +127,17 @@ Tensor flash_attention(const Tensor& q, const Tensor& k, const Tensor& v, bool c
                        dkh.narrow(0, 0, kv_end).add_(ds.t().mm(qb));
                      }
                    }
+                 };
+                 // Tasks in parallel when there are enough of them (each runs its ops serially,
+                 // without recording); otherwise, or when the backward itself is recorded
+                 // (create_graph), one after another with each op parallel inside.
+                 if (autograd::GradMode::is_enabled() || b * hk < 2 * get_num_threads()) {
+                   for (int64_t task = 0; task < b * hk; ++task) kv_head_task(task);
+                 } else {
+                   parallel_tasks(b * hk, [&](int64_t task) {
+                     autograd::NoGradGuard no_grad;  // grad mode is per thread
+                     kv_head_task(task);
+                   });
                  }
                  return autograd::tensor_list{dq.to(dtypes[0]), dk.to(dtypes[1]), dv.to(dtypes[2])};
                });
