@@ -25,8 +25,8 @@ build: deps $(BUILD_DIR)/build.ninja
 demo: build
 	./$(BUILD_DIR)/tessera train --out runs/demo
 
-# Everything CI checks: formatting, the Release test suite, and core+ops+gemm+autograd+nn
-# under ASan+UBSan.
+# Everything CI checks: formatting, the Release test suite, and core+ops+gemm+autograd+nn+
+# distributed under ASan+UBSan.
 test: deps format-check test-release test-asan
 
 test-release: build
@@ -38,8 +38,8 @@ $(ASAN_DIR)/build.ninja:
 
 test-asan: deps $(ASAN_DIR)/build.ninja
 	cmake --build $(ASAN_DIR) -j $(JOBS) --target tessera_tests_core tessera_tests_ops tessera_tests_gemm \
-	  tessera_tests_autograd tessera_tests_nn
-	cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS) -L 'core|ops|gemm|autograd|nn' --timeout 1800
+	  tessera_tests_autograd tessera_tests_nn tessera_tests_distributed
+	cd $(ASAN_DIR) && ctest --output-on-failure -j $(JOBS) -L 'core|ops|gemm|autograd|nn|distributed' --timeout 1800
 
 format:
 	@git ls-files '*.h' '*.cpp' | xargs clang-format -i

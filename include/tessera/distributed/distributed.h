@@ -1,0 +1,112 @@
+// torch.distributed for Tessera: init_process_group, groups, and the collective free
+// functions. Ranks given to these functions (src, dst, the ranks of new_group) are global
+// ranks, as in PyTorch; a null `group` means the default group (WORLD).
+//
+// With async_op = false a function waits for its op (throwing its error) and returns the
+// completed Work; with async_op = true it returns the Work at once.
+//
+// State: init_process_group sets up the process's default World. A WorldScope gives the
+// calling thread a World of its own instead, so tests (and tools) can run several ranks as
+// threads of one process, as PyTorch's threaded tests do.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/distributed/backend.h"
+#include "tessera/distributed/errors.h"
+#include "tessera/distributed/process_group.h"
+#include "tessera/distributed/shm.h"
+#include "tessera/distributed/store.h"
+#include "tessera/distributed/types.h"
+#include "tessera/distributed/work.h"
+
+namespace tessera::distributed {
+
+// PyTorch's default_pg_timeout.
+inline constexpr Milliseconds kDefaultPgTimeout{30 * 60 * 1000};
+
+// ---- backends ------------------------------------------------------------------------------
+// Makes a member's backend. `store` is the group's own namespace.
+using BackendFactory = std::function<BackendPtr(const StorePtr& store, int rank, int size,
+                                                Milliseconds timeout, const std::string& group)>;
+// Registers (or replaces) a backend under `name`. "shm" is built in.
+void register_backend(const std::string& name, BackendFactory factory);
+bool is_backend_available(const std::string& name);
+
+// ---- initialisation ------------------------------------------------------------------------
+// Every rank calls it once with the same backend and world size, and its own rank.
+void init_process_group(const std::string& backend, StorePtr store, int rank, int world_size,
+                        Milliseconds timeout = kDefaultPgTimeout);
+// init_method: "env://" (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE; or OMPI_COMM_WORLD_RANK/
+// SIZE or SLURM_PROCID/NTASKS for rank and size), "tcp://HOST:PORT", or "file:///PATH".
+// rank and world_size of -1 come from the environment. With tcp:// and env://, rank 0 runs
+// the TCPStore server unless TESSERA_STORE_EXTERNAL=1 (the launcher runs it).
+void init_process_group(const std::string& backend, const std::string& init_method = "env://",
+                        int rank = -1, int world_size = -1,
+                        Milliseconds timeout = kDefaultPgTimeout);
+bool is_initialized();
+// Shuts down `group`'s backend (waiting for its queued ops, each bounded by its timeout);
+// with no group, every group and the default one, after which is_initialized() is false.
+void destroy_process_group(const ProcessGroupPtr& group = nullptr);
+
+ProcessGroupPtr group_world();  // the default group; throws when not initialised
+int get_rank(const ProcessGroupPtr& group = nullptr);
+int get_world_size(const ProcessGroupPtr& group = nullptr);
+std::string get_backend(const ProcessGroupPtr& group = nullptr);
+// A group of the given global ranks (all ranks when empty), ordered by rank. Every rank of
+// the default group must call it, in the same order, members or not (non-members get a group
+// whose is_member() is false).
+ProcessGroupPtr new_group(std::vector<int> ranks = {},
+                          std::optional<Milliseconds> timeout = std::nullopt,
+                          const std::string& backend = "");
+int get_group_rank(const ProcessGroupPtr& group, int global_rank);
+int get_global_rank(const ProcessGroupPtr& group, int group_rank);
+
+// A World of this thread's own while the scope lives (see above). Not nestable.
+class WorldScope {
+ public:
+  WorldScope();
+  ~WorldScope();
+  WorldScope(const WorldScope&) = delete;
+  WorldScope& operator=(const WorldScope&) = delete;
+};
+
+// ---- collectives ---------------------------------------------------------------------------
+using GroupRef = const ProcessGroupPtr&;
+WorkPtr all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::SUM, GroupRef group = nullptr,
+                   bool async_op = false);
+WorkPtr broadcast(const Tensor& tensor, int src, GroupRef group = nullptr, bool async_op = false);
+WorkPtr reduce(const Tensor& tensor, int dst, ReduceOp op = ReduceOp::SUM, GroupRef group = nullptr,
+               bool async_op = false);
+WorkPtr all_gather(const std::vector<Tensor>& tensor_list, const Tensor& tensor,
+                   GroupRef group = nullptr, bool async_op = false);
+WorkPtr all_gather_into_tensor(const Tensor& output_tensor, const Tensor& input_tensor,
+                               GroupRef group = nullptr, bool async_op = false);
+// gather_list: one tensor per rank on dst, empty elsewhere.
+WorkPtr gather(const Tensor& tensor, const std::vector<Tensor>& gather_list = {}, int dst = 0,
+               GroupRef group = nullptr, bool async_op = false);
+// scatter_list: one tensor per rank on src, empty elsewhere.
+WorkPtr scatter(const Tensor& tensor, const std::vector<Tensor>& scatter_list = {}, int src = 0,
+                GroupRef group = nullptr, bool async_op = false);
+WorkPtr reduce_scatter(const Tensor& output, const std::vector<Tensor>& input_list,
+                       ReduceOp op = ReduceOp::SUM, GroupRef group = nullptr,
+                       bool async_op = false);
+WorkPtr reduce_scatter_tensor(const Tensor& output, const Tensor& input,
+                              ReduceOp op = ReduceOp::SUM, GroupRef group = nullptr,
+                              bool async_op = false);
+WorkPtr all_to_all_single(const Tensor& output, const Tensor& input,
+                          const std::vector<int64_t>& output_split_sizes = {},
+                          const std::vector<int64_t>& input_split_sizes = {},
+                          GroupRef group = nullptr, bool async_op = false);
+WorkPtr barrier(GroupRef group = nullptr, bool async_op = false);
+// Point to point. recv needs its source (no wildcard yet).
+void send(const Tensor& tensor, int dst, GroupRef group = nullptr, int64_t tag = 0);
+void recv(const Tensor& tensor, int src, GroupRef group = nullptr, int64_t tag = 0);
+WorkPtr isend(const Tensor& tensor, int dst, GroupRef group = nullptr, int64_t tag = 0);
+WorkPtr irecv(const Tensor& tensor, int src, GroupRef group = nullptr, int64_t tag = 0);
+
+}  // namespace tessera::distributed

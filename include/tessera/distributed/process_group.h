@@ -1,0 +1,77 @@
+// ProcessGroup: a group of ranks and the backend that talks among them (c10d's ProcessGroup).
+// Its ops take ranks within the group; torch.distributed-style free functions
+// (distributed.h) take global ranks and translate. The group's pre/post collective hooks
+// (issue 7) attach here, so they see every op whatever the backend.
+//
+// A rank that is not a member of a group created by new_group() holds a ProcessGroup whose
+// is_member() is false; any op on it throws ValueError naming the group and the rank.
+//
+// Thread-safety: as the backend's (ops may come from any thread; collectives run in the order
+// a rank issues them).
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/distributed/backend.h"
+
+namespace tessera::distributed {
+
+class ProcessGroup {
+ public:
+  // `global_ranks[i]` is the global rank of group rank i. `backend` is null on non-members.
+  ProcessGroup(std::string name, std::vector<int> global_ranks, int my_global_rank,
+               BackendPtr backend, Milliseconds timeout);
+
+  const std::string& name() const { return name_; }
+  bool is_member() const { return backend_ != nullptr; }
+  // This process's rank in the group, and the group's size (the backend's: they may change
+  // when issue 7's reconfigure changes the membership).
+  int rank() const;
+  int size() const;
+  const std::vector<int>& global_ranks() const { return global_ranks_; }
+  // ValueError when the rank is not in the group.
+  int group_rank(int global_rank) const;
+  int global_rank(int group_rank) const;
+  Milliseconds timeout() const { return timeout_; }
+  Backend& backend() const;
+  std::string backend_name() const { return is_member() ? backend_->name() : "none"; }
+
+  WorkPtr allreduce(const Tensor& tensor, const AllreduceOptions& opts = {});
+  WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& opts = {});
+  WorkPtr reduce(const Tensor& tensor, const ReduceOptions& opts = {});
+  WorkPtr allgather(const std::vector<Tensor>& outputs, const Tensor& input,
+                    const AllgatherOptions& opts = {});
+  WorkPtr allgather_into_tensor(const Tensor& output, const Tensor& input,
+                                const AllgatherOptions& opts = {});
+  WorkPtr gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                 const GatherOptions& opts = {});
+  WorkPtr scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                  const ScatterOptions& opts = {});
+  WorkPtr reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                         const ReduceScatterOptions& opts = {});
+  WorkPtr reduce_scatter_tensor(const Tensor& output, const Tensor& input,
+                                const ReduceScatterOptions& opts = {});
+  WorkPtr alltoall_base(const Tensor& output, const Tensor& input,
+                        const std::vector<int64_t>& output_splits,
+                        const std::vector<int64_t>& input_splits, const AllToAllOptions& opts = {});
+  WorkPtr barrier(const BarrierOptions& opts = {});
+  WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& opts = {});
+  WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& opts = {});
+
+  // See Backend::abort / shutdown. No-ops on non-members.
+  void abort(const std::string& reason);
+  void shutdown();
+
+ private:
+  std::string name_;
+  std::vector<int> global_ranks_;
+  int my_global_rank_;
+  BackendPtr backend_;
+  Milliseconds timeout_;
+};
+
+using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;
+
+}  // namespace tessera::distributed

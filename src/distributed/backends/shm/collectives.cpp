@@ -1,0 +1,431 @@
+// The shm collectives: a lockstep protocol over per-rank buffers in shared memory.
+//
+// Steps. Every rank owns a monotonic step counter (RankControl.flag). A rank publishes a step
+// after it has written what the step promises, and waits for "every rank (or rank r) has
+// published at least step s" before it reads what the others promised. All ranks run the
+// same schedule for the same collective, so step numbers agree without being exchanged.
+//
+// Halves. Every rank owns a buffer split into two halves; a collective moves its data in
+// pieces, each piece through one half, alternating. The pattern of one piece is
+//     acquire a half -> write into my half -> publish A -> wait -> read peers' halves ->
+//     publish C -> the half is released at step C
+// (large all-reduces and reduces add a step B in the middle, see below). A rank writes into a
+// half again only after every rank has published the step that released it, i.e. after every
+// reader is done. With two halves, a rank fills piece i+1 while its peers still read piece
+// i: copying in, reducing and copying out of consecutive pieces overlap across ranks.
+//
+// Agreement. The first piece of every collective also writes a descriptor (op kind, dtype,
+// element count, reduce op, root) into the half's header; after step A every rank compares
+// all descriptors. On any difference every rank sees the same descriptors, publishes C and
+// throws the same MismatchError, so the communicator stays usable and nobody reduces garbage.
+//
+// Algorithms (n ranks, M bytes):
+//   all_reduce, M <= kSmallAllreduceBytes: one piece; every rank reduces all n buffers
+//     into its output (in rank order, so every rank gets the same bits).
+//   all_reduce, larger: pieces of half size; within a piece rank r reduces the r-th of n
+//     blocks across all buffers, in place into its own half (nobody else reads that block of
+//     its half), publishes B, then copies every other rank's reduced block (reduce-scatter +
+//     all-gather): the reduction work is split evenly, and every element is still folded in
+//     rank order.
+//   reduce: as the large all-reduce, but only the root copies the reduced blocks.
+//   broadcast: the root writes each piece; the others copy it.
+//   all_gather / gather: every rank writes its piece; every rank (the root) copies all.
+//   scatter: the root writes n sub-pieces (one per rank) per piece; rank r copies its own.
+//   reduce_scatter: every rank writes n sub-pieces (one per destination); rank r reduces
+//     sub-piece r across all buffers into its output.
+//   all_to_all: a first piece exchanges the split sizes and checks that rank j expects from
+//     rank r what rank r sends to j; then rounds move up to half/n bytes per pair each.
+//   barrier: the descriptor piece alone.
+#include <fmt/chrono.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "distributed/backends/shm/communicator.h"
+#include "distributed/backends/shm/reduce.h"
+
+namespace tessera::distributed::shm {
+
+namespace {
+
+constexpr uint64_t kSmallAllreduceBytes = 32 << 10;
+
+bool reached(uint32_t flag, uint32_t step) {
+  return static_cast<int32_t>(flag - step) >= 0;
+}
+
+int64_t ceil_div(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
+
+std::string describe(const SlotHeader& d) {
+  const auto kind = static_cast<OpKind>(d.kind);
+  std::string s = fmt::format("{}({}, {} elements", op_kind_name(kind),
+                              dtype_name(static_cast<ScalarType>(d.dtype)), d.count);
+  if (kind == OpKind::ALLREDUCE || kind == OpKind::REDUCE || kind == OpKind::REDUCE_SCATTER)
+    s += fmt::format(", {}", reduce_op_name(static_cast<ReduceOp>(d.reduce_op)));
+  if (kind == OpKind::BROADCAST || kind == OpKind::REDUCE || kind == OpKind::GATHER ||
+      kind == OpKind::SCATTER)
+    s += fmt::format(", root {}", d.root);
+  return s + ")";
+}
+
+}  // namespace
+
+std::string_view op_kind_name(OpKind kind) {
+  switch (kind) {
+    case OpKind::ALLREDUCE:
+      return "all_reduce";
+    case OpKind::BROADCAST:
+      return "broadcast";
+    case OpKind::REDUCE:
+      return "reduce";
+    case OpKind::ALLGATHER:
+      return "all_gather";
+    case OpKind::GATHER:
+      return "gather";
+    case OpKind::SCATTER:
+      return "scatter";
+    case OpKind::REDUCE_SCATTER:
+      return "reduce_scatter";
+    case OpKind::ALLTOALL:
+      return "all_to_all";
+    case OpKind::BARRIER:
+      return "barrier";
+    case OpKind::SEND:
+      return "send";
+    case OpKind::RECV:
+      return "recv";
+  }
+  return "unknown op";
+}
+
+void Communicator::run_collective(const Op& op) {
+  switch (op.kind) {
+    case OpKind::ALLREDUCE:
+      return allreduce(op);
+    case OpKind::BROADCAST:
+      return broadcast(op);
+    case OpKind::REDUCE:
+      return reduce(op);
+    case OpKind::ALLGATHER:
+    case OpKind::GATHER:
+      return allgather(op);
+    case OpKind::SCATTER:
+      return scatter(op);
+    case OpKind::REDUCE_SCATTER:
+      return reduce_scatter(op);
+    case OpKind::ALLTOALL:
+      return alltoall(op);
+    case OpKind::BARRIER:
+      return barrier(op);
+    default:
+      TS_INTERNAL_ASSERT(false);
+  }
+}
+
+// ---- steps ---------------------------------------------------------------------------------
+
+int Communicator::acquire(const Op& op) {
+  const int h = static_cast<int>(half_counter_++ & 1);
+  wait_all(op, release_[h]);
+  return h;
+}
+
+uint32_t Communicator::publish() {
+  ++published_;
+  segment_->control(rank_).flag.store(published_, std::memory_order_seq_cst);
+  for (int r = 0; r < world_; ++r)
+    if (r != rank_) ring(segment_->control(r));
+  return published_;
+}
+
+void Communicator::between_slices(const Op& op, int ranks, uint32_t step) {
+  const auto late = [&](int r) {
+    return (ranks < 0 || r == ranks) &&
+           !reached(segment_->control(r).flag.load(std::memory_order_acquire), step);
+  };
+  if (Clock::now() >= op.deadline) {
+    std::vector<int> waiting;
+    for (int r = 0; r < world_; ++r)
+      if (late(r)) waiting.push_back(r);
+    TS_THROW(distributed::DistTimeoutError,
+             "shm {} (op #{} of group '{}', rank {} of {}): timed out after {} waiting for "
+             "rank(s) {} to reach step {}",
+             op_kind_name(op.kind), op.seq, group_name_, rank_, world_, op.timeout,
+             fmt::join(waiting, ", "), step);
+  }
+  check_peers(&op, late);
+  if (has_p2p()) {  // keep peers' messages flowing while this rank waits
+    auto done = pump();
+    deferred_done_.insert(deferred_done_.end(), done.begin(), done.end());
+  }
+}
+
+void Communicator::wait_all(const Op& op, uint32_t step) {
+  const auto ready = [&] {
+    for (int r = 0; r < world_; ++r)
+      if (!reached(segment_->control(r).flag.load(std::memory_order_acquire), step)) return false;
+    return true;
+  };
+  wait_for(segment_->control(rank_), ready, [&] { between_slices(op, -1, step); });
+}
+
+void Communicator::wait_rank(const Op& op, int r, uint32_t step) {
+  const auto ready = [&] {
+    return reached(segment_->control(r).flag.load(std::memory_order_acquire), step);
+  };
+  wait_for(segment_->control(rank_), ready, [&] { between_slices(op, r, step); });
+}
+
+void Communicator::write_descriptor(const Op& op, int half) {
+  SlotHeader& d = segment_->slot_header(rank_, half);
+  d.kind = static_cast<uint32_t>(op.kind);
+  d.dtype = static_cast<int32_t>(op.dtype);
+  const bool reducing = op.kind == OpKind::ALLREDUCE || op.kind == OpKind::REDUCE ||
+                        op.kind == OpKind::REDUCE_SCATTER;
+  d.reduce_op = reducing ? static_cast<uint32_t>(op.reduce_op) : 0;
+  const bool rooted = op.kind == OpKind::BROADCAST || op.kind == OpKind::REDUCE ||
+                      op.kind == OpKind::GATHER || op.kind == OpKind::SCATTER;
+  d.root = rooted ? op.root : 0;
+  d.count = op.count;
+  d.op_seq = op.seq;
+}
+
+void Communicator::validate(const Op& op, int half) {
+  const SlotHeader& mine = segment_->slot_header(rank_, half);
+  bool same = true;
+  for (int r = 0; r < world_; ++r) {
+    const SlotHeader& d = segment_->slot_header(r, half);
+    same = same && d.kind == mine.kind && d.dtype == mine.dtype && d.reduce_op == mine.reduce_op &&
+           d.root == mine.root && d.count == mine.count;
+  }
+  if (same) return;
+  std::string calls;
+  for (int r = 0; r < world_; ++r)
+    calls +=
+        fmt::format("{}rank {}: {}", r ? "; " : "", r, describe(segment_->slot_header(r, half)));
+  release(half, publish());  // everyone is done reading the descriptors
+  TS_THROW(distributed::shm::MismatchError,
+           "shm {} (op #{} of group '{}'): the ranks called different collectives or passed "
+           "different arguments: {}",
+           op_kind_name(op.kind), op.seq, group_name_, calls);
+}
+
+// ---- algorithms ----------------------------------------------------------------------------
+
+void Communicator::barrier(const Op& op) {
+  const int h = acquire(op);
+  write_descriptor(op, h);
+  wait_all(op, publish());
+  validate(op, h);
+  release(h, publish());
+}
+
+void Communicator::allreduce(const Op& op) {
+  const int64_t es = element_size(op.dtype);
+  const int64_t total = op.count;
+  std::vector<const void*> srcs(static_cast<size_t>(world_));
+  if (static_cast<uint64_t>(total * es) <= std::min<uint64_t>(kSmallAllreduceBytes, half_bytes_)) {
+    const int h = acquire(op);
+    write_descriptor(op, h);
+    std::memcpy(segment_->slot_data(rank_, h), op.out, static_cast<size_t>(total * es));
+    wait_all(op, publish());
+    validate(op, h);
+    for (int r = 0; r < world_; ++r) srcs[r] = segment_->slot_data(r, h);
+    reduce_into(op.dtype, op.reduce_op, op.out, srcs.data(), world_, total);
+    release(h, publish());
+    return;
+  }
+  reduce(op);
+}
+
+// The large all-reduce (every rank copies the result) and reduce (only the root does).
+void Communicator::reduce(const Op& op) {
+  const int64_t es = element_size(op.dtype);
+  const int64_t total = op.count;
+  const int64_t piece = static_cast<int64_t>(half_bytes_) / es;
+  const int64_t align = std::max<int64_t>(1, 64 / es);
+  const bool everyone_copies = op.kind == OpKind::ALLREDUCE;
+  const auto bound = [&](int r, int64_t len) {
+    return r == world_ ? len : (len * r / world_) / align * align;
+  };
+  std::vector<const void*> srcs(static_cast<size_t>(world_));
+  const int64_t pieces = std::max<int64_t>(1, ceil_div(total, piece));
+  for (int64_t p = 0; p < pieces; ++p) {
+    const int64_t off = p * piece, len = std::min(piece, total - off);
+    const int h = acquire(op);
+    uint8_t* mine = segment_->slot_data(rank_, h);
+    if (p == 0) write_descriptor(op, h);
+    std::memcpy(mine, op.out + off * es, static_cast<size_t>(len * es));
+    wait_all(op, publish());
+    if (p == 0) validate(op, h);
+    const int64_t b0 = bound(rank_, len), b1 = bound(rank_ + 1, len);
+    for (int r = 0; r < world_; ++r) srcs[r] = segment_->slot_data(r, h) + b0 * es;
+    reduce_into(op.dtype, op.reduce_op, mine + b0 * es, srcs.data(), world_, b1 - b0);
+    const uint32_t reduced = publish();
+    if (everyone_copies || rank_ == op.root) {
+      wait_all(op, reduced);
+      for (int r = 0; r < world_; ++r) {
+        const int64_t c0 = bound(r, len), c1 = bound(r + 1, len);
+        std::memcpy(op.out + (off + c0) * es, segment_->slot_data(r, h) + c0 * es,
+                    static_cast<size_t>((c1 - c0) * es));
+      }
+    }
+    release(h, publish());
+  }
+}
+
+void Communicator::broadcast(const Op& op) {
+  const int64_t es = element_size(op.dtype);
+  const int64_t piece = static_cast<int64_t>(half_bytes_) / es;
+  const int64_t pieces = std::max<int64_t>(1, ceil_div(op.count, piece));
+  for (int64_t p = 0; p < pieces; ++p) {
+    const int64_t off = p * piece, len = std::min(piece, op.count - off);
+    const int h = acquire(op);
+    if (p == 0) write_descriptor(op, h);
+    if (rank_ == op.root)
+      std::memcpy(segment_->slot_data(rank_, h), op.out + off * es, static_cast<size_t>(len * es));
+    const uint32_t written = publish();
+    if (p == 0) {
+      wait_all(op, written);
+      validate(op, h);
+    } else {
+      wait_rank(op, op.root, written);
+    }
+    if (rank_ != op.root)
+      std::memcpy(op.out + off * es, segment_->slot_data(op.root, h),
+                  static_cast<size_t>(len * es));
+    release(h, publish());
+  }
+}
+
+void Communicator::allgather(const Op& op) {
+  const int64_t es = element_size(op.dtype);
+  const int64_t piece = static_cast<int64_t>(half_bytes_) / es;
+  const int64_t pieces = std::max<int64_t>(1, ceil_div(op.count, piece));
+  const bool copies = op.kind == OpKind::ALLGATHER || rank_ == op.root;
+  for (int64_t p = 0; p < pieces; ++p) {
+    const int64_t off = p * piece, len = std::min(piece, op.count - off);
+    const int h = acquire(op);
+    if (p == 0) write_descriptor(op, h);
+    std::memcpy(segment_->slot_data(rank_, h), op.in + off * es, static_cast<size_t>(len * es));
+    const uint32_t written = publish();
+    if (p == 0 || copies) wait_all(op, written);
+    if (p == 0) validate(op, h);
+    if (copies) {
+      for (int r = 0; r < world_; ++r)
+        std::memcpy(op.outs[r] + off * es, segment_->slot_data(r, h),
+                    static_cast<size_t>(len * es));
+    }
+    release(h, publish());
+  }
+}
+
+void Communicator::scatter(const Op& op) {
+  const int64_t es = element_size(op.dtype);
+  const int64_t piece = static_cast<int64_t>(half_bytes_) / (es * world_);
+  const int64_t pieces = std::max<int64_t>(1, ceil_div(op.count, piece));
+  for (int64_t p = 0; p < pieces; ++p) {
+    const int64_t off = p * piece, len = std::min(piece, op.count - off);
+    const int h = acquire(op);
+    if (p == 0) write_descriptor(op, h);
+    if (rank_ == op.root) {
+      for (int r = 0; r < world_; ++r)
+        std::memcpy(segment_->slot_data(rank_, h) + r * piece * es, op.ins[r] + off * es,
+                    static_cast<size_t>(len * es));
+    }
+    const uint32_t written = publish();
+    if (p == 0) {
+      wait_all(op, written);
+      validate(op, h);
+    } else {
+      wait_rank(op, op.root, written);
+    }
+    std::memcpy(op.out + off * es, segment_->slot_data(op.root, h) + rank_ * piece * es,
+                static_cast<size_t>(len * es));
+    release(h, publish());
+  }
+}
+
+void Communicator::reduce_scatter(const Op& op) {
+  const int64_t es = element_size(op.dtype);
+  const int64_t piece = static_cast<int64_t>(half_bytes_) / (es * world_);
+  const int64_t pieces = std::max<int64_t>(1, ceil_div(op.count, piece));
+  std::vector<const void*> srcs(static_cast<size_t>(world_));
+  for (int64_t p = 0; p < pieces; ++p) {
+    const int64_t off = p * piece, len = std::min(piece, op.count - off);
+    const int h = acquire(op);
+    if (p == 0) write_descriptor(op, h);
+    for (int j = 0; j < world_; ++j)
+      std::memcpy(segment_->slot_data(rank_, h) + j * piece * es, op.ins[j] + off * es,
+                  static_cast<size_t>(len * es));
+    wait_all(op, publish());
+    if (p == 0) validate(op, h);
+    for (int r = 0; r < world_; ++r) srcs[r] = segment_->slot_data(r, h) + rank_ * piece * es;
+    reduce_into(op.dtype, op.reduce_op, op.out + off * es, srcs.data(), world_, len);
+    release(h, publish());
+  }
+}
+
+void Communicator::alltoall(const Op& op) {
+  const auto n = static_cast<size_t>(world_);
+  // Piece 0: the split sizes. sizes[r * n + j] = bytes rank r sends to rank j.
+  std::vector<int64_t> sends(n * n), expects(n * n);
+  {
+    const int h = acquire(op);
+    write_descriptor(op, h);
+    auto* mine = reinterpret_cast<int64_t*>(segment_->slot_data(rank_, h));
+    std::copy(op.in_split_bytes.begin(), op.in_split_bytes.end(), mine);
+    std::copy(op.out_split_bytes.begin(), op.out_split_bytes.end(), mine + n);
+    wait_all(op, publish());
+    validate(op, h);
+    for (int r = 0; r < world_; ++r) {
+      const auto* theirs = reinterpret_cast<const int64_t*>(segment_->slot_data(r, h));
+      std::copy(theirs, theirs + n, sends.begin() + static_cast<ptrdiff_t>(r * n));
+      std::copy(theirs + n, theirs + 2 * n, expects.begin() + static_cast<ptrdiff_t>(r * n));
+    }
+    for (size_t r = 0; r < n; ++r) {
+      for (size_t j = 0; j < n; ++j) {
+        if (sends[r * n + j] == expects[j * n + r]) continue;
+        release(h, publish());
+        const int64_t es = element_size(op.dtype);
+        TS_THROW(distributed::shm::MismatchError,
+                 "shm all_to_all (op #{} of group '{}'): rank {} sends {} elements to rank {}, "
+                 "but rank {} expects {} elements from rank {} (output_split_sizes must match "
+                 "the senders' input_split_sizes)",
+                 op.seq, group_name_, r, sends[r * n + j] / es, j, j, expects[j * n + r] / es, r);
+      }
+    }
+    release(h, publish());
+  }
+  const int64_t es = element_size(op.dtype);
+  const int64_t q = static_cast<int64_t>(half_bytes_) / world_ / es * es;  // bytes per pair
+  const int64_t rounds = ceil_div(*std::max_element(sends.begin(), sends.end()), q);
+  std::vector<int64_t> in_off(n + 1, 0), out_off(n + 1, 0);
+  for (size_t j = 0; j < n; ++j) {
+    in_off[j + 1] = in_off[j] + op.in_split_bytes[j];
+    out_off[j + 1] = out_off[j] + op.out_split_bytes[j];
+  }
+  for (int64_t t = 0; t < rounds; ++t) {
+    const int64_t lo = t * q;
+    const int h = acquire(op);
+    for (size_t j = 0; j < n; ++j) {
+      const int64_t s = op.in_split_bytes[j];
+      if (lo < s)
+        std::memcpy(segment_->slot_data(rank_, h) + j * q, op.in + in_off[j] + lo,
+                    static_cast<size_t>(std::min(q, s - lo)));
+    }
+    wait_all(op, publish());
+    for (size_t k = 0; k < n; ++k) {
+      const int64_t s = sends[k * n + rank_];
+      if (lo < s)
+        std::memcpy(op.out + out_off[k] + lo,
+                    segment_->slot_data(static_cast<int>(k), h) + rank_ * q,
+                    static_cast<size_t>(std::min(q, s - lo)));
+    }
+    release(h, publish());
+  }
+}
+
+}  // namespace tessera::distributed::shm

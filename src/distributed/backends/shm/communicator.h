@@ -1,0 +1,163 @@
+// The shm communicator: the state one rank keeps about a segment, the collective algorithms
+// (collectives.cpp) and point-to-point messaging (p2p.cpp).
+//
+// Only the rank's progress thread calls run_collective / post / pump; abort() and is_aborted()
+// may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "core/function_ref.h"
+#include "distributed/backends/shm/doorbell.h"
+#include "distributed/backends/shm/segment.h"
+#include "tessera/distributed/types.h"
+
+namespace tessera::distributed::shm {
+
+enum class OpKind : uint32_t {
+  ALLREDUCE = 1,
+  BROADCAST,
+  REDUCE,
+  ALLGATHER,
+  GATHER,
+  SCATTER,
+  REDUCE_SCATTER,
+  ALLTOALL,
+  BARRIER,
+  SEND,
+  RECV,
+};
+std::string_view op_kind_name(OpKind kind);
+
+// One operation as the communicator sees it: raw contiguous buffers, already validated by the
+// backend's front end. The Work and the tensors stay alive in the backend's queue entry.
+struct Op {
+  OpKind kind = OpKind::BARRIER;
+  ScalarType dtype = ScalarType::Float32;
+  ReduceOp reduce_op = ReduceOp::SUM;
+  int root = 0;
+  // Elements per rank that every rank must agree on (see collectives.cpp for each kind).
+  int64_t count = 0;
+  // ALLREDUCE/BROADCAST/REDUCE: `out` is the tensor (read and written). ALLGATHER/GATHER:
+  // `in` (count elements) and `outs` (one per rank; empty on non-roots for GATHER). SCATTER:
+  // `ins` (one per rank, root only) and `out`. REDUCE_SCATTER: `ins` (one per rank), `out`.
+  // ALLTOALL: `in`, `out`, split sizes in bytes. SEND: `in`. RECV: `out`.
+  const uint8_t* in = nullptr;
+  uint8_t* out = nullptr;
+  std::vector<const uint8_t*> ins;
+  std::vector<uint8_t*> outs;
+  std::vector<int64_t> in_split_bytes, out_split_bytes;
+  int peer = -1;
+  int64_t tag = 0;
+  uint64_t seq = 0;  // the op's number in this communicator (errors and descriptors)
+  Clock::time_point deadline;
+  Milliseconds timeout{0};
+};
+
+// Ranks disagree on a collective's arguments. Every rank sees the same descriptors and throws
+// the same error, so the communicator stays usable.
+class MismatchError : public DistBackendError {
+ public:
+  using DistBackendError::DistBackendError;
+};
+
+class Communicator {
+ public:
+  Communicator(std::unique_ptr<Segment> segment, int rank, std::string group_name);
+  ~Communicator();
+
+  int rank() const { return rank_; }
+  int world() const { return world_; }
+
+  // Runs a collective to completion; throws MismatchError, or a DistError that leaves the
+  // communicator unusable (the caller then aborts it).
+  void run_collective(const Op& op);
+
+  // Point-to-point: post() registers a send or recv; pump() moves bytes for every posted one
+  // without blocking and returns the finished ones (with their error, if any).
+  struct P2PDone {
+    uint64_t seq;
+    std::exception_ptr error;  // null on success
+  };
+  void post(const Op& op);
+  // Also returns the ones finished while a collective waited (it pumps between slices).
+  std::vector<P2PDone> pump();
+  bool has_p2p() const { return !sends_.empty() || pending_recvs_ > 0; }
+
+  // Health: throws when this communicator was aborted, or when rank `peer` (every other rank
+  // when -1) aborted, left or died. `op` names the op in the message (may be null).
+  void check_peers(const Op* op, int peer = -1);
+  // The same for the peers for which needed(rank) holds (a peer that left after publishing
+  // everything this rank waits for is no error).
+  void check_peers(const Op* op, FunctionRef<bool(int)> needed);
+  // Throws DistTimeoutError for a posted send or recv whose deadline passed, and checks the
+  // health of the peers that posted ops wait for.
+  void check_p2p();
+  // Wakes this rank's progress thread (it sleeps on its own doorbell).
+  void wake_self() { ring(segment_->control(rank_)); }
+  // Sleeps on this rank's doorbell (at most max_ns) unless it moved since `seen`.
+  uint32_t doorbell() const { return segment_->control(rank_).doorbell.load(); }
+  void sleep(uint32_t seen, int64_t max_ns);
+
+  // Marks this rank aborted in the segment (first reason wins) and wakes every rank.
+  void abort(const std::string& reason);
+  // Marks this rank as gone after a clean shutdown.
+  void detach();
+
+ private:
+  // ---- lockstep steps (collectives.cpp) ----
+  int acquire(const Op& op);
+  uint32_t publish();
+  void release(int half, uint32_t step) { release_[half] = step; }
+  void wait_all(const Op& op, uint32_t step);
+  void wait_rank(const Op& op, int r, uint32_t step);
+  void write_descriptor(const Op& op, int half);
+  void validate(const Op& op, int half);
+  // Health and deadline checks while waiting for every rank in `ranks` (-1: all) to reach
+  // `step`.
+  void between_slices(const Op& op, int ranks, uint32_t step);
+
+  void allreduce(const Op& op);
+  void broadcast(const Op& op);
+  void reduce(const Op& op);
+  void allgather(const Op& op);
+  void scatter(const Op& op);
+  void reduce_scatter(const Op& op);
+  void alltoall(const Op& op);
+  void barrier(const Op& op);
+
+  // ---- point-to-point (p2p.cpp) ----
+  struct SendState;
+  struct RecvState;
+  struct Incoming;
+  bool pump_sends(int dst, std::vector<P2PDone>& done);
+  bool pump_recvs(int src, std::vector<P2PDone>& done);
+  bool match_stash(RecvState& r, std::vector<P2PDone>& done);
+
+  std::unique_ptr<Segment> segment_;
+  const int rank_;
+  const int world_;
+  const std::string group_name_;
+  const uint64_t half_bytes_;
+  const int pid_;
+
+  uint32_t published_ = 0;
+  uint32_t release_[2] = {0, 0};
+  uint64_t half_counter_ = 0;
+  int64_t last_pid_check_ns_ = 0;
+
+  std::vector<std::deque<std::unique_ptr<SendState>>> sends_;  // per destination, FIFO
+  std::vector<std::deque<std::unique_ptr<RecvState>>> recvs_;  // per source, FIFO
+  std::vector<std::unique_ptr<Incoming>> incoming_;            // per source
+  std::map<std::pair<int, int64_t>, std::deque<std::unique_ptr<Incoming>>> stash_;
+  size_t pending_recvs_ = 0;
+  std::vector<P2PDone> deferred_done_;  // finished by pumps inside collective waits
+};
+
+}  // namespace tessera::distributed::shm

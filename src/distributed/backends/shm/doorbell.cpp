@@ -1,0 +1,33 @@
+// Futex wake and wait on a RankControl's doorbell: see doorbell.h.
+#include "distributed/backends/shm/doorbell.h"
+
+#include <linux/futex.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <climits>
+
+namespace tessera::distributed::shm {
+
+namespace {
+// Not FUTEX_PRIVATE_FLAG: the word lives in memory shared between processes.
+long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* timeout) {
+  return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, timeout, nullptr, 0);
+}
+}  // namespace
+
+void ring(RankControl& c) {
+  c.doorbell.fetch_add(1, std::memory_order_seq_cst);
+  if (c.sleepers.load(std::memory_order_seq_cst) > 0)
+    futex(&c.doorbell, FUTEX_WAKE, INT_MAX, nullptr);
+}
+
+void sleep_on(RankControl& c, uint32_t seen, int64_t max_ns) {
+  timespec ts{static_cast<time_t>(max_ns / 1'000'000'000),
+              static_cast<long>(max_ns % 1'000'000'000)};
+  // EAGAIN (the doorbell moved), EINTR and ETIMEDOUT all mean: look again.
+  futex(&c.doorbell, FUTEX_WAIT, seen, &ts);
+}
+
+}  // namespace tessera::distributed::shm

@@ -1,0 +1,77 @@
+// Waiting on shared memory: spin briefly, then sleep on a futex.
+//
+// Each rank's RankControl has an event count (`doorbell`) and a count of its sleepers. A
+// publisher changes shared state, then calls ring(); a waiter calls wait_for(), which spins on
+// its condition for a few microseconds (cheap when the peer is about to publish) and then
+// sleeps on the doorbell in bounded slices, so 4 ranks on 2 cores do not steal the cores their
+// peers need. Between slices the waiter runs `between_slices` (health checks that throw on a
+// deadline, an abort or a dead peer, and the point-to-point pump).
+//
+// No lost wake-up: the waiter registers as a sleeper, reads the doorbell, re-checks its
+// condition and sleeps only while the doorbell still holds what it read; a publisher changes
+// the state, increments the doorbell and wakes when it sees a sleeper. All seq_cst.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include <chrono>
+#include "distributed/backends/shm/segment.h"
+
+#include "core/function_ref.h"
+
+namespace tessera::distributed::shm {
+
+// Wakes the owner of `c` if it sleeps.
+void ring(RankControl& c);
+
+// Sleeps while c.doorbell == seen, at most `max_ns` (futex; shared between processes).
+void sleep_on(RankControl& c, uint32_t seen, int64_t max_ns);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+
+// How long wait_for spins before it sleeps, and the longest sleep between health checks.
+inline constexpr int64_t kSpinNs = 20'000;
+inline constexpr int64_t kSliceNs = 5'000'000;
+
+inline int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Waits until ready() holds. `me` is the waiting rank's control block. between_slices() runs
+// at least every kSliceNs while the wait sleeps; an exception from it ends the wait unless
+// ready() holds by then.
+template <class Ready>
+void wait_for(RankControl& me, Ready&& ready, FunctionRef<void()> between_slices) {
+  if (ready()) return;
+  const int64_t spin_end = now_ns() + kSpinNs;
+  for (int i = 1;; ++i) {
+    if (ready()) return;
+    cpu_relax();
+    if ((i & 63) == 0 && now_ns() > spin_end) break;
+  }
+  for (;;) {
+    try {
+      between_slices();
+    } catch (...) {
+      // A peer that published and then left (or aborted) published before its state changed:
+      // what it published is visible now, so only a wait that still is not ready fails.
+      if (ready()) return;
+      throw;
+    }
+    me.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    const uint32_t seen = me.doorbell.load(std::memory_order_seq_cst);
+    const bool done = ready();
+    if (!done) sleep_on(me, seen, kSliceNs);
+    me.sleepers.fetch_sub(1, std::memory_order_seq_cst);
+    if (done || ready()) return;
+  }
+}
+
+}  // namespace tessera::distributed::shm

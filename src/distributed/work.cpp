@@ -1,0 +1,196 @@
+// Work and Future: status published exactly once, callbacks run exactly once.
+#include "tessera/distributed/work.h"
+
+#include <fmt/chrono.h>
+
+namespace tessera::distributed {
+
+std::string_view work_status_name(WorkStatus s) {
+  switch (s) {
+    case WorkStatus::NOT_STARTED:
+      return "NOT_STARTED";
+    case WorkStatus::IN_PROGRESS:
+      return "IN_PROGRESS";
+    case WorkStatus::COMPLETED:
+      return "COMPLETED";
+    case WorkStatus::TIMED_OUT:
+      return "TIMED_OUT";
+    case WorkStatus::ERROR:
+      return "ERROR";
+  }
+  return "?";
+}
+
+// ---- Future ----------------------------------------------------------------------------------
+
+bool Future::completed() const {
+  std::lock_guard lock(mutex_);
+  return completed_;
+}
+
+std::exception_ptr Future::exception() const {
+  std::lock_guard lock(mutex_);
+  return error_;
+}
+
+void Future::wait(std::optional<Milliseconds> timeout) {
+  std::unique_lock lock(mutex_);
+  if (timeout) {
+    TS_CHECK(cv_.wait_for(lock, *timeout, [&] { return completed_; }),
+             distributed::DistTimeoutError, "Future.wait(): not completed within the timeout of {}",
+             *timeout);
+  } else {
+    cv_.wait(lock, [&] { return completed_; });
+  }
+  if (error_) std::rethrow_exception(error_);
+}
+
+std::vector<Tensor> Future::value(std::optional<Milliseconds> timeout) {
+  wait(timeout);
+  std::lock_guard lock(mutex_);
+  return value_;
+}
+
+bool Future::mark_completed(std::vector<Tensor> value) {
+  return complete(std::move(value), nullptr);
+}
+
+bool Future::set_error(std::exception_ptr error) {
+  TS_CHECK(error != nullptr, ValueError, "Future.set_error(): argument 'error' must not be null");
+  return complete({}, std::move(error));
+}
+
+bool Future::complete(std::vector<Tensor> value, std::exception_ptr error) {
+  std::vector<std::function<void()>> callbacks;
+  {
+    std::lock_guard lock(mutex_);
+    if (completed_) return false;
+    completed_ = true;
+    value_ = std::move(value);
+    error_ = std::move(error);
+    callbacks.swap(callbacks_);
+  }
+  cv_.notify_all();
+  for (auto& cb : callbacks) cb();  // outside the lock: a callback may use this Future
+  return true;
+}
+
+std::shared_ptr<Future> Future::then(Callback callback) {
+  TS_CHECK(callback != nullptr, ValueError, "Future.then(): argument 'callback' must not be empty");
+  auto child = std::make_shared<Future>();
+  auto self = shared_from_this();
+  auto run = [self, child, cb = std::move(callback)] {
+    try {
+      child->mark_completed(cb(*self));
+    } catch (...) {
+      child->set_error(std::current_exception());
+    }
+  };
+  {
+    std::lock_guard lock(mutex_);
+    if (!completed_) {
+      callbacks_.push_back(std::move(run));
+      return child;
+    }
+  }
+  run();
+  return child;
+}
+
+// ---- Work ------------------------------------------------------------------------------------
+
+Work::Work(std::string op_name, std::vector<Tensor> outputs, Milliseconds timeout,
+           uint64_t sequence_number)
+    : op_name_(std::move(op_name)),
+      outputs_(std::move(outputs)),
+      timeout_(timeout),
+      sequence_number_(sequence_number),
+      created_(Clock::now()),
+      future_(std::make_shared<Future>()) {
+  TS_CHECK(timeout.count() > 0, ValueError, "{}: argument 'timeout' must be positive, but got {}",
+           op_name_, timeout);
+}
+
+bool Work::is_completed() const {
+  const WorkStatus s = status();
+  return s == WorkStatus::COMPLETED || s == WorkStatus::TIMED_OUT || s == WorkStatus::ERROR;
+}
+
+std::exception_ptr Work::exception() const {
+  std::lock_guard lock(mutex_);
+  return error_;
+}
+
+bool Work::mark_started() {
+  WorkStatus expected = WorkStatus::NOT_STARTED;
+  return status_.compare_exchange_strong(expected, WorkStatus::IN_PROGRESS,
+                                         std::memory_order_acq_rel);
+}
+
+bool Work::mark_completed() {
+  return publish(WorkStatus::COMPLETED, nullptr);
+}
+
+bool Work::mark_failed(WorkStatus status, std::exception_ptr error) {
+  TS_INTERNAL_ASSERT((status == WorkStatus::TIMED_OUT || status == WorkStatus::ERROR) && error);
+  return publish(status, std::move(error));
+}
+
+void Work::set_on_stuck(std::function<void(const std::exception_ptr&)> fn) {
+  std::lock_guard lock(mutex_);
+  on_stuck_ = std::move(fn);
+}
+
+bool Work::publish(WorkStatus status, std::exception_ptr error) {
+  {
+    std::lock_guard lock(mutex_);
+    if (is_completed()) return false;  // the first terminal status stays
+    error_ = error;
+    status_.store(status, std::memory_order_release);
+  }
+  cv_.notify_all();
+  if (error) {
+    future_->set_error(std::move(error));
+  } else {
+    future_->mark_completed(outputs_);
+  }
+  return true;
+}
+
+bool Work::wait(std::optional<Milliseconds> timeout) {
+  std::unique_lock lock(mutex_);
+  const auto done = [&] { return is_completed(); };
+  if (timeout) {
+    TS_CHECK(cv_.wait_for(lock, *timeout, done), distributed::DistTimeoutError,
+             "Work.wait(): {} (op #{}) did not finish within the wait timeout of {} (status {}); "
+             "the op keeps running until its own timeout of {}",
+             op_name_, sequence_number_, *timeout, work_status_name(status()), timeout_);
+  } else {
+    // The backend reports the op's timeout itself; the grace covers a progress thread that
+    // is busy with a long copy when the deadline passes.
+    const auto grace = std::chrono::seconds(2) + timeout_ / 10;
+    if (!cv_.wait_until(lock, deadline() + grace, done)) {
+      auto error = std::make_exception_ptr(DistTimeoutError(fmt::format(
+          "{} (op #{}) timed out: not finished {} after its creation (timeout {}), and the "
+          "backend did not report it",
+          op_name_, sequence_number_,
+          std::chrono::duration_cast<Milliseconds>(Clock::now() - created_), timeout_)));
+      auto on_stuck = on_stuck_;
+      lock.unlock();
+      publish(WorkStatus::TIMED_OUT, error);  // published before the abort it triggers
+      if (on_stuck) on_stuck(error);
+      lock.lock();
+    }
+  }
+  if (error_) std::rethrow_exception(error_);
+  return true;
+}
+
+WorkPtr completed_work(std::string op_name, std::vector<Tensor> outputs) {
+  auto work = std::make_shared<Work>(std::move(op_name), std::move(outputs), Milliseconds(1));
+  work->mark_started();
+  work->mark_completed();
+  return work;
+}
+
+}  // namespace tessera::distributed

@@ -1,0 +1,299 @@
+// The World: the default group, the groups made from it, and the backend registry.
+#include <fmt/chrono.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cstdlib>
+#include <map>
+#include <mutex>
+
+#include "tessera/distributed/distributed.h"
+
+namespace tessera::distributed {
+
+namespace {
+
+struct World {
+  StorePtr store;
+  std::string backend;
+  Milliseconds timeout{0};
+  int rank = -1;
+  int world_size = 0;
+  ProcessGroupPtr default_group;
+  std::vector<ProcessGroupPtr> groups;  // made by new_group, in creation order
+  int group_counter = 0;                // the same on every rank: new_group is collective
+};
+
+std::mutex g_world_mutex;  // guards g_process_world
+World g_process_world;
+thread_local World* t_world = nullptr;  // set by WorldScope
+
+// The World of the calling thread, and the lock to hold while using it.
+struct WorldRef {
+  std::unique_lock<std::mutex> lock;
+  World& world;
+};
+WorldRef current_world() {
+  if (t_world) return {std::unique_lock<std::mutex>(), *t_world};
+  return {std::unique_lock<std::mutex>(g_world_mutex), g_process_world};
+}
+
+std::mutex g_registry_mutex;
+std::map<std::string, BackendFactory>& registry() {
+  static std::map<std::string, BackendFactory> r = [] {
+    std::map<std::string, BackendFactory> m;
+    m.emplace("shm", [](const StorePtr& store, int rank, int size, Milliseconds timeout,
+                        const std::string& group) {
+      ShmOptions options;
+      options.group_name = group;
+      return make_shm_backend(store, rank, size, timeout, options);
+    });
+    return m;
+  }();
+  return r;
+}
+
+BackendFactory find_backend(const std::string& name) {
+  std::lock_guard lock(g_registry_mutex);
+  auto& r = registry();
+  auto it = r.find(name);
+  if (it != r.end()) return it->second;
+  std::vector<std::string> names;
+  for (const auto& [n, f] : r) names.push_back(n);
+  TS_THROW(ValueError, "init_process_group(): unknown backend '{}' (registered: {})", name,
+           fmt::join(names, ", "));
+}
+
+const ProcessGroupPtr& require_default(const World& w, const char* op) {
+  TS_CHECK(w.default_group != nullptr, distributed::DistError,
+           "{}(): the default process group is not initialised (call init_process_group first)",
+           op);
+  return w.default_group;
+}
+
+int parse_int(const std::string& what, const std::string& text) {
+  int v = 0;
+  const auto [p, ec] = std::from_chars(text.data(), text.data() + text.size(), v);
+  TS_CHECK(ec == std::errc() && p == text.data() + text.size(), ValueError,
+           "init_process_group(): {} must be an integer, but got '{}'", what, text);
+  return v;
+}
+
+std::optional<std::string> env(const char* name) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return std::nullopt;
+  return std::string(v);
+}
+
+// Rank or size from the first variable that is set (torchrun's, then OpenMPI's, then Slurm's).
+int from_env(int given, std::initializer_list<const char*> names, const char* what) {
+  if (given >= 0) return given;
+  for (const char* n : names)
+    if (auto v = env(n)) return parse_int(n, *v);
+  TS_THROW(ValueError, "init_process_group(): {} not given and none of {} is set", what,
+           fmt::join(names, ", "));
+}
+
+}  // namespace
+
+void register_backend(const std::string& name, BackendFactory factory) {
+  TS_CHECK(!name.empty() && factory, ValueError,
+           "register_backend(): needs a name and a factory, but got name '{}'", name);
+  std::lock_guard lock(g_registry_mutex);
+  registry()[name] = std::move(factory);
+}
+
+bool is_backend_available(const std::string& name) {
+  std::lock_guard lock(g_registry_mutex);
+  return registry().count(name) > 0;
+}
+
+void init_process_group(const std::string& backend, StorePtr store, int rank, int world_size,
+                        Milliseconds timeout) {
+  TS_CHECK(store != nullptr, ValueError, "init_process_group(): argument 'store' must not be null");
+  TS_CHECK(world_size >= 1, ValueError,
+           "init_process_group(): argument 'world_size' must be positive, but got {}", world_size);
+  TS_CHECK(rank >= 0 && rank < world_size, ValueError,
+           "init_process_group(): argument 'rank' must be in [0, {}), but got {}", world_size,
+           rank);
+  TS_CHECK(timeout.count() > 0, ValueError,
+           "init_process_group(): argument 'timeout' must be positive, but got {}", timeout);
+  const BackendFactory factory = find_backend(backend);
+  auto w = current_world();
+  TS_CHECK(w.world.default_group == nullptr, distributed::DistError,
+           "init_process_group(): the default process group is already initialised (rank {} of "
+           "{}); call destroy_process_group() first",
+           w.world.rank, w.world.world_size);
+  std::vector<int> ranks(static_cast<size_t>(world_size));
+  for (int r = 0; r < world_size; ++r) ranks[static_cast<size_t>(r)] = r;
+  auto group_store = std::make_shared<PrefixStore>("group/0", store);
+  BackendPtr b = factory(group_store, rank, world_size, timeout, "default");
+  w.world.default_group =
+      std::make_shared<ProcessGroup>("default", std::move(ranks), rank, std::move(b), timeout);
+  w.world.store = std::move(store);
+  w.world.backend = backend;
+  w.world.timeout = timeout;
+  w.world.rank = rank;
+  w.world.world_size = world_size;
+  w.world.group_counter = 0;
+}
+
+void init_process_group(const std::string& backend, const std::string& init_method, int rank,
+                        int world_size, Milliseconds timeout) {
+  rank = from_env(rank, {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}, "rank");
+  world_size =
+      from_env(world_size, {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, "world_size");
+  StorePtr store;
+  const bool external = env("TESSERA_STORE_EXTERNAL").value_or("0") == "1";
+  const auto tcp = [&](const std::string& host, const std::string& port) {
+    TCPStoreOptions o;
+    const int p = parse_int("the store port", port);
+    TS_CHECK(p > 0 && p < 65536, ValueError,
+             "init_process_group(): the store port must be in [1, 65535], but got {}", p);
+    o.port = static_cast<uint16_t>(p);
+    o.is_server = rank == 0 && !external;
+    o.num_workers = world_size;
+    o.multi_host = host != "127.0.0.1" && host != "localhost";
+    o.timeout = timeout;
+    return std::make_shared<TCPStore>(host, o);
+  };
+  if (init_method == "env://") {
+    const auto addr = env("MASTER_ADDR"), port = env("MASTER_PORT");
+    TS_CHECK(addr && port, ValueError,
+             "init_process_group(): init_method 'env://' needs MASTER_ADDR and MASTER_PORT");
+    store = tcp(*addr, *port);
+  } else if (init_method.rfind("tcp://", 0) == 0) {
+    const std::string rest = init_method.substr(6);
+    const auto colon = rest.rfind(':');
+    TS_CHECK(colon != std::string::npos && colon > 0, ValueError,
+             "init_process_group(): init_method must look like tcp://HOST:PORT, but got '{}'",
+             init_method);
+    store = tcp(rest.substr(0, colon), rest.substr(colon + 1));
+  } else if (init_method.rfind("file://", 0) == 0) {
+    store = std::make_shared<FileStore>(init_method.substr(7), timeout);
+  } else {
+    TS_THROW(ValueError,
+             "init_process_group(): init_method must start with env://, tcp:// or file://, but "
+             "got '{}'",
+             init_method);
+  }
+  init_process_group(backend, std::move(store), rank, world_size, timeout);
+}
+
+bool is_initialized() {
+  auto w = current_world();
+  return w.world.default_group != nullptr;
+}
+
+void destroy_process_group(const ProcessGroupPtr& group) {
+  std::vector<ProcessGroupPtr> to_shutdown;
+  {
+    auto w = current_world();
+    if (group) {
+      if (group == w.world.default_group) {
+        to_shutdown = w.world.groups;
+        to_shutdown.push_back(group);
+        w.world = World{};
+      } else {
+        auto& gs = w.world.groups;
+        gs.erase(std::remove(gs.begin(), gs.end(), group), gs.end());
+        to_shutdown.push_back(group);
+      }
+    } else {
+      require_default(w.world, "destroy_process_group");
+      to_shutdown = w.world.groups;
+      to_shutdown.push_back(w.world.default_group);
+      w.world = World{};
+    }
+  }
+  for (auto& g : to_shutdown) g->shutdown();  // outside the lock: shutdown waits for ops
+}
+
+ProcessGroupPtr group_world() {
+  auto w = current_world();
+  return require_default(w.world, "group_world");
+}
+
+namespace {
+ProcessGroupPtr resolve(const ProcessGroupPtr& group, const char* op) {
+  if (group) return group;
+  auto w = current_world();
+  return require_default(w.world, op);
+}
+}  // namespace
+
+int get_rank(const ProcessGroupPtr& group) {
+  return resolve(group, "get_rank")->rank();
+}
+int get_world_size(const ProcessGroupPtr& group) {
+  return resolve(group, "get_world_size")->size();
+}
+std::string get_backend(const ProcessGroupPtr& group) {
+  return resolve(group, "get_backend")->backend_name();
+}
+int get_group_rank(const ProcessGroupPtr& group, int global_rank) {
+  return resolve(group, "get_group_rank")->group_rank(global_rank);
+}
+int get_global_rank(const ProcessGroupPtr& group, int group_rank) {
+  return resolve(group, "get_global_rank")->global_rank(group_rank);
+}
+
+ProcessGroupPtr new_group(std::vector<int> ranks, std::optional<Milliseconds> timeout,
+                          const std::string& backend) {
+  StorePtr store;
+  std::string backend_name;
+  Milliseconds t{0};
+  int my_rank = 0, counter = 0;
+  {
+    auto w = current_world();
+    require_default(w.world, "new_group");
+    const int n = w.world.world_size;
+    if (ranks.empty()) {
+      for (int r = 0; r < n; ++r) ranks.push_back(r);
+    }
+    std::sort(ranks.begin(), ranks.end());
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      TS_CHECK(ranks[i] >= 0 && ranks[i] < n, ValueError,
+               "new_group(): argument 'ranks' must hold ranks in [0, {}), but got {}", n, ranks[i]);
+      TS_CHECK(i == 0 || ranks[i] != ranks[i - 1], ValueError,
+               "new_group(): argument 'ranks' holds rank {} twice", ranks[i]);
+    }
+    counter = ++w.world.group_counter;
+    store = w.world.store;
+    backend_name = backend.empty() ? w.world.backend : backend;
+    t = timeout.value_or(w.world.timeout);
+    my_rank = w.world.rank;
+  }
+  const std::string name = fmt::format("group{}", counter);
+  const auto it = std::find(ranks.begin(), ranks.end(), my_rank);
+  BackendPtr b;
+  if (it != ranks.end()) {
+    const BackendFactory factory = find_backend(backend_name);
+    auto group_store = std::make_shared<PrefixStore>(fmt::format("group/{}", counter), store);
+    b = factory(group_store, static_cast<int>(it - ranks.begin()), static_cast<int>(ranks.size()),
+                t, name);
+  }
+  auto g = std::make_shared<ProcessGroup>(name, std::move(ranks), my_rank, std::move(b), t);
+  auto w = current_world();
+  w.world.groups.push_back(g);
+  return g;
+}
+
+WorldScope::WorldScope() {
+  TS_CHECK(t_world == nullptr, RuntimeError, "WorldScope: this thread already has one");
+  t_world = new World();
+}
+
+WorldScope::~WorldScope() {
+  World* w = t_world;
+  if (w->default_group) {
+    try {
+      destroy_process_group();
+    } catch (...) {  // shutdown errors live on the Works
+    }
+  }
+  t_world = nullptr;
+  delete w;
+}
+
+}  // namespace tessera::distributed

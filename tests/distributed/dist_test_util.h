@@ -1,0 +1,104 @@
+// Helpers for the distributed tests: ranks as threads, tensors filled with closed-form values.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <functional>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "tessera/distributed/distributed.h"
+#include "tessera/ops/factory.h"
+#include "test_support.h"
+
+namespace tessera::testing {
+
+namespace dist = tessera::distributed;
+
+// Generous for a loaded 2-core machine; every wait in the tests is bounded by it.
+inline constexpr dist::Milliseconds kTestTimeout{60'000};
+
+// Small buffers, so modest tensors already take many pipelined pieces.
+inline dist::ShmOptions small_buffers() {
+  dist::ShmOptions o;
+  o.buffer_bytes = 4096;
+  o.ring_bytes = 4096;
+  return o;
+}
+
+// Runs fn(rank) on n threads; an exception on any rank fails the test with its message.
+inline void run_threads(int n, const std::function<void(int)>& fn) {
+  std::mutex mutex;
+  std::vector<std::string> errors;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        fn(r);
+      } catch (const std::exception& e) {
+        std::lock_guard lock(mutex);
+        errors.push_back("rank " + std::to_string(r) + ": " + e.what());
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (const auto& e : errors) ADD_FAILURE() << e;
+}
+
+// Runs fn(rank, backend) on n threads, each rank with its own shm backend over one HashStore.
+inline void run_ranks(int n, const std::function<void(int, dist::Backend&)>& fn,
+                      dist::ShmOptions options = small_buffers(),
+                      dist::Milliseconds timeout = kTestTimeout) {
+  auto store = std::make_shared<dist::HashStore>(timeout);
+  run_threads(n, [&](int r) {
+    auto backend = dist::make_shm_backend(store, r, n, timeout, options);
+    fn(r, *backend);
+    backend->shutdown();
+  });
+}
+
+// A tensor of `dtype` whose element i on rank r is value(r, i), converted from double.
+inline Tensor filled(ScalarType dtype, int64_t numel, const std::function<double(int64_t)>& value) {
+  Tensor t = empty({numel}, TensorOptions(kFloat64));
+  auto* p = t.data_ptr<double>();
+  for (int64_t i = 0; i < numel; ++i) p[i] = value(i);
+  return t.to(dtype);
+}
+
+// A tensor of `dtype` whose raw bytes are pattern(i) (any dtype, float4 included).
+inline Tensor with_bytes(ScalarType dtype, int64_t numel,
+                         const std::function<uint8_t(int64_t)>& pattern) {
+  Tensor t = empty({numel}, TensorOptions(dtype));
+  auto* p = static_cast<uint8_t*>(t.data_ptr());
+  for (int64_t i = 0; i < t.nbytes(); ++i) p[i] = pattern(i);
+  return t;
+}
+
+inline std::vector<uint8_t> bytes_of(const Tensor& t) {
+  const auto* p = static_cast<const uint8_t*>(t.data_ptr());
+  return std::vector<uint8_t>(p, p + t.nbytes());
+}
+
+// Values as doubles (the real part of complex tensors).
+inline std::vector<double> as_doubles(const Tensor& t) {
+  Tensor d = (t.is_complex() ? t.real() : t).to(kFloat64).contiguous();
+  const double* p = d.data_ptr<double>();
+  return std::vector<double>(p, p + d.numel());
+}
+
+// Names parameterised tests by world size ("n3"). (fmt, not string +: GCC 12 -Wrestrict.)
+inline std::string world_size_name(const ::testing::TestParamInfo<int>& info) {
+  return fmt::format("n{}", info.param);
+}
+
+inline const std::vector<ScalarType>& all_dtypes() {
+  static const std::vector<ScalarType> v = {
+      kBool,      kUInt8,      kInt8,          kInt16,       kInt32,
+      kInt64,     kFloat16,    kBFloat16,      kFloat32,     kFloat64,
+      kComplex64, kComplex128, kFloat8_e4m3fn, kFloat8_e5m2, kFloat4_e2m1fn_x2};
+  return v;
+}
+
+}  // namespace tessera::testing

@@ -1,0 +1,223 @@
+// broadcast, all_gather, gather, scatter, all_to_all_single, barrier and send/recv on every
+// dtype (float4 included: these ops move bytes), world sizes 1-7. Rank r's byte i is a formula
+// of (r, i), so every expected buffer is known in closed form.
+#include "dist_test_util.h"
+
+namespace tessera::testing {
+namespace {
+
+uint8_t pattern(int r, int64_t i) {
+  return static_cast<uint8_t>(r * 31 + i * 7 + 1);
+}
+
+Tensor rank_tensor(ScalarType dtype, int r, int64_t numel) {
+  return with_bytes(dtype, numel, [&](int64_t i) { return pattern(r, i); });
+}
+
+std::vector<uint8_t> rank_bytes(ScalarType dtype, int r, int64_t numel) {
+  return bytes_of(rank_tensor(dtype, r, numel));
+}
+
+// One element, an odd count, and enough elements to take several 4 KiB pieces.
+constexpr int64_t kCounts[] = {1, 13, 1201};
+
+class ShmMovement : public ::testing::TestWithParam<int> {};
+
+TEST_P(ShmMovement, BroadcastFromEachRoot) {
+  const int n = GetParam();
+  run_ranks(n, [&](int r, dist::Backend& b) {
+    for (ScalarType dtype : all_dtypes()) {
+      for (int root : {0, n / 2, n - 1}) {
+        for (int64_t numel : kCounts) {
+          Tensor t = rank_tensor(dtype, r, numel);
+          dist::BroadcastOptions o;
+          o.root_rank = root;
+          b.broadcast(t, o)->wait();
+          EXPECT_EQ(bytes_of(t), rank_bytes(dtype, root, numel))
+              << "broadcast " << dtype_name(dtype) << " root " << root << " rank " << r;
+        }
+      }
+    }
+  });
+}
+
+TEST_P(ShmMovement, AllGatherListAndIntoTensor) {
+  const int n = GetParam();
+  run_ranks(n, [&](int r, dist::Backend& b) {
+    for (ScalarType dtype : all_dtypes()) {
+      for (int64_t numel : kCounts) {
+        Tensor in = rank_tensor(dtype, r, numel);
+        std::vector<Tensor> outs;
+        for (int k = 0; k < n; ++k) outs.push_back(empty({numel}, TensorOptions(dtype)));
+        b.allgather(outs, in, {})->wait();
+        Tensor flat = empty({numel * n}, TensorOptions(dtype));
+        b.allgather_into_tensor(flat, in, {})->wait();
+        std::vector<uint8_t> want_flat;
+        for (int k = 0; k < n; ++k) {
+          const auto want = rank_bytes(dtype, k, numel);
+          EXPECT_EQ(bytes_of(outs[k]), want)
+              << "all_gather " << dtype_name(dtype) << " from rank " << k;
+          want_flat.insert(want_flat.end(), want.begin(), want.end());
+        }
+        EXPECT_EQ(bytes_of(flat), want_flat) << "all_gather_into_tensor " << dtype_name(dtype);
+      }
+    }
+  });
+}
+
+TEST_P(ShmMovement, GatherAndScatter) {
+  const int n = GetParam();
+  run_ranks(n, [&](int r, dist::Backend& b) {
+    for (ScalarType dtype : all_dtypes()) {
+      for (int root : {0, n - 1}) {
+        for (int64_t numel : kCounts) {
+          std::vector<Tensor> outs;
+          if (r == root)
+            for (int k = 0; k < n; ++k) outs.push_back(empty({numel}, TensorOptions(dtype)));
+          dist::GatherOptions g;
+          g.root_rank = root;
+          b.gather(outs, rank_tensor(dtype, r, numel), g)->wait();
+          for (int k = 0; k < static_cast<int>(outs.size()); ++k)
+            EXPECT_EQ(bytes_of(outs[k]), rank_bytes(dtype, k, numel))
+                << "gather " << dtype_name(dtype);
+
+          // The root scatters the tensor of "rank n + k" to rank k.
+          std::vector<Tensor> ins;
+          if (r == root)
+            for (int k = 0; k < n; ++k) ins.push_back(rank_tensor(dtype, n + k, numel));
+          Tensor out = empty({numel}, TensorOptions(dtype));
+          dist::ScatterOptions s;
+          s.root_rank = root;
+          b.scatter(out, ins, s)->wait();
+          EXPECT_EQ(bytes_of(out), rank_bytes(dtype, n + r, numel))
+              << "scatter " << dtype_name(dtype);
+        }
+      }
+    }
+  });
+}
+
+// Rank r sends (r + 2j + f) % 4 rows to rank j (some zero), rows of 3 elements; every element
+// encodes (sender, receiver, row, column).
+int64_t rows_between(int src, int dst, int flavour) {
+  return (src + 2 * dst + flavour) % 4;
+}
+
+TEST_P(ShmMovement, AllToAllSingleUnevenSplits) {
+  const int n = GetParam();
+  run_ranks(n, [&](int r, dist::Backend& b) {
+    for (ScalarType dtype : {kInt32, kFloat64, kBFloat16, kUInt8}) {
+      for (int flavour = 0; flavour < 3; ++flavour) {
+        std::vector<int64_t> in_splits, out_splits;
+        int64_t in_rows = 0, out_rows = 0;
+        for (int j = 0; j < n; ++j) {
+          in_splits.push_back(rows_between(r, j, flavour));
+          out_splits.push_back(rows_between(j, r, flavour));
+          in_rows += in_splits.back();
+          out_rows += out_splits.back();
+        }
+        const auto value = [](int src, int dst, int64_t row, int64_t col) {
+          return static_cast<double>((src * 7 + dst * 3 + row * 5 + col) % 50);
+        };
+        Tensor in = empty({in_rows, 3}, TensorOptions(kFloat64));
+        for (int j = 0, row = 0; j < n; ++j)
+          for (int64_t k = 0; k < in_splits[j]; ++k, ++row)
+            for (int c = 0; c < 3; ++c) in.data_ptr<double>()[row * 3 + c] = value(r, j, k, c);
+        std::vector<double> want;
+        for (int j = 0; j < n; ++j)
+          for (int64_t k = 0; k < out_splits[j]; ++k)
+            for (int c = 0; c < 3; ++c) want.push_back(value(j, r, k, c));
+        Tensor out = empty({out_rows, 3}, TensorOptions(dtype));
+        b.alltoall_base(out, in.to(dtype), out_splits, in_splits, {})->wait();
+        EXPECT_EQ(as_doubles(out), want)
+            << "all_to_all_single " << dtype_name(dtype) << " rank " << r;
+      }
+      // Even splits (no split sizes given), big enough for several rounds.
+      Tensor in = empty({int64_t{n} * 700}, TensorOptions(dtype));
+      Tensor src = filled(kFloat64, n * 700, [&](int64_t i) { return (r * 13 + i) % 97; });
+      in.copy_(src);
+      Tensor out = empty({int64_t{n} * 700}, TensorOptions(dtype));
+      b.alltoall_base(out, in, {}, {}, {})->wait();
+      std::vector<double> want;
+      for (int j = 0; j < n; ++j)
+        for (int64_t i = 0; i < 700; ++i) want.push_back((j * 13 + r * 700 + i) % 97);
+      EXPECT_EQ(as_doubles(out), want) << "all_to_all_single even " << dtype_name(dtype);
+    }
+  });
+}
+
+TEST_P(ShmMovement, SendRecvWithTagsInAnyOrder) {
+  const int n = GetParam();
+  run_ranks(n, [&](int r, dist::Backend& b) {
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    for (ScalarType dtype : all_dtypes()) {
+      // Two messages to the next rank (tags 1 then 2, the second larger than the ring); the
+      // receiver posts tag 2 first, so tag 1 must wait in the stash.
+      Tensor a = rank_tensor(dtype, r, 5), big = rank_tensor(dtype, r + 100, 3000);
+      dist::SendRecvOptions t1, t2;
+      t1.tag = 1;
+      t2.tag = 2;
+      auto s1 = b.send(a, next, t1);
+      auto s2 = b.send(big, next, t2);
+      Tensor got_big = empty({3000}, TensorOptions(dtype));
+      Tensor got_a = empty({5}, TensorOptions(dtype));
+      auto r2 = b.recv(got_big, prev, t2);
+      auto r1 = b.recv(got_a, prev, t1);
+      for (auto& w : {s1, s2, r2, r1}) EXPECT_TRUE(w->wait());
+      EXPECT_EQ(bytes_of(got_a), rank_bytes(dtype, prev, 5)) << "recv tag 1 " << dtype_name(dtype);
+      EXPECT_EQ(bytes_of(got_big), rank_bytes(dtype, prev + 100, 3000))
+          << "recv tag 2 " << dtype_name(dtype);
+    }
+  });
+}
+
+TEST_P(ShmMovement, ManyAsyncOpsCompleteInOrder) {
+  const int n = GetParam();
+  run_ranks(n, [&](int r, dist::Backend& b) {
+    std::vector<Tensor> ts;
+    std::vector<dist::WorkPtr> works;
+    for (int k = 0; k < 50; ++k) {
+      ts.push_back(filled(kInt64, 9, [&](int64_t i) { return r * 1000 + k * 10 + i; }));
+      works.push_back(b.allreduce(ts.back(), {}));
+      if (k % 10 == 0) works.push_back(b.barrier({}));
+    }
+    for (auto& w : works) EXPECT_TRUE(w->wait());
+    const double ranks_sum = n * (n - 1) / 2.0;
+    for (int k = 0; k < 50; ++k) {
+      const auto got = as_doubles(ts[k]);
+      for (int64_t i = 0; i < 9; ++i) EXPECT_EQ(got[i], ranks_sum * 1000 + n * (k * 10 + i));
+    }
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmMovement, ::testing::Values(1, 2, 3, 4, 5, 7),
+                         world_size_name);
+
+TEST(ShmMovementErrors, BadArgumentsNameTheOpAndBothValues) {
+  run_ranks(2, [&](int r, dist::Backend& b) {
+    Tensor t = empty({4}, TensorOptions(kFloat32));
+    dist::BroadcastOptions o;
+    o.root_rank = 2;
+    expect_error_mentions([&] { b.broadcast(t, o); }, {"broadcast", "root_rank", "[0, 2)", "2"});
+    expect_error_mentions([&] { b.allgather({t}, t, {}); },
+                          {"all_gather", "tensor_list", "one tensor per rank (2)", "got 1"});
+    expect_error_mentions(
+        [&] {
+          b.allgather({t, empty({5}, TensorOptions(kFloat32))}, t, {});
+        },
+        {"all_gather", "tensor_list[1]", "4 elements", "got 5"});
+    expect_error_mentions(
+        [&] { b.allgather_into_tensor(empty({7}, TensorOptions(kFloat32)), t, {}); },
+        {"all_gather_into_tensor", "8 elements", "got 7"});
+    expect_error_mentions(
+        [&] {
+          b.alltoall_base(t, t.clone(), {1, 1}, {3, 2}, {});
+        },
+        {"all_to_all_single", "input_split_sizes", "sum to dim 0 (4)", "5"});
+    expect_error_mentions([&] { b.send(t, 5, {}); }, {"send", "dst", "[0, 2)", "5"});
+    b.barrier({})->wait();
+  });
+}
+
+}  // namespace
+}  // namespace tessera::testing

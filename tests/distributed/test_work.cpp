@@ -1,0 +1,113 @@
+// The Work and Future contract.
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "dist_test_util.h"
+
+namespace tessera::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+std::exception_ptr some_error(const char* what) {
+  return std::make_exception_ptr(dist::DistBackendError(what));
+}
+
+TEST(Work, StatusIsPublishedExactlyOnce) {
+  dist::Work w("test:op", {}, 10s, 7);
+  EXPECT_EQ(w.status(), dist::WorkStatus::NOT_STARTED);
+  EXPECT_FALSE(w.is_completed());
+  EXPECT_TRUE(w.mark_started());
+  EXPECT_EQ(w.status(), dist::WorkStatus::IN_PROGRESS);
+  EXPECT_TRUE(w.mark_failed(dist::WorkStatus::ERROR, some_error("peer died")));
+  // Cancelled work can never race to success afterwards.
+  EXPECT_FALSE(w.mark_completed());
+  EXPECT_FALSE(w.mark_failed(dist::WorkStatus::TIMED_OUT, some_error("late")));
+  EXPECT_FALSE(w.mark_started());
+  EXPECT_EQ(w.status(), dist::WorkStatus::ERROR);
+  EXPECT_TRUE(w.is_completed());
+  EXPECT_FALSE(w.is_success());
+  expect_error_mentions([&] { w.wait(); }, {"peer died"});
+  expect_error_mentions([&] { w.get_future()->wait(); }, {"peer died"});
+}
+
+TEST(Work, WaitWithTimeoutThrowsWhileTheOpRuns) {
+  dist::Work w("test:slow", {}, 10s, 3);
+  w.mark_started();
+  expect_error_mentions([&] { w.wait(20ms); }, {"test:slow", "op #3", "wait timeout", "20ms"});
+  EXPECT_EQ(w.status(), dist::WorkStatus::IN_PROGRESS);
+  std::thread t([&] { w.mark_completed(); });
+  EXPECT_TRUE(w.wait(10s));
+  t.join();
+  EXPECT_TRUE(w.is_success());
+}
+
+TEST(Work, WaitWithoutTimeoutEndsAfterTheOpDeadline) {
+  dist::Work w("test:stuck", {}, 50ms, 1);
+  std::atomic<int> stuck_calls{0};
+  w.set_on_stuck([&](const std::exception_ptr&) { ++stuck_calls; });
+  w.mark_started();
+  // Nobody reports the op: wait() gives up after the deadline plus its grace period.
+  expect_error_mentions([&] { w.wait(); }, {"test:stuck", "timed out"});
+  EXPECT_EQ(w.status(), dist::WorkStatus::TIMED_OUT);
+  EXPECT_EQ(stuck_calls.load(), 1);
+  EXPECT_FALSE(w.mark_completed());
+}
+
+TEST(Work, FutureCallbacksRunExactlyOnce) {
+  auto w = std::make_shared<dist::Work>("test:op", std::vector<Tensor>{empty({2})}, 10s);
+  std::atomic<int> before{0}, after{0};
+  auto chained = w->get_future()->then([&](dist::Future& f) {
+    ++before;
+    EXPECT_FALSE(f.has_error());
+    return f.value();
+  });
+  w->mark_started();
+  w->mark_completed();
+  w->mark_completed();
+  w->get_future()->then([&](dist::Future&) {
+    ++after;  // already complete: runs now, on this thread
+    return std::vector<Tensor>{};
+  });
+  EXPECT_EQ(before.load(), 1);
+  EXPECT_EQ(after.load(), 1);
+  EXPECT_EQ(chained->value().size(), 1u);
+}
+
+TEST(Work, ThenCarriesErrorsAndCallbackExceptions) {
+  auto f = std::make_shared<dist::Future>();
+  auto g = f->then([](dist::Future& prev) -> std::vector<Tensor> {
+    if (prev.has_error()) std::rethrow_exception(prev.exception());
+    return {};
+  });
+  auto h = f->then(
+      [](dist::Future&) -> std::vector<Tensor> { throw dist::DistError("callback failed"); });
+  f->set_error(some_error("first"));
+  EXPECT_FALSE(f->mark_completed({}));
+  expect_error_mentions([&] { g->wait(1s); }, {"first"});
+  expect_error_mentions([&] { h->wait(1s); }, {"callback failed"});
+}
+
+TEST(Work, BackendWorkCompletesAndItsFutureHoldsTheOutput) {
+  run_ranks(2, [&](int r, dist::Backend& b) {
+    Tensor t = filled(kFloat32, 3, [&](int64_t i) { return r + i; });
+    auto w = b.allreduce(t, {});
+    std::atomic<int> calls{0};
+    auto f = w->get_future()->then([&](dist::Future& prev) {
+      ++calls;
+      return prev.value();
+    });
+    EXPECT_TRUE(w->wait());
+    EXPECT_TRUE(w->is_success());
+    EXPECT_EQ(w->exception(), nullptr);
+    const auto v = f->value(10s);
+    EXPECT_EQ(calls.load(), 1);
+    ASSERT_EQ(v.size(), 1u);
+    EXPECT_TRUE(v[0].is_same(t));
+    EXPECT_EQ(as_doubles(t), (std::vector<double>{1, 3, 5}));
+  });
+}
+
+}  // namespace
+}  // namespace tessera::testing
