@@ -8,6 +8,7 @@
 
 #include "linalg/common.h"
 #include "linalg/kernels.h"
+#include "linalg/small_batch.h"
 #include "tessera/ops/factory.h"
 #include "tessera/ops/pointwise.h"
 
@@ -23,32 +24,53 @@ Tensor adjoint(const Tensor& t) {
   return t.is_complex() ? tt.conj() : tt;
 }
 
-// Factors every matrix of the contiguous [batch, n, n] tensor `work` in place (lower L, strict
-// upper triangle zeroed); info [batch] int32.
-Tensor factor_lower(const Tensor& work, std::string_view op) {
-  const int64_t n = work.size(-1);
-  const int64_t batch = numel_of(batch_shape(work));
-  Tensor info = zeros(batch_shape(work), kInt32);
+// (L, info) for every matrix of A [*, n, n] (its lower triangle read): L contiguous, lower, strict
+// upper triangle zeroed; info [*] int32. Batches of small real matrices run the lane-
+// interleaved kernels (small/small_kernels.h), reading A once and writing L once; a matrix
+// they report as failing is factored again by potrf_lower for its partial factor.
+std::tuple<Tensor, Tensor> factor_lower(const Tensor& A, std::string_view op) {
+  const int64_t n = A.size(-1);
+  const DimVector batch_dims = batch_shape(A);
+  const int64_t batch = numel_of(batch_dims);
+  Tensor info = zeros(batch_dims, kInt32);
   int32_t* ip = info.data_ptr<int32_t>();
-  visit_linalg_dtype(work.dtype(), op, [&]<class T>() {
-    T* base = static_cast<T*>(work.data_ptr());
-    for_each_matrix(batch, n, [&](int64_t b) {
-      T* a = base + b * n * n;
-      ip[b] = static_cast<int32_t>(potrf_lower(n, a, n));
+  Tensor L;
+  visit_linalg_dtype(A.dtype(), op, [&]<class T>() {
+    auto zero_upper = [n](T* a) {
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = i + 1; j < n; ++j) a[i * n + j] = T(0);
+    };
+    if (use_small_kernels<T>(n, batch)) {
+      const Tensor in = A.contiguous();
+      L = empty(A.sizes(), A.dtype());
+      const T* src = static_cast<const T*>(in.data_ptr());
+      T* dst = static_cast<T*>(L.data_ptr());
+      for_each_group<T>(batch, [&](int64_t b0, int64_t count) {
+        small_potrf(n, count, src + b0 * n * n, dst + b0 * n * n, ip + b0);
+      });
+      for (int64_t b = 0; b < batch; ++b) {
+        if (ip[b] == 0) continue;
+        ip[b] = static_cast<int32_t>(potrf_lower(n, dst + b * n * n, n));
+        zero_upper(dst + b * n * n);
+      }
+      return;
+    }
+    L = contiguous_matrices(A, batch_dims);
+    T* base = static_cast<T*>(L.data_ptr());
+    for_each_matrix(batch, n, [&](int64_t b) {
+      ip[b] = static_cast<int32_t>(potrf_lower(n, base + b * n * n, n));
+      zero_upper(base + b * n * n);
     });
   });
-  return info;
+  return {L, info};
 }
 
 std::tuple<Tensor, Tensor> cholesky_impl(const Tensor& A, bool upper, std::string_view op) {
   check_no_grad(op, {A});
   check_square_input(op, A, "A");
-  Tensor work = contiguous_matrices(upper ? adjoint(A) : A, batch_shape(A));
-  Tensor info = factor_lower(work, op);
-  if (upper) work = adjoint(work).contiguous();
-  return {work, info};
+  auto [L, info] = factor_lower(upper ? adjoint(A) : A, op);
+  if (upper) L = adjoint(L).contiguous();
+  return {L, info};
 }
 
 // X := A^{-1} X for A = L L^H (or U^H U when upper), X contiguous [batch, n, k], L [*, n, n]

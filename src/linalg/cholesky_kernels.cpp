@@ -7,12 +7,15 @@
 // an axpy along a contiguous row (it vectorizes; a dot-product form would be a reduction, which
 // the compiler may not reorder).
 //
-// Blocked (right-looking, block kNb), for each diagonal block k:
-//   A11 = L11 L11^H                 unblocked
+// Larger n: right-looking and recursive (LAPACK's potrf2 shape, as OpenBLAS runs it), so the
+// panel and the trailing update are big GEMMs rather than many thin ones. With A split after
+// n1 ~ n/2 columns:
+//   A11 = L11 L11^H                 recursively (unblocked at the leaves)
 //   L21 = A21 L11^{-H}              trsm (recursive; GEMMs inside)
-//   A22 -= L21 L21^H                GEMM engine, column strips of width kStrip from the diagonal
-//                                   down, so only the lower triangle (plus the upper halves of
-//                                   the strips' diagonal blocks, which are scratch) is computed.
+//   A22 -= L21 L21^H                herk_lower_minus: GEMM engine on the lower triangle only
+//                                   (diagonal blocks up to kHerkLeaf computed whole; their
+//                                   upper halves are scratch)
+//   A22 = L22 L22^H                 recursively.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -22,9 +25,27 @@
 namespace tessera::linalg::detail {
 
 namespace {
-constexpr int64_t kUnblockedMax = 96;  // n above this runs the blocked form
-constexpr int64_t kNb = 96;            // diagonal block
-constexpr int64_t kStrip = 384;        // trailing-update GEMM strip width
+
+constexpr int64_t kUnblockedMax = 64;  // n above this runs the recursive form
+constexpr int64_t kHerkLeaf = 128;     // diagonal blocks of the trailing update up to this
+
+// C -= A A^H on the lower triangle of C (n x n), A n x k; both row-major. Recursive: the two
+// diagonal halves recurse and the block below them is one GEMM; a diagonal block of at most
+// kHerkLeaf rows is one GEMM over the whole square (its strict upper triangle is scratch).
+template <class T>
+void herk_lower_minus(int64_t n, int64_t k, const T* a, int64_t lda, T* c, int64_t ldc) {
+  if (n <= kHerkLeaf) {
+    gemm_minus(n, n, k, a, lda, 1, a, 1, lda, /*conj_b=*/true, c, ldc, 1);
+    return;
+  }
+  const int64_t n1 = n / 2, n2 = n - n1;
+  const T* a2 = a + n1 * lda;
+  herk_lower_minus(n1, k, a, lda, c, ldc);
+  // C21 (n2 x n1) -= A2 A1^H
+  gemm_minus(n2, n1, k, a2, lda, 1, a, 1, lda, /*conj_b=*/true, c + n1 * ldc, ldc, 1);
+  herk_lower_minus(n2, k, a2, lda, c + n1 * ldc + n1, ldc);
+}
+
 }  // namespace
 
 template <class T>
@@ -59,23 +80,15 @@ int64_t potrf_lower_unblocked(int64_t n, T* a, int64_t lda) {
 template <class T>
 int64_t potrf_lower(int64_t n, T* a, int64_t lda) {
   if (n <= kUnblockedMax) return potrf_lower_unblocked(n, a, lda);
-  for (int64_t k = 0; k < n; k += kNb) {
-    const int64_t kb = std::min(kNb, n - k);
-    T* a11 = a + k * lda + k;
-    if (const int64_t info = potrf_lower_unblocked(kb, a11, lda)) return k + info;
-    const int64_t r = n - k - kb;
-    if (r == 0) break;
-    T* a21 = a11 + kb * lda;
-    // X L11^H = A21  <=>  conj(L11) X^T = A21^T: A21^T is A21 with its strides swapped.
-    trsm_left(kb, r, a11, lda, 1, /*lower=*/true, /*conj=*/true, /*unit=*/false, a21, 1, lda);
-    for (int64_t j = 0; j < r; j += kStrip) {
-      const int64_t jw = std::min(kStrip, r - j);
-      // A22(j:, j:j+jw) -= L21(j:, :) L21(j:j+jw, :)^H
-      const T* lj = a21 + j * lda;
-      gemm_minus(r - j, jw, kb, lj, lda, 1, lj, 1, lda, /*conj_b=*/true, a21 + j * lda + kb + j,
-                 lda, 1);
-    }
-  }
+  // Split at a multiple of 16 so the blocks below stay aligned with the trsm leaves.
+  const int64_t n1 = (n / 2 + 15) / 16 * 16, n2 = n - n1;
+  T* a21 = a + n1 * lda;
+  T* a22 = a21 + n1;
+  if (const int64_t info = potrf_lower(n1, a, lda)) return info;
+  // X L11^H = A21  <=>  conj(L11) X^T = A21^T: A21^T is A21 with its strides swapped.
+  trsm_left(n1, n2, a, lda, 1, /*lower=*/true, /*conj=*/true, /*unit=*/false, a21, 1, lda);
+  herk_lower_minus(n2, n1, a21, lda, a22, lda);
+  if (const int64_t info = potrf_lower(n2, a22, lda)) return n1 + info;
   return 0;
 }
 

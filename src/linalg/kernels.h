@@ -7,11 +7,13 @@
 //
 // Each fast kernel has a plain reference beside it (reference.cpp) that the tests compare
 // against:
-//   potrf_lower         blocked right-looking Cholesky (panel: potrf_lower_unblocked + trsm;
-//                       trailing update: GEMM engine on column strips of the lower triangle)
-//   getrf               blocked right-looking LU with partial pivoting; the panel runs the
-//                       recursive getrf2 (halves the panel, GEMM for the Schur complement)
-//   trsm_left           blocked triangular solve: unblocked diagonal blocks + GEMM updates
+//   potrf_lower         right-looking recursive Cholesky (LAPACK's potrf2 shape): halves,
+//                       trsm for the panel below, GEMM engine for the lower trailing update;
+//                       unblocked right-looking up to n = 64
+//   getrf               blocked right-looking LU with partial pivoting: 128-wide panels
+//                       factored by the recursive getrf2 on a column-major copy, trsm for
+//                       U12, GEMM engine for the trailing update; unblocked up to 32
+//   trsm_left           recursive triangular solve: unblocked 16-row leaves + GEMM updates
 //
 // Threads: these kernels never start a parallel region of their own; the GEMM engine threads
 // a large update when called outside a parallel region and runs serially inside one, so the
@@ -69,14 +71,14 @@ int64_t potrf_lower_unblocked(int64_t n, T* a, int64_t lda);
 // factorization continues past it, as LAPACK's).
 template <class T>
 int64_t getrf(int64_t m, int64_t n, T* a, int64_t lda, int32_t* ipiv);
-// The recursive form (LAPACK's getrf2) used for panels.
+// The recursive form (LAPACK's getrf2) on an m x n matrix with rs == 1 or cs == 1 (panels).
 template <class T>
-int64_t getrf_recursive(int64_t m, int64_t n, T* a, int64_t lda, int32_t* ipiv);
+int64_t getrf_recursive(int64_t m, int64_t n, T* a, int64_t rs, int64_t cs, int32_t* ipiv);
 
 // Applies row interchanges ipiv[k0 .. k1) (1-based rows, relative to `a`) to the ncols columns
-// of row-major a, forwards (or backwards when `reverse`), as LAPACK's laswp.
+// of the strided matrix a, forwards (or backwards when `reverse`), as LAPACK's laswp.
 template <class T>
-void laswp(int64_t ncols, T* a, int64_t lda, int64_t k0, int64_t k1, const int32_t* ipiv,
+void laswp(int64_t ncols, T* a, int64_t rs, int64_t cs, int64_t k0, int64_t k1, const int32_t* ipiv,
            bool reverse = false);
 
 // ---- references (reference.cpp): plain loops, for the tests

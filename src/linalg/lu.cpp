@@ -11,6 +11,7 @@
 #include "linalg/common.h"
 #include "linalg/kernels.h"
 #include "linalg/lu_internal.h"
+#include "linalg/small_batch.h"
 #include "tessera/ops/factory.h"
 
 namespace tessera::linalg {
@@ -73,13 +74,25 @@ namespace detail {
 std::tuple<Tensor, Tensor, Tensor> lu_factor_work(const Tensor& A, std::string_view op) {
   const DimVector batch_dims = batch_shape(A);
   const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
-  Tensor LU = contiguous_matrices(A, batch_dims);
+  Tensor LU;
   Tensor pivots = empty(concat(batch_dims, {k}), kInt32);
   Tensor info = zeros(batch_dims, kInt32);
   const int64_t batch = numel_of(batch_dims);
   int32_t* pp = pivots.data_ptr<int32_t>();
   int32_t* ip = info.data_ptr<int32_t>();
   visit_linalg_dtype(A.dtype(), op, [&]<class T>() {
+    if (m == n && use_small_kernels<T>(n, batch)) {
+      // Lane-interleaved kernels: A read once, LU written once.
+      const Tensor in = A.contiguous();
+      LU = empty(A.sizes(), A.dtype());
+      const T* src = static_cast<const T*>(in.data_ptr());
+      T* dst = static_cast<T*>(LU.data_ptr());
+      for_each_group<T>(batch, [&](int64_t b0, int64_t count) {
+        small_getrf(n, count, src + b0 * n * n, dst + b0 * n * n, pp + b0 * n, ip + b0);
+      });
+      return;
+    }
+    LU = contiguous_matrices(A, batch_dims);
     T* base = static_cast<T*>(LU.data_ptr());
     for_each_matrix(batch, k, [&](int64_t b) {
       ip[b] = static_cast<int32_t>(getrf(m, n, base + b * m * n, n, pp + b * k));

@@ -3,10 +3,10 @@
 // trsm_left is recursive: the triangle is halved, the first half solved, the second half's
 // right-hand sides updated by one GEMM, the second half solved. Almost all flops land in GEMMs
 // of size (n/2 x nrhs x n/2), (n/4 x nrhs x n/4), ...; only diagonal blocks of at most kLeaf
-// rows run the unblocked substitution. The unblocked kernel picks the loop order that keeps
-// its inner loop contiguous: along a row of B (axpy form) when B's columns are adjacent, down a
-// column of B (dot form) when B's rows are adjacent and A's rows are contiguous.
+// rows run the unblocked substitution. The unblocked kernel runs along rows of B (an axpy per
+// step, which vectorizes); a B whose columns are not adjacent is solved on a row-major copy.
 #include <algorithm>
+#include <cstdlib>
 #include <vector>
 
 #include "gemm/gemm.h"
@@ -76,28 +76,6 @@ void trsm_axpy_form(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a
   }
 }
 
-// The same solve with B's rows adjacent (b_rs == 1) and A's rows contiguous (a_cs == 1): each
-// right-hand side is one contiguous vector and each step one dot product.
-template <class T>
-void trsm_dot_form(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, bool lower, bool conj,
-                   bool unit, T* b, int64_t b_cs) {
-  for (int64_t j = 0; j < nrhs; ++j) {
-    T* x = b + j * b_cs;
-    for (int64_t s = 0; s < n; ++s) {
-      const int64_t i = lower ? s : n - 1 - s;
-      const T* ai = a + i * a_rs;
-      const int64_t k0 = lower ? 0 : i + 1, k1 = lower ? i : n;
-      T acc = x[i];
-      if (conj) {
-        for (int64_t k = k0; k < k1; ++k) acc = fms(acc, conj_of(ai[k]), x[k]);
-      } else {
-        for (int64_t k = k0; k < k1; ++k) acc = fms(acc, ai[k], x[k]);
-      }
-      x[i] = unit ? acc : acc / maybe_conj(ai[i], conj);
-    }
-  }
-}
-
 }  // namespace
 
 template <class T>
@@ -126,11 +104,35 @@ void gemm_minus(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64
 template <class T>
 void trsm_left_unblocked(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs,
                          bool lower, bool conj, bool unit, T* b, int64_t b_rs, int64_t b_cs) {
-  if (b_rs == 1 && a_cs == 1 && b_cs != 1) {
-    trsm_dot_form(n, nrhs, a, a_rs, lower, conj, unit, b, b_cs);
-  } else {
+  if (b_cs == 1 || nrhs == 1) {
     trsm_axpy_form(n, nrhs, a, a_rs, a_cs, lower, conj, unit, b, b_rs, b_cs);
+    return;
   }
+  // B's columns are not adjacent (a transposed view): solve on a row-major copy so that the
+  // axpy runs along contiguous memory.
+  thread_local std::vector<T> ws;
+  ws.resize(static_cast<size_t>(n * nrhs));
+  // Walk B along its smaller stride (a column of B^T is a contiguous run when b_rs == 1).
+  const bool by_columns = std::abs(b_rs) < std::abs(b_cs);
+  auto copy = [&](bool to_ws) {
+    auto move = [&](int64_t i, int64_t j) {
+      if (to_ws) {
+        ws[i * nrhs + j] = b[i * b_rs + j * b_cs];
+      } else {
+        b[i * b_rs + j * b_cs] = ws[i * nrhs + j];
+      }
+    };
+    if (by_columns) {
+      for (int64_t j = 0; j < nrhs; ++j)
+        for (int64_t i = 0; i < n; ++i) move(i, j);
+    } else {
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < nrhs; ++j) move(i, j);
+    }
+  };
+  copy(true);
+  trsm_axpy_form(n, nrhs, a, a_rs, a_cs, lower, conj, unit, ws.data(), nrhs, int64_t{1});
+  copy(false);
 }
 
 template <class T>

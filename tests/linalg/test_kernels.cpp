@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <vector>
 
+#include "core/cpu_features.h"
+#include "linalg/small_batch.h"
 #include "linalg_test_util.h"
 
 namespace tessera::linalg_test {
@@ -231,6 +233,87 @@ TYPED_TEST(LinalgKernels, TriangularSolveMatchesReference) {
       }
     }
   }
+}
+
+// The ISA tables of the lane-interleaved small kernels this CPU can run.
+std::vector<std::pair<std::string, const cpu::SmallLinalgKernels*>> small_tables() {
+  std::vector<std::pair<std::string, const cpu::SmallLinalgKernels*>> out{
+      {"generic", &cpu::generic::small_linalg_kernels()}};
+  const CpuFeatures& f = cpu_features();
+  if (f.avx2 && f.fma) out.push_back({"avx2", &cpu::avx2::small_linalg_kernels()});
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)
+    out.push_back({"avx512", &cpu::avx512::small_linalg_kernels()});
+  return out;
+}
+
+// Batches of 37 matrices (not a multiple of any lane count), some failing or singular, through
+// every ISA's interleaved kernels against the per-matrix kernels and LAPACK.
+template <class T>
+void check_small_kernels() {
+  const ScalarType dt = scalar_type_of<T>;
+  const bool dbl = std::is_same_v<T, double>;
+  manual_seed(16);
+  constexpr int64_t kCount = 37;
+  for (const auto& [isa, table] : small_tables()) {
+    for (int64_t n : {1, 2, 3, 4, 7, 8, 16, 17, 31, 32}) {
+      SCOPED_TRACE(fmt::format("{} {} n={}", isa, dt, n));
+      // Cholesky: matrix 5 fails at order n/2 + 1, matrix 11 has NaN on its diagonal.
+      Tensor H = make_matrix({kCount}, n, dt, Kind::kRandom, true);
+      H[5].select(0, n / 2).select(0, n / 2).fill_(-1.0);
+      H[11].select(0, n - 1).select(0, n - 1).fill_(std::numeric_limits<double>::quiet_NaN());
+      const std::vector<T> in = values_of<T>(H);
+      std::vector<T> fast(in.size(), T(-7));
+      std::vector<int32_t> info(kCount, -1);
+      small_potrf(n, kCount, in.data(), fast.data(), info.data(), *table);
+      for (int64_t b = 0; b < kCount; ++b) {
+        std::vector<T> one = values_of<T>(H[b]), lap = transposed(one, n, n);
+        // A NaN on the diagonal fails at its order (LAPACK's potrf2 rule; OpenBLAS's own potrf
+        // does not check for NaN).
+        const int64_t lapack_info = lapack_potrf_lower_colmajor(int(n), lap.data());
+        const int64_t want = b == 11 ? n : lapack_info;
+        EXPECT_EQ(potrf_lower_unblocked(n, one.data(), n), want) << "matrix " << b;
+        EXPECT_EQ(info[b], want) << "matrix " << b;
+        if (want != 0) {  // left untouched
+          const Tensor left = tensor_of(
+              std::vector<T>(fast.begin() + b * n * n, fast.begin() + (b + 1) * n * n), n, n);
+          EXPECT_TRUE(allclose(left, H[b], 0, 0, /*equal_nan=*/true)) << "matrix " << b;
+          continue;
+        }
+        const Tensor Lf = tensor_of(
+            std::vector<T>(fast.begin() + b * n * n, fast.begin() + (b + 1) * n * n), n, n);
+        EXPECT_TRUE(Lf.triu(1).eq(0).all().item<bool>()) << "matrix " << b;  // zeroed
+        EXPECT_LE(cholesky_residual<T>(H[b], Lf), 2.0) << "matrix " << b;
+        const double d = double(frob_diff(to_lmat(Lf), to_lmat(lower_of(one, n))));
+        EXPECT_LE(d, 10 * n * eps_of(dt) * double(frob(to_lmat(Lf)))) << "matrix " << b;
+      }
+      // LU: matrix 3 has a zero column (info = its index + 1), matrix 8 is the zero matrix.
+      Tensor A = make_matrix({kCount}, n, dt, Kind::kRandom);
+      A[3].select(1, n / 3).zero_();
+      A[8].zero_();
+      const std::vector<T> a = values_of<T>(A);
+      std::vector<T> lu(a.size(), T(-7));
+      std::vector<int32_t> piv(kCount * n, -1);
+      small_getrf(n, kCount, a.data(), lu.data(), piv.data(), info.data(), *table);
+      for (int64_t b = 0; b < kCount; ++b) {
+        std::vector<T> one = values_of<T>(A[b]), lap = transposed(one, n, n);
+        std::vector<int> pl(n);
+        const int64_t want = lapack_getrf_colmajor(int(n), int(n), lap.data(), pl.data());
+        EXPECT_EQ(info[b], want) << "matrix " << b;
+        const std::vector<T> got(lu.begin() + b * n * n, lu.begin() + (b + 1) * n * n);
+        const std::vector<int32_t> gp(piv.begin() + b * n, piv.begin() + (b + 1) * n);
+        EXPECT_LE(lu_residual<T>(A[b], got, gp), 4.0) << "matrix " << b;
+        if (dbl) {
+          EXPECT_EQ(gp, std::vector<int32_t>(pl.begin(), pl.end())) << "matrix " << b;
+        }
+      }
+    }
+  }
+}
+
+TEST(LinalgSmallKernels, MatchPerMatrixKernelsAndLapackOnEveryIsa) {
+  openblas_set_num_threads(1);
+  check_small_kernels<float>();
+  check_small_kernels<double>();
 }
 
 }  // namespace
