@@ -26,7 +26,7 @@ namespace tessera::linalg::detail {
 
 namespace {
 
-constexpr int64_t kUnblockedMax = 64;  // n above this runs the recursive form
+constexpr int64_t kUnblockedMax = 32;  // n above this runs the recursive form
 constexpr int64_t kHerkLeaf = 128;     // diagonal blocks of the trailing update up to this
 
 // C -= A A^H on the lower triangle of C (n x n), A n x k; both row-major. Recursive: the two

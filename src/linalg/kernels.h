@@ -9,7 +9,7 @@
 // against:
 //   potrf_lower         right-looking recursive Cholesky (LAPACK's potrf2 shape): halves,
 //                       trsm for the panel below, GEMM engine for the lower trailing update;
-//                       unblocked right-looking up to n = 64
+//                       unblocked right-looking up to n = 32
 //   getrf               blocked right-looking LU with partial pivoting: 128-wide panels
 //                       factored by the recursive getrf2 on a column-major copy, trsm for
 //                       U12, GEMM engine for the trailing update; unblocked up to 32
