@@ -9,6 +9,7 @@
 #include "tessera/core/scalar.h"
 #include "tessera/core/tensor.h"
 #include "tessera/core/version.h"
+#include "tessera/linalg/linalg.h"
 #include "tessera/nn/functional.h"
 #include "tessera/nn/layers.h"
 #include "tessera/nn/optim.h"

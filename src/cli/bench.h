@@ -43,4 +43,8 @@ int run_bench_ctc(const BenchOptions& options);
 // `tessera bench attention`: causal prefill attention against PyTorch 1.13's math attention.
 int run_bench_attention(const BenchOptions& options);
 
+// `tessera bench linalg`: cholesky and lu_factor (float32/float64; n = 64, 256, 1024 and
+// batches of 10,000 8x8, 16x16, 32x32) against LAPACK (OpenBLAS) and PyTorch 1.13.
+int run_bench_linalg(const BenchOptions& options);
+
 }  // namespace tessera::cli

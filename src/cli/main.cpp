@@ -42,7 +42,7 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "Run a benchmark suite against its anchors");
   bench
       ->add_option("suite", bench_opts.suite,
-                   "Suite to run (ops, gemm, gemv, train, ctc, attention)")
+                   "Suite to run (ops, gemm, gemv, train, ctc, attention, linalg)")
       ->required();
   bench->add_flag("--quick", bench_opts.quick, "Headline cases only (about 2 minutes)");
   bench->add_option("--threads", threads, "Thread counts, e.g. 1,2");
@@ -58,16 +58,18 @@ int main(int argc, char** argv) {
     }
     TS_CHECK(bench_opts.suite == "ops" || bench_opts.suite == "gemm" ||
                  bench_opts.suite == "gemv" || bench_opts.suite == "train" ||
-                 bench_opts.suite == "ctc" || bench_opts.suite == "attention",
+                 bench_opts.suite == "ctc" || bench_opts.suite == "attention" ||
+                 bench_opts.suite == "linalg",
              NotImplementedError,
              "bench: suite '{}' is not available yet (available: ops, gemm, gemv, train, ctc, "
-             "attention)",
+             "attention, linalg)",
              bench_opts.suite);
     status = bench_opts.suite == "gemm"        ? tessera::cli::run_bench_gemm(bench_opts)
              : bench_opts.suite == "gemv"      ? tessera::cli::run_bench_gemv(bench_opts)
              : bench_opts.suite == "train"     ? tessera::cli::run_bench_train(bench_opts)
              : bench_opts.suite == "ctc"       ? tessera::cli::run_bench_ctc(bench_opts)
              : bench_opts.suite == "attention" ? tessera::cli::run_bench_attention(bench_opts)
+             : bench_opts.suite == "linalg"    ? tessera::cli::run_bench_linalg(bench_opts)
                                                : tessera::cli::run_bench_ops(bench_opts);
   });
 

@@ -1,11 +1,7 @@
 // nn, losses and optimizers against PyTorch 1.13 (tests/nn/nn_reference.py): the same float64
 // inputs through both, values and gradients compared to 1e-10 relative.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <cstdlib>
-#include <fstream>
 #include <map>
 #include <string>
 
@@ -16,6 +12,7 @@
 #include "tessera/nn/layers.h"
 #include "tessera/nn/optim.h"
 #include "tessera/tessera.h"
+#include "torch_reference.h"
 
 namespace tessera {
 namespace {
@@ -23,38 +20,16 @@ namespace {
 namespace F = nn::functional;
 using Json = nlohmann::json;
 
-Json to_json(const Tensor& t) {
-  const Tensor c = t.detach().to(kFloat64).contiguous();
-  const double* p = c.data_ptr<double>();
-  return Json{{"shape", c.sizes().vec()}, {"data", std::vector<double>(p, p + c.numel())}};
-}
-
-Tensor from_json(const Json& j) {
-  const std::vector<double> data = j["data"].get<std::vector<double>>();
-  const DimVector shape = j["shape"].get<DimVector>();
-  return tensor<double>(data).reshape(shape);
-}
-
 // Runs the reference script on `inputs`; returns its outputs by name.
 std::map<std::string, Tensor> run_torch(const std::map<std::string, Tensor>& inputs) {
-  char dir[] = "/tmp/tessera-nn-XXXXXX";
-  EXPECT_NE(mkdtemp(dir), nullptr);
-  const std::string in = std::string(dir) + "/in.json", out = std::string(dir) + "/out.json";
   Json j;
-  for (const auto& [k, t] : inputs) j[k] = to_json(t);
-  std::ofstream(in) << j.dump();
-  const std::string cmd = fmt::format("{} {}/../nn/nn_reference.py {} {} 2>&1", TS_ORACLE_PYTHON,
-                                      TS_ORACLE_DIR, in, out);
-  const int rc = std::system(cmd.c_str());
-  EXPECT_EQ(rc, 0) << cmd;
+  for (const auto& [k, t] : inputs) j[k] = testing::tensor_to_json(t);
+  const Json o =
+      testing::run_reference_script(std::string(TS_ORACLE_DIR) + "/../nn/nn_reference.py", j);
   std::map<std::string, Tensor> result;
-  std::ifstream f(out);
-  if (!f) return result;
-  const Json o = Json::parse(f);
-  for (auto it = o.begin(); it != o.end(); ++it) result[it.key()] = from_json(it.value());
-  std::remove(in.c_str());
-  std::remove(out.c_str());
-  rmdir(dir);
+  if (o.is_null()) return result;
+  for (auto it = o.begin(); it != o.end(); ++it)
+    result[it.key()] = testing::tensor_from_json(it.value());
   return result;
 }
 

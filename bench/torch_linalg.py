@@ -1,0 +1,40 @@
+#!/usr/bin/python3
+"""PyTorch 1.13 anchor for `tessera bench linalg`: torch.linalg.cholesky and lu_factor.
+
+Cases `<op>/<dtype>/<batch>x<n>x<n>` as in src/cli/bench_linalg.cpp: cholesky on B B^T / n + I
+and lu_factor on Gaussian matrices, one batched call per timing.
+"""
+import argparse
+import sys
+
+from anchor_common import add_timing_args, emit_timed, import_torch
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", default="1")
+    ap.add_argument("--cases", required=True, help="comma-separated op:dtype:batch:n")
+    add_timing_args(ap)
+    args = ap.parse_args()
+    torch = import_torch()
+    if torch is None:
+        return 2
+    cases = [c.split(":") for c in args.cases.split(",")]
+    for t in [int(x) for x in args.threads.split(",")]:
+        torch.set_num_threads(t)
+        for op, dtype, batch, n in cases:
+            batch, n = int(batch), int(n)
+            g = torch.Generator().manual_seed(0)
+            dt = getattr(torch, dtype)
+            a = torch.randn(batch, n, n, generator=g, dtype=dt)
+            if op == "cholesky":
+                a = a @ a.transpose(1, 2) / n + torch.eye(n, dtype=dt)
+                fn = lambda: torch.linalg.cholesky(a)  # noqa: E731
+            else:
+                fn = lambda: torch.linalg.lu_factor(a)  # noqa: E731
+            emit_timed("linalg", f"{op}/{dtype}/{batch}x{n}x{n}", t, fn, args)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,173 @@
+// `tessera bench linalg`: tessera::linalg::cholesky and lu_factor against LAPACK (OpenBLAS's
+// potrf/getrf) and PyTorch 1.13 (bench/torch_linalg.py), float32 and float64, on single
+// matrices (n = 64, 256, 1024) and batches of 10,000 small ones (8, 16, 32).
+//
+// Case names: `<op>/<dtype>/<batch>x<n>x<n>`. Every implementation starts from the same input
+// and returns a new factor, so each LAPACK call is preceded by a copy of its matrix (potrf and
+// getrf overwrite their input), as Tessera's and PyTorch's calls copy too.
+//
+// Threads: Tessera's pool at each thread count. The LAPACK anchor spreads a batch over the same
+// pool with OpenBLAS single-threaded inside each call (ARCHITECTURE.md: one pool); a single
+// matrix runs OpenBLAS with openblas_set_num_threads(t). GFLOP/s count n^3/3 (Cholesky) and
+// 2n^3/3 (LU) per matrix.
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "cli/bench.h"
+#include "cli/bench_util.h"
+#include "tessera/tessera.h"
+
+extern "C" {
+void spotrf_(const char*, const int*, float*, const int*, int*);
+void dpotrf_(const char*, const int*, double*, const int*, int*);
+void sgetrf_(const int*, const int*, float*, const int*, int*, int*);
+void dgetrf_(const int*, const int*, double*, const int*, int*, int*);
+void openblas_set_num_threads(int);
+}
+
+namespace tessera::cli {
+
+namespace {
+
+struct LinalgCase {
+  std::string op;  // "cholesky" or "lu_factor"
+  ScalarType dtype;
+  int64_t batch, n;
+  std::string name() const { return fmt::format("{}/{}/{}x{}x{}", op, dtype, batch, n, n); }
+  double flops() const {
+    const double n3 = double(n) * double(n) * double(n);
+    return double(batch) * (op == "cholesky" ? n3 / 3 : 2 * n3 / 3);
+  }
+};
+
+// Symmetric positive-definite inputs for cholesky (B B^T / n + I), Gaussian ones for LU.
+Tensor bench_input(const LinalgCase& c) {
+  manual_seed(0);
+  const Tensor b = randn({c.batch, c.n, c.n}, c.dtype);
+  if (c.op != "cholesky") return b;
+  return b.bmm(b.transpose(1, 2)).div(double(c.n)).add(eye(c.n, c.n, c.dtype));
+}
+
+// One LAPACK factorization of the n x n matrix `a` (column-major; the inputs are symmetric or
+// random, so row-major data serves as well) in place.
+template <class T>
+void lapack_factor(const std::string& op, int n, T* a, int* ipiv) {
+  int info = 0;
+  if (op == "cholesky") {
+    if constexpr (std::is_same_v<T, float>) spotrf_("L", &n, a, &n, &info);
+    if constexpr (std::is_same_v<T, double>) dpotrf_("L", &n, a, &n, &info);
+  } else {
+    if constexpr (std::is_same_v<T, float>) sgetrf_(&n, &n, a, &n, ipiv, &info);
+    if constexpr (std::is_same_v<T, double>) dgetrf_(&n, &n, a, &n, ipiv, &info);
+  }
+}
+
+template <class T>
+void lapack_batch(const LinalgCase& c, const Tensor& input, Tensor& work, Tensor& pivots) {
+  const int n = static_cast<int>(c.n);
+  const T* in = input.data_ptr<T>();
+  T* out = work.data_ptr<T>();
+  int* piv = pivots.data_ptr<int32_t>();
+  auto one = [&](int64_t b) {
+    std::memcpy(out + b * n * n, in + b * n * n, sizeof(T) * n * n);
+    lapack_factor(c.op, n, out + b * n * n, piv + b * n);
+  };
+  if (c.batch == 1) {
+    one(0);
+    return;
+  }
+  parallel_for(0, c.batch, 64, [&](int64_t b0, int64_t b1) {
+    for (int64_t b = b0; b < b1; ++b) one(b);
+  });
+}
+
+}  // namespace
+
+int run_bench_linalg(const BenchOptions& options) {
+  const std::vector<int> threads = options.threads.empty() ? default_threads() : options.threads;
+  const Budget budget = options.quick ? Budget{3, 0.3, 30} : Budget{5, 1.0, 100};
+  std::vector<LinalgCase> cases;
+  for (const char* op : {"cholesky", "lu_factor"})
+    for (ScalarType dt : {kFloat32, kFloat64}) {
+      for (int64_t n : {64, 256, 1024}) cases.push_back({op, dt, 1, n});
+      for (int64_t n : {8, 16, 32}) cases.push_back({op, dt, 10000, n});
+    }
+  if (options.quick)
+    std::erase_if(cases, [](const LinalgCase& c) { return c.n == 64 || c.n == 16; });
+  std::erase_if(cases, [&](const LinalgCase& c) {
+    return c.name().find(options.filter) == std::string::npos;
+  });
+  std::vector<BenchRow> rows;
+  const int saved = get_num_threads();
+  for (int th : threads) {
+    set_num_threads(th);
+    for (const LinalgCase& c : cases) {
+      const Tensor a = bench_input(c);
+      BenchRow row{"linalg", c.name(), "tessera", th};
+      row.stats = measure(
+          [&] {
+            if (c.op == "cholesky") {
+              (void)linalg::cholesky(a);
+            } else {
+              (void)linalg::lu_factor(a);
+            }
+          },
+          budget);
+      row.gflops = c.flops() / row.stats->median_s * 1e-9;
+      rows.push_back(row);
+
+      openblas_set_num_threads(c.batch == 1 ? th : 1);
+      Tensor work = empty_like(a), pivots = empty({c.batch, c.n}, kInt32);
+      BenchRow lrow{"linalg", c.name(), "lapack", th};
+      lrow.stats = measure(
+          [&] {
+            if (c.dtype == kFloat32) {
+              lapack_batch<float>(c, a, work, pivots);
+            } else {
+              lapack_batch<double>(c, a, work, pivots);
+            }
+          },
+          budget);
+      lrow.gflops = c.flops() / lrow.stats->median_s * 1e-9;
+      rows.push_back(lrow);
+      openblas_set_num_threads(1);
+    }
+  }
+  set_num_threads(saved);
+  std::vector<std::string> notes = {openblas_kernel_note()};
+  std::string list;
+  for (const LinalgCase& c : cases)
+    list += fmt::format("{}{}:{}:{}:{}", list.empty() ? "" : ",", c.op, c.dtype, c.batch, c.n);
+  if (!cases.empty())
+    for (auto& r :
+         run_torch_anchor("torch_linalg.py", {"--cases", list}, threads, budget, "torch", notes))
+      rows.push_back(r);
+  for (int th : threads) {
+    std::printf("\nlinalg, %d thread%s: time per call (all matrices of the batch)\n", th,
+                th == 1 ? "" : "s");
+    std::printf("%-34s %10s %8s %10s %9s %10s %9s\n", "case", "ms", "GFLOP/s", "lapack ms",
+                "x lapack", "torch ms", "x torch");
+    for (const LinalgCase& c : cases) {
+      const BenchRow* ts = find_row(rows, "tessera", c.name(), th, true);
+      if (!ts) continue;
+      auto anchor = [&](const char* impl, std::string* ms, std::string* ratio) {
+        const BenchRow* r = find_row(rows, impl, c.name(), th, true);
+        *ms = r ? fmt::format("{:.3f}", r->stats->median_s * 1e3) : "skipped";
+        *ratio = r ? fmt::format("{:.2f}x", r->stats->median_s / ts->stats->median_s) : "-";
+      };
+      std::string lms, lx, tms, tx;
+      anchor("lapack", &lms, &lx);
+      anchor("torch", &tms, &tx);
+      std::printf("%-34s %10.3f %8.1f %10s %9s %10s %9s\n", c.name().c_str(),
+                  ts->stats->median_s * 1e3, *ts->gflops, lms.c_str(), lx.c_str(), tms.c_str(),
+                  tx.c_str());
+    }
+  }
+  return finish_bench("linalg", notes, options.json_path, rows);
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,95 @@
+// Internal kernels of tessera::linalg on one matrix at a time.
+//
+// A matrix is a pointer plus element strides: M(i, j) = p[i * rs + j * cs]. Factorizations
+// work in place on row-major storage (cs == 1, rs == ld); triangular solves take any strides
+// (a transpose is a swap of strides; `conj` reads conj(A(i, j))). T is float, double,
+// complex64 or complex128 (explicit instantiations in the .cpp files).
+//
+// Each fast kernel has a plain reference beside it (reference.cpp) that the tests compare
+// against:
+//   potrf_lower         right-looking recursive Cholesky (LAPACK's potrf2 shape): halves,
+//                       trsm for the panel below, GEMM engine for the lower trailing update;
+//                       unblocked right-looking up to n = 32
+//   getrf               blocked right-looking LU with partial pivoting: 128-wide panels
+//                       factored by the recursive getrf2 on a column-major copy, trsm for
+//                       U12, GEMM engine for the trailing update; unblocked up to 32
+//   trsm_left           recursive triangular solve: unblocked 16-row leaves + GEMM updates
+//
+// Threads: these kernels never start a parallel region of their own; the GEMM engine threads
+// a large update when called outside a parallel region and runs serially inside one, so the
+// callers decide (batch-parallel for many matrices, GEMM-parallel for a few large ones).
+#pragma once
+
+#include <cstdint>
+
+#include "linalg/scalar_ops.h"
+#include "tessera/core/dtype.h"
+
+namespace tessera::linalg::detail {
+
+// Instantiates X(T) for the four dtypes the kernels compute in (used by the .cpp files).
+#define TS_LINALG_FOR_EACH_TYPE(X) \
+  X(float)                         \
+  X(double)                        \
+  X(complex64)                     \
+  X(complex128)
+
+// ---- triangular solves -------------------------------------------------------------------------
+
+// op(A) X = B in place of B (n x nrhs), A n x n triangular as seen through (a_rs, a_cs): `lower`
+// says which triangle of that view is read, `conj` reads conj(A(i, j)), `unit` takes the
+// diagonal as ones. Zero diagonal entries give inf/nan, as LAPACK's trsm.
+template <class T>
+void trsm_left(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs, bool lower,
+               bool conj, bool unit, T* b, int64_t b_rs, int64_t b_cs);
+template <class T>
+void trsm_left_unblocked(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs,
+                         bool lower, bool conj, bool unit, T* b, int64_t b_rs, int64_t b_cs);
+
+// C (m x n) -= A (m x k) * B (k x n), strided; B read conjugated when conj_b. Small products run
+// a plain loop, larger ones the GEMM engine (with a conjugated copy of B when needed).
+template <class T>
+void gemm_minus(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs, const T* b,
+                int64_t b_rs, int64_t b_cs, bool conj_b, T* c, int64_t c_rs, int64_t c_cs);
+
+// ---- Cholesky ----------------------------------------------------------------------------------
+
+// A = L L^H for the lower triangle of row-major A (n x n, leading dimension lda), in place; the
+// strict upper triangle is scratch (left unspecified). Returns 0, or the order k (1-based) of
+// the first leading minor that is not positive-definite (columns before k hold L's columns).
+template <class T>
+int64_t potrf_lower(int64_t n, T* a, int64_t lda);
+// The column-by-column (Crout, dot-product) form used for diagonal blocks and small matrices;
+// reads and writes only the lower triangle.
+template <class T>
+int64_t potrf_lower_unblocked(int64_t n, T* a, int64_t lda);
+
+// ---- LU ----------------------------------------------------------------------------------------
+
+// P A = L U with partial pivoting for row-major A (m x n), in place; ipiv[0 .. min(m, n)) gets
+// LAPACK's 1-based pivots. Returns 0 or the first i (1-based) with U(i, i) == 0 (the
+// factorization continues past it, as LAPACK's).
+template <class T>
+int64_t getrf(int64_t m, int64_t n, T* a, int64_t lda, int32_t* ipiv);
+// The recursive form (LAPACK's getrf2) on an m x n matrix with rs == 1 or cs == 1 (panels).
+template <class T>
+int64_t getrf_recursive(int64_t m, int64_t n, T* a, int64_t rs, int64_t cs, int32_t* ipiv);
+
+// Applies row interchanges ipiv[k0 .. k1) (1-based rows, relative to `a`) to the ncols columns
+// of the strided matrix a, forwards (or backwards when `reverse`), as LAPACK's laswp.
+template <class T>
+void laswp(int64_t ncols, T* a, int64_t rs, int64_t cs, int64_t k0, int64_t k1, const int32_t* ipiv,
+           bool reverse = false);
+
+// ---- references (reference.cpp): plain loops, for the tests
+// --------------------------------------
+
+template <class T>
+int64_t potrf_lower_reference(int64_t n, T* a, int64_t lda);
+template <class T>
+int64_t getrf_reference(int64_t m, int64_t n, T* a, int64_t lda, int32_t* ipiv);
+template <class T>
+void trsm_left_reference(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs,
+                         bool lower, bool conj, bool unit, T* b, int64_t b_rs, int64_t b_cs);
+
+}  // namespace tessera::linalg::detail

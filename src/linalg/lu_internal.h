@@ -1,0 +1,21 @@
+// The LU pieces that lu.cpp shares with solve.cpp (solve, inv, det, slogdet).
+#pragma once
+
+#include <string_view>
+#include <tuple>
+
+#include "tessera/core/tensor.h"
+
+namespace tessera::linalg::detail {
+
+// getrf on a contiguous copy of A [*, m, n] (validated by the caller): (LU [*, m, n], pivots
+// [*, min(m, n)] int32, info [*] int32).
+std::tuple<Tensor, Tensor, Tensor> lu_factor_work(const Tensor& A, std::string_view op);
+
+// X := op(A)^{-1} X (left) or X op(A)^{-1} (right) in place, op(A) = A or A^H (adjoint), for
+// A = P L U given by (LU, pivots) of square matrices (any strides) broadcast over X's batch;
+// X contiguous [batch, n, k] (left) or [batch, k, n] (right). Pivots must be valid.
+void lu_solve_in_place(const Tensor& X, const Tensor& LU, const Tensor& pivots, bool left,
+                       bool adjoint, std::string_view op);
+
+}  // namespace tessera::linalg::detail

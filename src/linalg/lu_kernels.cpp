@@ -1,0 +1,166 @@
+// LU with partial pivoting, P A = L U, on row-major storage (LAPACK's getrf semantics).
+//
+// Pivot choice: the first row of the column with the largest |re| + |im| (LAPACK's i?amax; a
+// NaN is never preferred to an earlier number, as there). A zero pivot is recorded in info and
+// skipped (no division), and the factorization continues.
+//
+// Three forms, by size:
+//   getf2            unblocked right-looking: a rank-1 update per column along contiguous
+//                    rows (or columns); for min(m, n) <= kUnblockedMax and the leaves of the
+//                    recursion.
+//   getrf_recursive  LAPACK's getrf2: factor the left half of the columns, swap and solve the
+//                    right half (trsm), one GEMM for the Schur complement, recurse on it.
+//   getrf            blocked right-looking with kNb-wide panels factored by getrf_recursive on
+//                    a column-major copy of the panel (contiguous pivot searches and swaps);
+//                    U12 = L11^{-1} A12 (trsm) and A22 -= L21 U12 through the GEMM engine.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
+#include <vector>
+
+#include "linalg/kernels.h"
+
+namespace tessera::linalg::detail {
+
+namespace {
+
+constexpr int64_t kUnblockedMax = 32;  // min(m, n) up to this runs getf2 on the matrix itself
+constexpr int64_t kLeafCols = 8;       // getrf_recursive's leaves
+constexpr int64_t kNb = 128;           // panel width of the blocked form
+
+// Swaps rows r0 and r1 (ncols elements each) of the strided matrix a.
+template <class T>
+void swap_rows(T* a, int64_t rs, int64_t cs, int64_t r0, int64_t r1, int64_t ncols) {
+  if (cs == 1) {
+    std::swap_ranges(a + r0 * rs, a + r0 * rs + ncols, a + r1 * rs);
+  } else {
+    for (int64_t j = 0; j < ncols; ++j) std::swap(a[r0 * rs + j * cs], a[r1 * rs + j * cs]);
+  }
+}
+
+// Scales x[0], x[inc], ... (count values) by 1 / pivot as LAPACK does: multiply by the
+// reciprocal unless |pivot| is below the smallest normal number, then divide.
+template <class T>
+void scale_by_pivot(T* x, int64_t inc, int64_t count, T pivot) {
+  using R = real_t<T>;
+  if (std::abs(pivot) >= std::numeric_limits<R>::min()) {
+    const T r = T(1) / pivot;
+    for (int64_t i = 0; i < count; ++i) x[i * inc] = mul(x[i * inc], r);
+  } else {
+    for (int64_t i = 0; i < count; ++i) x[i * inc] /= pivot;
+  }
+}
+
+// Unblocked right-looking LU of the m x n matrix a, row-major (cs == 1) or column-major
+// (rs == 1); the rank-1 update runs along the contiguous dimension.
+template <class T>
+int64_t getf2(int64_t m, int64_t n, T* a, int64_t rs, int64_t cs, int32_t* ipiv) {
+  auto at = [&](int64_t i, int64_t j) -> T& { return a[i * rs + j * cs]; };
+  int64_t info = 0;
+  const int64_t mn = std::min(m, n);
+  for (int64_t j = 0; j < mn; ++j) {
+    int64_t p = j;
+    real_t<T> best = abs1(at(j, j));
+    for (int64_t i = j + 1; i < m; ++i) {
+      const real_t<T> v = abs1(at(i, j));
+      if (v > best) best = v, p = i;
+    }
+    ipiv[j] = static_cast<int32_t>(p + 1);
+    if (at(p, j) != T(0)) {
+      if (p != j) swap_rows(a, rs, cs, j, p, n);
+      scale_by_pivot(&at(j + 1, j), rs, m - j - 1, at(j, j));
+    } else if (info == 0) {
+      info = j + 1;
+    }
+    if (cs == 1) {
+      const T* uj = &at(j, 0);
+      for (int64_t i = j + 1; i < m; ++i) {
+        T* ri = &at(i, 0);
+        const T lij = ri[j];
+        for (int64_t k = j + 1; k < n; ++k) ri[k] = fms(ri[k], lij, uj[k]);
+      }
+    } else {  // rs == 1
+      const T* lj = &at(0, j);
+      for (int64_t k = j + 1; k < n; ++k) {
+        T* ck = &at(0, k);
+        const T ujk = ck[j];
+        for (int64_t i = j + 1; i < m; ++i) ck[i] = fms(ck[i], lj[i], ujk);
+      }
+    }
+  }
+  return info;
+}
+
+}  // namespace
+
+template <class T>
+void laswp(int64_t ncols, T* a, int64_t rs, int64_t cs, int64_t k0, int64_t k1, const int32_t* ipiv,
+           bool reverse) {
+  if (ncols == 0) return;
+  for (int64_t s = k0; s < k1; ++s) {
+    const int64_t k = reverse ? k1 - 1 - (s - k0) : s;
+    const int64_t p = ipiv[k] - 1;
+    if (p != k) swap_rows(a, rs, cs, k, p, ncols);
+  }
+}
+
+template <class T>
+int64_t getrf_recursive(int64_t m, int64_t n, T* a, int64_t rs, int64_t cs, int32_t* ipiv) {
+  const int64_t mn = std::min(m, n);
+  if (mn == 0) return 0;
+  if (n <= kLeafCols || m == 1) return getf2(m, n, a, rs, cs, ipiv);
+  const int64_t n1 = mn / 2, n2 = n - n1;
+  int64_t info = getrf_recursive(m, n1, a, rs, cs, ipiv);
+  T* a12 = a + n1 * cs;
+  T* a21 = a + n1 * rs;
+  T* a22 = a21 + n1 * cs;
+  laswp(n2, a12, rs, cs, 0, n1, ipiv);
+  trsm_left(n1, n2, a, rs, cs, /*lower=*/true, /*conj=*/false, /*unit=*/true, a12, rs, cs);
+  gemm_minus(m - n1, n2, n1, a21, rs, cs, a12, rs, cs, false, a22, rs, cs);
+  const int64_t info2 = getrf_recursive(m - n1, n2, a22, rs, cs, ipiv + n1);
+  if (info == 0 && info2 > 0) info = info2 + n1;
+  for (int64_t i = n1; i < mn; ++i) ipiv[i] += static_cast<int32_t>(n1);
+  laswp(n1, a, rs, cs, n1, mn, ipiv);
+  return info;
+}
+
+template <class T>
+int64_t getrf(int64_t m, int64_t n, T* a, int64_t lda, int32_t* ipiv) {
+  const int64_t mn = std::min(m, n);
+  if (mn <= kUnblockedMax) return getf2(m, n, a, lda, int64_t{1}, ipiv);
+  // Panels are factored in a column-major copy: the pivot search, the row swaps inside the
+  // panel and the leaves' updates then run down contiguous columns.
+  thread_local std::vector<T> panel;
+  int64_t info = 0;
+  for (int64_t j = 0; j < mn; j += kNb) {
+    const int64_t jb = std::min(kNb, mn - j), rows = m - j;
+    T* ajj = a + j * lda + j;
+    panel.resize(static_cast<size_t>(rows * jb));
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t c = 0; c < jb; ++c) panel[c * rows + i] = ajj[i * lda + c];
+    const int64_t panel_info = getrf_recursive(rows, jb, panel.data(), 1, rows, ipiv + j);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t c = 0; c < jb; ++c) ajj[i * lda + c] = panel[c * rows + i];
+    if (info == 0 && panel_info > 0) info = panel_info + j;
+    for (int64_t i = j; i < j + jb; ++i) ipiv[i] += static_cast<int32_t>(j);
+    laswp(j, a, lda, 1, j, j + jb, ipiv);  // columns left of the panel
+    const int64_t right = n - j - jb;
+    if (right == 0) continue;
+    laswp(right, a + j + jb, lda, 1, j, j + jb, ipiv);
+    T* a12 = ajj + jb;
+    trsm_left(jb, right, ajj, lda, 1, /*lower=*/true, /*conj=*/false, /*unit=*/true, a12, lda, 1);
+    gemm_minus(m - j - jb, right, jb, ajj + jb * lda, lda, 1, a12, lda, 1, false, a12 + jb * lda,
+               lda, 1);
+  }
+  return info;
+}
+
+#define TS_LINALG_INSTANTIATE(T)                                                                 \
+  template void laswp<T>(int64_t, T*, int64_t, int64_t, int64_t, int64_t, const int32_t*, bool); \
+  template int64_t getrf_recursive<T>(int64_t, int64_t, T*, int64_t, int64_t, int32_t*);         \
+  template int64_t getrf<T>(int64_t, int64_t, T*, int64_t, int32_t*);
+TS_LINALG_FOR_EACH_TYPE(TS_LINALG_INSTANTIATE)
+#undef TS_LINALG_INSTANTIATE
+
+}  // namespace tessera::linalg::detail

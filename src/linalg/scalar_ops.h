@@ -1,0 +1,90 @@
+// Scalar helpers for the linalg kernels, templated over float, double, complex64 and
+// complex128. Complex products are spelled out (re*re - im*im, ...) so that loops vectorize:
+// std::complex's operator* must call a library routine to recover infinities (C99 Annex G),
+// which stops GCC from vectorizing. Only the NaN/inf corner cases of a product differ.
+#pragma once
+
+#include <cmath>
+#include <complex>
+#include <type_traits>
+
+namespace tessera::linalg::detail {
+
+template <class T>
+struct RealOf {
+  using type = T;
+};
+template <class R>
+struct RealOf<std::complex<R>> {
+  using type = R;
+};
+template <class T>
+using real_t = typename RealOf<T>::type;
+template <class T>
+inline constexpr bool kIsComplex = !std::is_same_v<T, real_t<T>>;
+
+template <class T>
+inline T conj_of(T x) {
+  if constexpr (kIsComplex<T>) {
+    return std::conj(x);
+  } else {
+    return x;
+  }
+}
+template <class T>
+inline T maybe_conj(T x, bool conj) {
+  if constexpr (kIsComplex<T>) {
+    return conj ? std::conj(x) : x;
+  } else {
+    (void)conj;
+    return x;
+  }
+}
+// LAPACK's cabs1: |re| + |im| (|x| for real x), what i?amax compares when choosing a pivot.
+template <class T>
+inline real_t<T> abs1(T x) {
+  if constexpr (kIsComplex<T>) {
+    return std::abs(x.real()) + std::abs(x.imag());
+  } else {
+    return std::abs(x);
+  }
+}
+template <class T>
+inline real_t<T> real_part(T x) {
+  if constexpr (kIsComplex<T>) {
+    return x.real();
+  } else {
+    return x;
+  }
+}
+
+// c - a * b.
+template <class T>
+inline T fms(T c, T a, T b) {
+  if constexpr (kIsComplex<T>) {
+    return T(c.real() - (a.real() * b.real() - a.imag() * b.imag()),
+             c.imag() - (a.real() * b.imag() + a.imag() * b.real()));
+  } else {
+    return c - a * b;
+  }
+}
+// a * b.
+template <class T>
+inline T mul(T a, T b) {
+  if constexpr (kIsComplex<T>) {
+    return T(a.real() * b.real() - a.imag() * b.imag(), a.real() * b.imag() + a.imag() * b.real());
+  } else {
+    return a * b;
+  }
+}
+// |x|^2.
+template <class T>
+inline real_t<T> abs2(T x) {
+  if constexpr (kIsComplex<T>) {
+    return x.real() * x.real() + x.imag() * x.imag();
+  } else {
+    return x * x;
+  }
+}
+
+}  // namespace tessera::linalg::detail

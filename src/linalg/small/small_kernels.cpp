@@ -1,0 +1,174 @@
+// Per-ISA batched small factorizations (small_kernels.h): one matrix per SIMD lane.
+//
+// Interleaved group buffer of W lanes: element (i, j) of lane l at buf[(i * n + j) * W + l], so
+// at(i, j) is one vector. The loops below are the per-matrix kernels' loops (potrf_lower_
+// unblocked and getf2) with scalars replaced by vectors; only the per-lane decisions (a failed
+// leading minor, the pivot row, a zero pivot) go through a small scalar loop over the lanes.
+#include "linalg/small/small_kernels.h"
+
+#include <algorithm>
+#include <vector>
+
+#include "core/vec.h"
+
+namespace tessera::cpu::TS_ISA {
+
+namespace {
+
+using vec::TS_ISA::Vec;
+
+// The group's buffer (reused per thread) holding W interleaved n x n matrices: lanes below
+// `used` from a (row-major, n*n apart), the others the identity.
+template <class T>
+T* gather(int64_t n, const T* a, int used) {
+  constexpr int W = Vec<T>::kSize;
+  thread_local std::vector<T> buf;
+  const int64_t nn = n * n;
+  buf.resize(static_cast<size_t>(nn * W));
+  // Lane-major: one matrix at a time is read sequentially. (Element-major order would read W
+  // streams n*n elements apart, a power of two for n = 8, 16, 32, which alias in the cache.)
+  for (int l = 0; l < W; ++l) {
+    const T* m = a + l * nn;
+    for (int64_t e = 0; e < nn; ++e) buf[e * W + l] = l < used ? m[e] : T(e % (n + 1) == 0);
+  }
+  return buf.data();
+}
+
+// Writes the group's lanes below `used` to out (row-major, n*n apart); lower_only zeroes the
+// strict upper triangle.
+template <class T>
+void scatter(int64_t n, const T* buf, int used, bool lower_only, T* out) {
+  constexpr int W = Vec<T>::kSize;
+  for (int l = 0; l < used; ++l) {
+    T* m = out + l * n * n;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < n; ++j)
+        m[i * n + j] = lower_only && j > i ? T(0) : buf[(i * n + j) * W + l];
+  }
+}
+
+// Lower Cholesky of one group (right-looking, as potrf_lower_unblocked).
+template <class T>
+void potrf_group(int64_t n, const T* a, T* out, int used, int32_t* info) {
+  using V = Vec<T>;
+  constexpr int W = V::kSize;
+  T* buf = gather(n, a, used);
+  auto at = [&](int64_t i, int64_t j) { return buf + (i * n + j) * W; };
+  int32_t fail[W] = {};
+  alignas(64) T lane[W];
+  for (int64_t j = 0; j < n; ++j) {
+    V d = V::load(at(j, j));
+    d.store(lane);
+    bool changed = false;
+    for (int l = 0; l < W; ++l) {
+      if (!(lane[l] > T(0))) {  // NaN fails too
+        if (!fail[l]) fail[l] = static_cast<int32_t>(j + 1);
+        lane[l] = T(1), changed = true;  // keep the lane finite; it is not scattered
+      }
+    }
+    if (changed) d = V::load(lane);
+    d = d.sqrt();
+    d.store(at(j, j));
+    const V r = V(T(1)) / d;
+    for (int64_t i = j + 1; i < n; ++i) (V::load(at(i, j)) * r).store(at(i, j));
+    for (int64_t i = j + 1; i < n; ++i) {
+      const V lij = V::load(at(i, j));
+      for (int64_t k = j + 1; k <= i; ++k)
+        (V::load(at(i, k)) - lij * V::load(at(k, j))).store(at(i, k));
+    }
+  }
+  scatter(n, buf, used, /*lower_only=*/true, out);
+  for (int l = 0; l < used; ++l) {
+    info[l] = fail[l];
+    if (fail[l]) std::copy(a + l * n * n, a + (l + 1) * n * n, out + l * n * n);
+  }
+}
+
+// LU with partial pivoting of one group (right-looking, as getf2).
+template <class T>
+void getrf_group(int64_t n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
+  using V = Vec<T>;
+  constexpr int W = V::kSize;
+  T* buf = gather(n, a, used);
+  auto at = [&](int64_t i, int64_t j) { return buf + (i * n + j) * W; };
+  int32_t zero[W] = {};
+  alignas(64) T lane[W];
+  for (int64_t j = 0; j < n; ++j) {
+    // Pivot: the first row with the largest |a(i, j)| (a < b is false for NaN: kept).
+    V best = V::load(at(j, j)).abs();
+    V p = V(T(j));
+    for (int64_t i = j + 1; i < n; ++i) {
+      const V v = V::load(at(i, j)).abs();
+      p = V::select_lt(best, v, V(T(i)), p);
+      best = V::select_lt(best, v, v, best);
+    }
+    p.store(lane);
+    int64_t rows[W];
+    int nrows = 0;
+    for (int l = 0; l < W; ++l) {
+      const int64_t r = static_cast<int64_t>(lane[l]);
+      if (l < used) ipiv[l * n + j] = static_cast<int32_t>(r + 1);
+      if (r != j && std::find(rows, rows + nrows, r) == rows + nrows) rows[nrows++] = r;
+    }
+    // Swap row j with row r in the lanes whose pivot is r.
+    for (int q = 0; q < nrows; ++q) {
+      const V rv(T(rows[q]));
+      const V take = V::select_lt(p, rv, V(T(0)), V::select_lt(rv, p, V(T(0)), V(T(1))));
+      for (int64_t k = 0; k < n; ++k) {
+        const V aj = V::load(at(j, k)), ar = V::load(at(rows[q], k));
+        V::select_lt(take, V(T(0.5)), aj, ar).store(at(j, k));
+        V::select_lt(take, V(T(0.5)), ar, aj).store(at(rows[q], k));
+      }
+    }
+    // A zero pivot is recorded and its column left unscaled (getf2 skips it).
+    const V piv = V::load(at(j, j));
+    piv.store(lane);
+    for (int l = 0; l < W; ++l) {
+      if (lane[l] == T(0)) {
+        if (!zero[l]) zero[l] = static_cast<int32_t>(j + 1);
+        lane[l] = T(0);
+      } else {
+        lane[l] = T(1);
+      }
+    }
+    const V scale = V::load(lane);  // 1 where the column is scaled
+    const V r = V(T(1)) / piv;
+    for (int64_t i = j + 1; i < n; ++i) {
+      const V x = V::load(at(i, j));
+      const V lij = V::select_lt(scale, V(T(0.5)), x, x * r);
+      lij.store(at(i, j));
+      for (int64_t k = j + 1; k < n; ++k)
+        (V::load(at(i, k)) - lij * V::load(at(j, k))).store(at(i, k));
+    }
+  }
+  for (int l = 0; l < used; ++l) info[l] = zero[l];
+  scatter(n, buf, used, /*lower_only=*/false, out);
+}
+
+template <class T>
+void potrf_batch(int64_t n, int64_t count, const T* a, T* out, int32_t* info) {
+  constexpr int W = Vec<T>::kSize;
+  for (int64_t g = 0; g < count; g += W) {
+    const int used = static_cast<int>(std::min<int64_t>(W, count - g));
+    potrf_group(n, a + g * n * n, out + g * n * n, used, info + g);
+  }
+}
+
+template <class T>
+void getrf_batch(int64_t n, int64_t count, const T* a, T* out, int32_t* ipiv, int32_t* info) {
+  constexpr int W = Vec<T>::kSize;
+  for (int64_t g = 0; g < count; g += W) {
+    const int used = static_cast<int>(std::min<int64_t>(W, count - g));
+    getrf_group(n, a + g * n * n, out + g * n * n, used, ipiv + g * n, info + g);
+  }
+}
+
+}  // namespace
+
+const SmallLinalgKernels& small_linalg_kernels() {
+  static const SmallLinalgKernels k{potrf_batch<float>,  potrf_batch<double>, getrf_batch<float>,
+                                    getrf_batch<double>, Vec<float>::kSize,   Vec<double>::kSize};
+  return k;
+}
+
+}  // namespace tessera::cpu::TS_ISA

@@ -1,0 +1,41 @@
+// Batched factorizations of many small matrices (n <= kSmallMax), one matrix per SIMD lane.
+//
+// A group of W matrices (W = the ISA's vector width: 16 floats / 8 doubles on AVX-512, 8 / 4 on
+// AVX2, 4 / 2 generic) is transposed into an interleaved buffer, element (i, j) of all W
+// matrices side by side, and the unblocked algorithm runs once on vectors: every scalar step
+// of the textbook loop becomes one vector instruction for W matrices. A tail group is padded
+// with identity matrices. Row-major n x n matrices, contiguous and n*n elements apart; the
+// factors of the `count` matrices at `a` are written to `out` (one read and one write pass,
+// which is what a batch of small matrices costs: their flops are few).
+//
+// Semantics are those of the per-matrix kernels (kernels.h):
+//   potrf   lower Cholesky, strict upper triangle zeroed. A matrix whose factorization fails
+//           gets info[b] = the failing order and is copied to out unchanged (the caller runs
+//           the per-matrix kernel on it for the partial factor).
+//   getrf   LU with partial pivoting (first largest |a|, LAPACK's rule; a NaN is never
+//           preferred), 1-based pivots ipiv[b * n + j], info[b] = first zero pivot (0 if none).
+//           Zero pivots are skipped, as getf2 does.
+// Real dtypes only (complex batches take the per-matrix path).
+#pragma once
+
+#include <cstdint>
+
+#include "core/dispatch.h"
+
+namespace tessera::cpu {
+
+struct SmallLinalgKernels {
+  void (*potrf_f32)(int64_t n, int64_t count, const float* a, float* out, int32_t* info);
+  void (*potrf_f64)(int64_t n, int64_t count, const double* a, double* out, int32_t* info);
+  void (*getrf_f32)(int64_t n, int64_t count, const float* a, float* out, int32_t* ipiv,
+                    int32_t* info);
+  void (*getrf_f64)(int64_t n, int64_t count, const double* a, double* out, int32_t* ipiv,
+                    int32_t* info);
+  int lanes_f32, lanes_f64;  // W
+};
+
+inline constexpr int64_t kSmallMax = 32;
+
+}  // namespace tessera::cpu
+
+TS_DECLARE_ISA_TABLE(SmallLinalgKernels, small_linalg_kernels)

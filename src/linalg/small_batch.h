@@ -1,0 +1,53 @@
+// Choosing and driving the lane-interleaved kernels for batches of small real matrices
+// (small/small_kernels.h, compiled per ISA) from the ops.
+#pragma once
+
+#include <algorithm>
+#include <cstdint>
+#include <functional>
+#include <type_traits>
+
+#include "linalg/small/small_kernels.h"
+#include "tessera/core/parallel.h"
+
+namespace tessera::linalg::detail {
+
+inline const cpu::SmallLinalgKernels& small_kernels() {
+  return TS_DISPATCH(small_linalg_kernels);
+}
+
+template <class T>
+int small_lanes() {
+  return std::is_same_v<T, float> ? small_kernels().lanes_f32 : small_kernels().lanes_f64;
+}
+
+// Real dtypes, n <= cpu::kSmallMax and more than one matrix.
+template <class T>
+bool use_small_kernels(int64_t n, int64_t batch) {
+  return (std::is_same_v<T, float> || std::is_same_v<T, double>)&&n <= cpu::kSmallMax && batch > 1;
+}
+
+// fn(first, count) over [0, batch) in whole groups of lanes, spread over the pool.
+template <class T>
+void for_each_group(int64_t batch, const std::function<void(int64_t, int64_t)>& fn) {
+  const int64_t w = small_lanes<T>();
+  const int64_t groups = (batch + w - 1) / w;
+  parallel_for(0, groups, 16,
+               [&](int64_t g0, int64_t g1) { fn(g0 * w, std::min(batch, g1 * w) - g0 * w); });
+}
+
+template <class T>
+void small_potrf(int64_t n, int64_t count, const T* a, T* out, int32_t* info,
+                 const cpu::SmallLinalgKernels& k = small_kernels()) {
+  if constexpr (std::is_same_v<T, float>) k.potrf_f32(n, count, a, out, info);
+  if constexpr (std::is_same_v<T, double>) k.potrf_f64(n, count, a, out, info);
+}
+
+template <class T>
+void small_getrf(int64_t n, int64_t count, const T* a, T* out, int32_t* ipiv, int32_t* info,
+                 const cpu::SmallLinalgKernels& k = small_kernels()) {
+  if constexpr (std::is_same_v<T, float>) k.getrf_f32(n, count, a, out, ipiv, info);
+  if constexpr (std::is_same_v<T, double>) k.getrf_f64(n, count, a, out, ipiv, info);
+}
+
+}  // namespace tessera::linalg::detail

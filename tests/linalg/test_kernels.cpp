@@ -1,0 +1,320 @@
+// The linalg kernels on raw row-major buffers: the blocked/recursive fast paths against the plain
+// references (src/linalg/reference.cpp) and against LAPACK (OpenBLAS), for every dtype and for
+// sizes on both sides of the blocking thresholds.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "core/cpu_features.h"
+#include "linalg/small_batch.h"
+#include "linalg_test_util.h"
+
+namespace tessera::linalg_test {
+namespace {
+
+using namespace linalg::detail;
+
+template <class T>
+class LinalgKernels : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() { openblas_set_num_threads(1); }
+};
+using KernelTypes = ::testing::Types<float, double, complex64, complex128>;
+TYPED_TEST_SUITE(LinalgKernels, KernelTypes);
+
+template <class T>
+std::vector<T> values_of(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  const T* p = c.data_ptr<T>();
+  return std::vector<T>(p, p + c.numel());
+}
+
+template <class T>
+Tensor tensor_of(const std::vector<T>& v, int64_t rows, int64_t cols) {
+  Tensor t = empty({rows, cols}, scalar_type_of<T>);
+  std::copy(v.begin(), v.end(), t.data_ptr<T>());
+  return t;
+}
+
+// Lower triangle of a row-major n x n buffer as a tensor (upper zeroed).
+template <class T>
+Tensor lower_of(const std::vector<T>& v, int64_t n) {
+  return tensor_of(v, n, n).tril();
+}
+
+// ||A - L L^H||_F / (n eps ||A||_F).
+template <class T>
+double cholesky_residual(const Tensor& A, const Tensor& L) {
+  const int64_t n = A.size(0);
+  if (n == 0) return 0;
+  const LMat a = to_lmat(A), l = to_lmat(L);
+  return double(frob_diff(a, matmul(l, adjoint(l))) /
+                (n * eps_of(scalar_type_of<T>) * std::max<long double>(frob(a), 1e-300L)));
+}
+
+constexpr int64_t kSizes[] = {0, 1, 2, 3, 17, 64, 97, 200, 300};
+
+TYPED_TEST(LinalgKernels, CholeskyMatchesReferenceAndLapack) {
+  using T = TypeParam;
+  const ScalarType dt = scalar_type_of<T>;
+  manual_seed(11);
+  for (int64_t n : kSizes) {
+    for (Kind kind : {Kind::kRandom, Kind::kIllConditioned, Kind::kDiagonal, Kind::kIdentity}) {
+      SCOPED_TRACE(fmt::format("n={} {}", n, kind_name(kind)));
+      const Tensor A = make_matrix({}, n, dt, kind, /*hpd=*/true);
+      const std::vector<T> a = values_of<T>(A);
+      std::vector<T> fast = a, ref = a, lap = transposed(a, n, n);
+      ASSERT_EQ(potrf_lower(n, fast.data(), std::max<int64_t>(n, 1)), 0);
+      ASSERT_EQ(potrf_lower_reference(n, ref.data(), std::max<int64_t>(n, 1)), 0);
+      ASSERT_EQ(lapack_potrf_lower_colmajor(int(n), lap.data()), 0);
+      lap = transposed(lap, n, n);
+      const Tensor Lf = lower_of(fast, n), Lr = lower_of(ref, n), Ll = lower_of(lap, n);
+      EXPECT_LE(cholesky_residual<T>(A, Lf), 2.0);
+      EXPECT_LE(cholesky_residual<T>(A, Lr), 2.0);
+      EXPECT_LE(cholesky_residual<T>(A, Ll), 2.0);
+      if (kind != Kind::kIllConditioned && n > 0) {
+        // Well-conditioned: the factors themselves agree (Cholesky is forward stable there).
+        const double scale = n * eps_of(dt) * std::max(1.0, double(frob(to_lmat(Ll))));
+        EXPECT_LE(double(frob_diff(to_lmat(Lf), to_lmat(Ll))), 10 * scale);
+        EXPECT_LE(double(frob_diff(to_lmat(Lf), to_lmat(Lr))), 10 * scale);
+      }
+    }
+  }
+}
+
+TYPED_TEST(LinalgKernels, CholeskyReportsTheFailingMinorAsLapack) {
+  using T = TypeParam;
+  const ScalarType dt = scalar_type_of<T>;
+  manual_seed(12);
+  for (int64_t n : {1, 3, 17, 200, 300}) {
+    for (int64_t bad : {int64_t{0}, n / 2, n - 1}) {
+      SCOPED_TRACE(fmt::format("n={} bad={}", n, bad));
+      Tensor A = make_matrix({}, n, dt, Kind::kRandom, true);
+      A.select(0, bad).select(0, bad).fill_(-1.0 * n);  // leading minor bad + 1 fails
+      const std::vector<T> a = values_of<T>(A);
+      std::vector<T> fast = a, ref = a, lap = transposed(a, n, n);
+      const int64_t want = lapack_potrf_lower_colmajor(int(n), lap.data());
+      EXPECT_EQ(want, bad + 1);
+      EXPECT_EQ(potrf_lower(n, fast.data(), n), want);
+      EXPECT_EQ(potrf_lower_reference(n, ref.data(), n), want);
+    }
+  }
+  // NaN on the diagonal is not positive-definite (LAPACK's potrf2 rule).
+  std::vector<T> nan_diag = {T(1), T(0), T(0), T(std::numeric_limits<real_t<T>>::quiet_NaN())};
+  EXPECT_EQ(potrf_lower(2, nan_diag.data(), 2), 2);
+}
+
+// ||P A - L U||_F / (min(m, n) eps ||A||_F), P from LAPACK-style pivots.
+template <class T>
+double lu_residual(const Tensor& A, const std::vector<T>& lu, const std::vector<int32_t>& piv) {
+  const int64_t m = A.size(0), n = A.size(1), k = std::min(m, n);
+  if (k == 0) return 0;
+  const Tensor LU = tensor_of(lu, m, n);
+  Tensor L = LU.narrow(1, 0, k).tril(-1);
+  L.diagonal(0, 0, 1).fill_(1);
+  const Tensor U = LU.narrow(0, 0, k).triu();
+  LMat pa = to_lmat(A);
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < n; ++j) std::swap(pa(i, j), pa(piv[i] - 1, j));
+  return double(frob_diff(pa, matmul(to_lmat(L), to_lmat(U))) /
+                (k * eps_of(scalar_type_of<T>) * std::max<long double>(frob(pa), 1e-300L)));
+}
+
+TYPED_TEST(LinalgKernels, LuMatchesReferenceAndLapack) {
+  using T = TypeParam;
+  const ScalarType dt = scalar_type_of<T>;
+  const bool dbl = to_real_type(dt) == kFloat64;
+  manual_seed(13);
+  const std::vector<std::pair<int64_t, int64_t>> shapes = {
+      {0, 0},     {1, 1}, {2, 2}, {3, 3},    {17, 17},  {64, 64},   {97, 97},  {200, 200},
+      {300, 300}, {5, 3}, {3, 5}, {150, 40}, {40, 150}, {260, 140}, {140, 260}};
+  for (auto [m, n] : shapes) {
+    for (Kind kind : {Kind::kRandom, Kind::kIllConditioned, Kind::kDiagonal, Kind::kIdentity}) {
+      if (m != n && kind != Kind::kRandom) continue;
+      SCOPED_TRACE(fmt::format("{}x{} {}", m, n, kind_name(kind)));
+      const Tensor A = m == n ? make_matrix({}, n, dt, kind) : gaussian({m, n}, dt);
+      const std::vector<T> a = values_of<T>(A);
+      const int64_t k = std::min(m, n);
+      std::vector<T> fast = a, ref = a, lap = transposed(a, m, n);
+      std::vector<int32_t> pf(k), pr(k);
+      std::vector<int> pl(k);
+      const int64_t lda = std::max<int64_t>(n, 1);
+      EXPECT_EQ(getrf(m, n, fast.data(), lda, pf.data()), 0);
+      EXPECT_EQ(getrf_reference(m, n, ref.data(), lda, pr.data()), 0);
+      EXPECT_EQ(lapack_getrf_colmajor(int(m), int(n), lap.data(), pl.data()), 0);
+      lap = transposed(lap, n, m);
+      const std::vector<int32_t> plap(pl.begin(), pl.end());
+      EXPECT_LE(lu_residual<T>(A, fast, pf), 4.0);
+      EXPECT_LE(lu_residual<T>(A, ref, pr), 4.0);
+      EXPECT_LE(lu_residual<T>(A, lap, plap), 4.0);
+      if (dbl && kind != Kind::kIllConditioned) {
+        // Same pivots as LAPACK (|re| + |im| for complex), and the same factors.
+        EXPECT_EQ(pf, plap);
+        EXPECT_EQ(pr, plap);
+        if (pf == plap && k > 0) {
+          const double diff =
+              double(frob_diff(to_lmat(tensor_of(fast, m, n)), to_lmat(tensor_of(lap, m, n))));
+          EXPECT_LE(diff, 1e3 * k * eps_of(dt) * double(frob(to_lmat(A))));
+        }
+      }
+    }
+  }
+}
+
+TYPED_TEST(LinalgKernels, LuReportsTheFirstZeroPivotAsLapack) {
+  using T = TypeParam;
+  const ScalarType dt = scalar_type_of<T>;
+  manual_seed(14);
+  for (int64_t n : {1, 3, 17, 200, 300}) {
+    for (int64_t zero_col : {int64_t{0}, n / 3, n - 1}) {
+      SCOPED_TRACE(fmt::format("n={} zero column {}", n, zero_col));
+      Tensor A = gaussian({n, n}, dt);
+      A.select(1, zero_col).zero_();  // U(zero_col, zero_col) is exactly zero
+      const std::vector<T> a = values_of<T>(A);
+      std::vector<T> fast = a, ref = a, lap = transposed(a, n, n);
+      std::vector<int32_t> pf(n), pr(n);
+      std::vector<int> pl(n);
+      const int64_t want = lapack_getrf_colmajor(int(n), int(n), lap.data(), pl.data());
+      EXPECT_EQ(want, zero_col + 1);
+      EXPECT_EQ(getrf(n, n, fast.data(), n, pf.data()), want);
+      EXPECT_EQ(getrf_reference(n, n, ref.data(), n, pr.data()), want);
+      EXPECT_LE(lu_residual<T>(A, fast, pf), 4.0);
+    }
+  }
+}
+
+// A triangular matrix that stays reasonably conditioned: diagonal of magnitude 1..2, the other
+// triangle Gaussian / sqrt(n).
+template <class T>
+Tensor triangular_matrix(int64_t n, bool lower) {
+  const ScalarType dt = scalar_type_of<T>;
+  Tensor a = gaussian({n, n}, dt).mul(1.0 / std::sqrt(double(std::max<int64_t>(n, 1))));
+  a = lower ? a.tril(-1) : a.triu(1);
+  Tensor d = rand({n}, to_real_type(dt)).add(1.0).mul(randn({n}, to_real_type(dt)).sign());
+  a.diagonal(0, 0, 1).copy_(d);
+  return a;
+}
+
+TYPED_TEST(LinalgKernels, TriangularSolveMatchesReference) {
+  using T = TypeParam;
+  const ScalarType dt = scalar_type_of<T>;
+  manual_seed(15);
+  for (int64_t n : {1, 3, 17, 64, 200}) {
+    for (int64_t nrhs : {1, 5, 70}) {
+      for (int variant = 0; variant < 16; ++variant) {
+        const bool lower = variant & 1, conj = variant & 2, unit = variant & 4;
+        const bool b_transposed = variant & 8;
+        SCOPED_TRACE(fmt::format("n={} nrhs={} lower={} conj={} unit={} B^T={}", n, nrhs, lower,
+                                 conj, unit, b_transposed));
+        const Tensor A = triangular_matrix<T>(n, lower);
+        const Tensor B = gaussian({n, nrhs}, dt);
+        const std::vector<T> a = values_of<T>(A);
+        // B stored row-major (strides nrhs, 1) or column-major (1, n).
+        std::vector<T> fast = b_transposed ? values_of<T>(B.t()) : values_of<T>(B);
+        std::vector<T> ref = fast;
+        const int64_t b_rs = b_transposed ? 1 : nrhs, b_cs = b_transposed ? n : 1;
+        trsm_left(n, nrhs, a.data(), n, 1, lower, conj, unit, fast.data(), b_rs, b_cs);
+        trsm_left_reference(n, nrhs, a.data(), n, 1, lower, conj, unit, ref.data(), b_rs, b_cs);
+        auto as_x = [&](const std::vector<T>& v) {
+          return b_transposed ? tensor_of(v, nrhs, n).t() : tensor_of(v, n, nrhs);
+        };
+        // Residual ||op(A) X - B|| relative to ||op(A)|| ||X||.
+        Tensor opA = conj ? A.conj() : A;
+        if (unit) opA.diagonal(0, 0, 1).fill_(1);
+        for (const auto* v : {&fast, &ref}) {
+          const LMat x = to_lmat(as_x(*v)), am = to_lmat(opA);
+          const double r =
+              double(frob_diff(matmul(am, x), to_lmat(B)) / (n * eps_of(dt) * frob(am) * frob(x)));
+          EXPECT_LE(r, 2.0);
+        }
+        const double diff = double(frob_diff(to_lmat(as_x(fast)), to_lmat(as_x(ref))));
+        EXPECT_LE(diff, 1e3 * n * eps_of(dt) * double(frob(to_lmat(as_x(ref)))));
+      }
+    }
+  }
+}
+
+// The ISA tables of the lane-interleaved small kernels this CPU can run.
+std::vector<std::pair<std::string, const cpu::SmallLinalgKernels*>> small_tables() {
+  std::vector<std::pair<std::string, const cpu::SmallLinalgKernels*>> out{
+      {"generic", &cpu::generic::small_linalg_kernels()}};
+  const CpuFeatures& f = cpu_features();
+  if (f.avx2 && f.fma) out.push_back({"avx2", &cpu::avx2::small_linalg_kernels()});
+  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)
+    out.push_back({"avx512", &cpu::avx512::small_linalg_kernels()});
+  return out;
+}
+
+// Batches of 37 matrices (not a multiple of any lane count), some failing or singular, through
+// every ISA's interleaved kernels against the per-matrix kernels and LAPACK.
+template <class T>
+void check_small_kernels() {
+  const ScalarType dt = scalar_type_of<T>;
+  const bool dbl = std::is_same_v<T, double>;
+  manual_seed(16);
+  constexpr int64_t kCount = 37;
+  for (const auto& [isa, table] : small_tables()) {
+    for (int64_t n : {1, 2, 3, 4, 7, 8, 16, 17, 31, 32}) {
+      SCOPED_TRACE(fmt::format("{} {} n={}", isa, dt, n));
+      // Cholesky: matrix 5 fails at order n/2 + 1, matrix 11 has NaN on its diagonal.
+      Tensor H = make_matrix({kCount}, n, dt, Kind::kRandom, true);
+      H[5].select(0, n / 2).select(0, n / 2).fill_(-1.0);
+      H[11].select(0, n - 1).select(0, n - 1).fill_(std::numeric_limits<double>::quiet_NaN());
+      const std::vector<T> in = values_of<T>(H);
+      std::vector<T> fast(in.size(), T(-7));
+      std::vector<int32_t> info(kCount, -1);
+      small_potrf(n, kCount, in.data(), fast.data(), info.data(), *table);
+      for (int64_t b = 0; b < kCount; ++b) {
+        std::vector<T> one = values_of<T>(H[b]), lap = transposed(one, n, n);
+        // A NaN on the diagonal fails at its order (LAPACK's potrf2 rule; OpenBLAS's own potrf
+        // does not check for NaN).
+        const int64_t lapack_info = lapack_potrf_lower_colmajor(int(n), lap.data());
+        const int64_t want = b == 11 ? n : lapack_info;
+        EXPECT_EQ(potrf_lower_unblocked(n, one.data(), n), want) << "matrix " << b;
+        EXPECT_EQ(info[b], want) << "matrix " << b;
+        if (want != 0) {  // left untouched
+          const Tensor left = tensor_of(
+              std::vector<T>(fast.begin() + b * n * n, fast.begin() + (b + 1) * n * n), n, n);
+          EXPECT_TRUE(allclose(left, H[b], 0, 0, /*equal_nan=*/true)) << "matrix " << b;
+          continue;
+        }
+        const Tensor Lf = tensor_of(
+            std::vector<T>(fast.begin() + b * n * n, fast.begin() + (b + 1) * n * n), n, n);
+        EXPECT_TRUE(Lf.triu(1).eq(0).all().item<bool>()) << "matrix " << b;  // zeroed
+        EXPECT_LE(cholesky_residual<T>(H[b], Lf), 2.0) << "matrix " << b;
+        const double d = double(frob_diff(to_lmat(Lf), to_lmat(lower_of(one, n))));
+        EXPECT_LE(d, 10 * n * eps_of(dt) * double(frob(to_lmat(Lf)))) << "matrix " << b;
+      }
+      // LU: matrix 3 has a zero column (info = its index + 1), matrix 8 is the zero matrix.
+      Tensor A = make_matrix({kCount}, n, dt, Kind::kRandom);
+      A[3].select(1, n / 3).zero_();
+      A[8].zero_();
+      const std::vector<T> a = values_of<T>(A);
+      std::vector<T> lu(a.size(), T(-7));
+      std::vector<int32_t> piv(kCount * n, -1);
+      small_getrf(n, kCount, a.data(), lu.data(), piv.data(), info.data(), *table);
+      for (int64_t b = 0; b < kCount; ++b) {
+        std::vector<T> one = values_of<T>(A[b]), lap = transposed(one, n, n);
+        std::vector<int> pl(n);
+        const int64_t want = lapack_getrf_colmajor(int(n), int(n), lap.data(), pl.data());
+        EXPECT_EQ(info[b], want) << "matrix " << b;
+        const std::vector<T> got(lu.begin() + b * n * n, lu.begin() + (b + 1) * n * n);
+        const std::vector<int32_t> gp(piv.begin() + b * n, piv.begin() + (b + 1) * n);
+        EXPECT_LE(lu_residual<T>(A[b], got, gp), 4.0) << "matrix " << b;
+        if (dbl) {
+          EXPECT_EQ(gp, std::vector<int32_t>(pl.begin(), pl.end())) << "matrix " << b;
+        }
+      }
+    }
+  }
+}
+
+TEST(LinalgSmallKernels, MatchPerMatrixKernelsAndLapackOnEveryIsa) {
+  openblas_set_num_threads(1);
+  check_small_kernels<float>();
+  check_small_kernels<double>();
+}
+
+}  // namespace
+}  // namespace tessera::linalg_test

@@ -1,0 +1,379 @@
+// tessera::linalg ops: residuals per dtype on batched, transposed and sliced inputs, the
+// packing conventions (pivots, P L U, upper factors), n = 0, and the errors for bad input.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "linalg_test_util.h"
+#include "test_support.h"
+
+namespace tessera::linalg_test {
+namespace {
+
+namespace la = tessera::linalg;
+using tessera::testing::expect_error_mentions;
+
+const ScalarType kDtypes[] = {kFloat32, kFloat64, kComplex64, kComplex128};
+
+// Largest ||lhs_b - rhs_b||_F / (n eps scale_b) over the batch (scale_b from scale_fn).
+template <class Fn>
+double max_ratio(int64_t batch, int64_t n, ScalarType dt, Fn&& fn) {
+  double worst = 0;
+  for (int64_t b = 0; b < batch; ++b) {
+    auto [diff, scale] = fn(b);
+    if (n > 0) worst = std::max(worst, double(diff / (n * eps_of(dt) * std::max(scale, 1e-300L))));
+  }
+  return worst;
+}
+
+Tensor flat(const Tensor& t) {
+  int64_t batch = 1;
+  for (int64_t d = 0; d < t.dim() - 2; ++d) batch *= t.size(d);
+  return t.reshape({batch, t.size(-2), t.size(-1)});
+}
+
+TEST(LinalgOps, CholeskyResidualBatchedAndUpper) {
+  manual_seed(21);
+  for (ScalarType dt : kDtypes) {
+    for (int64_t n : {0, 1, 3, 17, 130}) {
+      for (Kind kind : {Kind::kRandom, Kind::kIllConditioned}) {
+        SCOPED_TRACE(fmt::format("{} n={} {}", dt, n, kind_name(kind)));
+        const Tensor A = make_matrix({2, 3}, n, dt, kind, true);
+        const Tensor L = la::cholesky(A);
+        const Tensor U = la::cholesky(A, /*upper=*/true);
+        ASSERT_EQ(L.sizes(), A.sizes());
+        EXPECT_TRUE(L.is_contiguous());
+        const Tensor Af = flat(A), Lf = flat(L), Uf = flat(U);
+        const double r = max_ratio(6, n, dt, [&](int64_t b) {
+          const LMat a = to_lmat(Af[b]), l = to_lmat(Lf[b]);
+          return std::pair{frob_diff(a, matmul(l, adjoint(l))), frob(a)};
+        });
+        EXPECT_LE(r, 2.0);
+        // Triangles: L lower, U = L^H upper (bitwise: the same factorization).
+        EXPECT_TRUE(L.triu(1).eq(0).all().item<bool>());
+        EXPECT_TRUE(equal(U, L.transpose(-2, -1).conj()));
+      }
+    }
+  }
+}
+
+TEST(LinalgOps, CholeskyReadsOneTriangleAndAnyStrides) {
+  manual_seed(22);
+  for (ScalarType dt : kDtypes) {
+    const Tensor A = make_matrix({4}, 70, dt, Kind::kRandom, true);
+    const Tensor L = la::cholesky(A);
+    // Garbage in the unread triangle changes nothing.
+    EXPECT_TRUE(equal(la::cholesky(A.tril().add(ones_like(A).mul(7).triu(1))), L));
+    EXPECT_TRUE(equal(la::cholesky(A.triu().add(ones_like(A).tril(-1).mul(-3)), true),
+                      la::cholesky(A, true)));
+    // A transposed view (conj(A), still Hermitian positive-definite) and a sliced batch.
+    const Tensor At = A.transpose(-2, -1);
+    EXPECT_TRUE(equal(la::cholesky(At), la::cholesky(At.contiguous())));
+    const Tensor sl = A.slice(0, 0, 4, 2);
+    EXPECT_TRUE(equal(la::cholesky(sl), L.slice(0, 0, 4, 2)));
+    // An expanded batch (stride 0).
+    const Tensor ex = A[1].expand({3, 70, 70});
+    EXPECT_TRUE(equal(la::cholesky(ex)[2], L[1]));
+  }
+}
+
+TEST(LinalgOps, CholeskyExReportsPerBatchAndCholeskyThrows) {
+  for (ScalarType dt : kDtypes) {
+    Tensor A = eye(3, 3, dt).expand({4, 3, 3}).contiguous();
+    A[2].select(0, 1).select(0, 1).fill_(-2);  // batch element 2, leading minor of order 2
+    auto [L, info] = la::cholesky_ex(A);
+    EXPECT_EQ(info.dtype(), kInt32);
+    EXPECT_TRUE(equal(info, tensor<int32_t>({0, 0, 2, 0})));
+    expect_error_mentions([&] { la::cholesky(A); },
+                          {"linalg.cholesky", "(Batch element 2)", "not positive-definite",
+                           "leading minor of order 2"});
+    try {
+      la::cholesky(A);
+    } catch (const la::LinAlgError&) {
+    } catch (...) {
+      ADD_FAILURE() << "expected LinAlgError";
+    }
+    expect_error_mentions([&] { la::cholesky(A[2]); }, {"linalg.cholesky", "order 2"});
+  }
+}
+
+TEST(LinalgOps, CholeskySolveAndInverse) {
+  manual_seed(23);
+  for (ScalarType dt : kDtypes) {
+    for (int64_t n : {1, 5, 150}) {
+      for (bool upper : {false, true}) {
+        SCOPED_TRACE(fmt::format("{} n={} upper={}", dt, n, upper));
+        const Tensor A = make_matrix({2}, n, dt, Kind::kRandom, true);
+        const Tensor F = la::cholesky(A, upper);
+        const Tensor B = gaussian({3, 1, n, 4}, dt);  // batch dims broadcast: [3, 1] x [2]
+        const Tensor X = la::cholesky_solve(B, F, upper);
+        ASSERT_EQ(X.sizes(), (DimVector{3, 2, n, 4}));
+        const Tensor Xf = flat(X), Bf = flat(B.expand({3, 2, n, 4}));
+        const double r = max_ratio(6, n, dt, [&](int64_t b) {
+          const LMat a = to_lmat(A[b % 2]), x = to_lmat(Xf[b]);
+          return std::pair{frob_diff(matmul(a, x), to_lmat(Bf[b])), frob(a) * frob(x)};
+        });
+        EXPECT_LE(r, 4.0);
+        const Tensor Ainv = la::cholesky_inverse(F, upper);
+        const double ri = max_ratio(2, n, dt, [&](int64_t b) {
+          const LMat a = to_lmat(A[b]), x = to_lmat(Ainv[b]);
+          return std::pair{frob_diff(matmul(a, x), to_lmat(eye(n, n, dt))), frob(a) * frob(x)};
+        });
+        EXPECT_LE(ri, 4.0);
+      }
+    }
+  }
+  expect_error_mentions(
+      [] {
+        la::cholesky_inverse(zeros({2, 2}));
+      },
+      {"cholesky_inverse", "diagonal element 1 is zero", "singular"});
+  expect_error_mentions(
+      [] {
+        la::cholesky_solve(ones({2, 1}), eye(3));
+      },
+      {"cholesky_solve", "3 by 3", "2 by 1"});
+}
+
+TEST(LinalgOps, SolveTriangularAllForms) {
+  manual_seed(24);
+  for (ScalarType dt : kDtypes) {
+    for (int64_t n : {1, 4, 90}) {
+      for (int v = 0; v < 8; ++v) {
+        const bool upper = v & 1, left = v & 2, unit = v & 4;
+        SCOPED_TRACE(fmt::format("{} n={} upper={} left={} unit={}", dt, n, upper, left, unit));
+        Tensor A = gaussian({2, n, n}, dt).mul(1.0 / std::sqrt(double(n)));
+        A.diagonal(0, -2, -1).add_(3);
+        A = upper ? A.triu() : A.tril();
+        const Tensor B = left ? gaussian({n, 3}, dt) : gaussian({3, n}, dt);
+        // A as a transposed view of its transpose: strides must not matter.
+        const Tensor At = A.transpose(-2, -1).contiguous().transpose(-2, -1);
+        const Tensor X = la::solve_triangular(At, B, upper, left, unit);
+        Tensor Au = A.clone();
+        if (unit) Au.diagonal(0, -2, -1).fill_(1);
+        const double r = max_ratio(2, n, dt, [&](int64_t b) {
+          const LMat a = to_lmat(Au[b]), x = to_lmat(X[b]);
+          return std::pair{frob_diff(left ? matmul(a, x) : matmul(x, a), to_lmat(B)),
+                           frob(a) * frob(x)};
+        });
+        EXPECT_LE(r, 2.0);
+      }
+    }
+  }
+  expect_error_mentions(
+      [] {
+        la::solve_triangular(eye(2), ones({3, 1}), true);
+      },
+      {"linalg.solve_triangular", "AX = B", "2x2", "3x1"});
+  expect_error_mentions([] { la::solve_triangular(eye(2), ones({2}), true); },
+                        {"linalg.solve_triangular", "'B'", "at least 2 dimensions", "1 dims"});
+}
+
+// A = P L U for lu(); lu_factor's pivots reproduce the same P.
+TEST(LinalgOps, LuFactorAndUnpack) {
+  manual_seed(25);
+  for (ScalarType dt : kDtypes) {
+    for (auto [m, n] : std::vector<std::pair<int64_t, int64_t>>{
+             {0, 0}, {1, 1}, {3, 3}, {40, 40}, {170, 170}, {7, 4}, {4, 7}}) {
+      SCOPED_TRACE(fmt::format("{} {}x{}", dt, m, n));
+      const Tensor A = gaussian({2, m, n}, dt);
+      auto [P, L, U] = la::lu(A);
+      const int64_t k = std::min(m, n);
+      ASSERT_EQ(P.sizes(), (DimVector{2, m, m}));
+      ASSERT_EQ(L.sizes(), (DimVector{2, m, k}));
+      ASSERT_EQ(U.sizes(), (DimVector{2, k, n}));
+      const double r = max_ratio(2, std::max<int64_t>(k, 1), dt, [&](int64_t b) {
+        const LMat a = to_lmat(A[b]);
+        return std::pair{frob_diff(a, matmul(to_lmat(P[b]), matmul(to_lmat(L[b]), to_lmat(U[b])))),
+                         frob(a)};
+      });
+      EXPECT_LE(r, 4.0);
+      auto [LU, piv] = la::lu_factor(A);
+      EXPECT_EQ(piv.dtype(), kInt32);
+      auto [P2, L2, U2] = la::lu_unpack(LU, piv);
+      EXPECT_TRUE(equal(P2, P) && equal(L2, L) && equal(U2, U));
+    }
+  }
+}
+
+TEST(LinalgOps, LuSolveFourForms) {
+  manual_seed(26);
+  for (ScalarType dt : kDtypes) {
+    for (int64_t n : {1, 6, 140}) {
+      const Tensor A = gaussian({2, n, n}, dt);
+      auto [LU, piv] = la::lu_factor(A);
+      for (int v = 0; v < 4; ++v) {
+        const bool left = v & 1, adj = v & 2;
+        SCOPED_TRACE(fmt::format("{} n={} left={} adjoint={}", dt, n, left, adj));
+        const Tensor B = left ? gaussian({2, n, 3}, dt) : gaussian({2, 3, n}, dt);
+        const Tensor X = la::lu_solve(LU, piv, B, left, adj);
+        const double r = max_ratio(2, n, dt, [&](int64_t b) {
+          LMat a = to_lmat(A[b]);
+          if (adj) a = adjoint(a);
+          const LMat x = to_lmat(X[b]);
+          return std::pair{frob_diff(left ? matmul(a, x) : matmul(x, a), to_lmat(B[b])),
+                           frob(a) * frob(x)};
+        });
+        EXPECT_LE(r, 8.0);
+      }
+    }
+  }
+  auto [LU, piv] = la::lu_factor(eye(2));
+  expect_error_mentions(
+      [&] {
+        la::lu_solve(LU, tensor<int32_t>({1, 3}), ones({2, 1}));
+      },
+      {"linalg.lu_solve", "pivots", "[1, 2]", "3"});
+  expect_error_mentions(
+      [&] {
+        la::lu_solve(LU, piv.to(kInt64), ones({2, 1}));
+      },
+      {"linalg.lu_solve", "pivots", "int32", "int64"});
+  expect_error_mentions(
+      [&] {
+        la::lu_solve(LU, piv, ones({3, 1}));
+      },
+      {"linalg.lu_solve", "AX = B", "2x2", "3x1"});
+  expect_error_mentions(
+      [&] {
+        la::lu_solve(LU, piv, ones({2, 3}), false);
+      },
+      {"linalg.lu_solve", "XA = B", "2x2", "2x3"});
+}
+
+TEST(LinalgOps, SolveInvDetSlogdet) {
+  manual_seed(27);
+  for (ScalarType dt : kDtypes) {
+    for (int64_t n : {0, 1, 2, 3, 17, 160}) {
+      for (Kind kind : {Kind::kRandom, Kind::kIllConditioned, Kind::kDiagonal}) {
+        SCOPED_TRACE(fmt::format("{} n={} {}", dt, n, kind_name(kind)));
+        const Tensor A = make_matrix({3}, n, dt, kind);
+        const Tensor B = gaussian({3, n}, dt);  // a batch of vectors
+        const Tensor x = la::solve(A, B);
+        ASSERT_EQ(x.sizes(), B.sizes());
+        const Tensor Ainv = la::inv(A);
+        const double r = max_ratio(3, n, dt, [&](int64_t b) {
+          const LMat a = to_lmat(A[b]), xv = to_lmat(x[b].unsqueeze(1));
+          return std::pair{frob_diff(matmul(a, xv), to_lmat(B[b].unsqueeze(1))),
+                           frob(a) * frob(xv)};
+        });
+        EXPECT_LE(r, 4.0);
+        const double ri = max_ratio(3, n, dt, [&](int64_t b) {
+          const LMat a = to_lmat(A[b]), xi = to_lmat(Ainv[b]);
+          return std::pair{frob_diff(matmul(a, xi), to_lmat(eye(n, n, dt))), frob(a) * frob(xi)};
+        });
+        EXPECT_LE(ri, 4.0);
+        // det = sign * exp(logabsdet), and for a diagonal matrix the product of the diagonal.
+        const Tensor d = la::det(A);
+        auto [sign, logabs] = la::slogdet(A);
+        EXPECT_EQ(logabs.dtype(), to_real_type(dt));
+        const Tensor rebuilt = sign.mul(logabs.exp().to(dt));
+        EXPECT_TRUE(allclose(d.to(kComplex128), rebuilt.to(kComplex128), 1e-4, 0));
+        if (kind == Kind::kDiagonal) {
+          const Tensor want = A.diagonal(0, -2, -1).to(kComplex128).prod(-1);
+          EXPECT_TRUE(allclose(d.to(kComplex128), want, 1e-5, 0));
+        }
+      }
+    }
+  }
+}
+
+TEST(LinalgOps, SingularInputRaisesOrReportsInfo) {
+  for (ScalarType dt : kDtypes) {
+    Tensor A = eye(3, 3, dt).expand({2, 3, 3}).contiguous();
+    A[1].select(1, 1).zero_();  // batch element 1: U[2,2] == 0
+    expect_error_mentions(
+        [&] {
+          la::solve(A, ones({2, 3}, dt));
+        },
+        {"linalg.solve", "(Batch element 1)", "singular"});
+    expect_error_mentions([&] { la::inv(A); },
+                          {"linalg.inv", "(Batch element 1)", "diagonal element 2 is zero"});
+    expect_error_mentions([&] { la::lu_factor(A); },
+                          {"linalg.lu_factor", "(Batch element 1)", "U[2,2] is zero"});
+    auto [LU, piv, info] = la::lu_factor_ex(A);
+    EXPECT_TRUE(equal(info, tensor<int32_t>({0, 2})));
+    auto [Ai, info2] = la::inv_ex(A);
+    EXPECT_TRUE(equal(info2, tensor<int32_t>({0, 2})));
+    EXPECT_EQ(la::det(A)[1].to(kComplex128).item<complex128>(), complex128(0));
+    auto [sign, logabs] = la::slogdet(A);
+    EXPECT_EQ(sign[1].to(kComplex128).item<complex128>(), complex128(0));
+    EXPECT_EQ(logabs[1].item<double>(), -std::numeric_limits<double>::infinity());
+    // lu() does not raise.
+    auto [P, L, U] = la::lu(A);
+    EXPECT_EQ(U.sizes(), A.sizes());
+  }
+}
+
+TEST(LinalgOps, ZeroSizedBatchesAndMatrices) {
+  EXPECT_EQ(la::cholesky(empty({0, 3, 3})).sizes(), (DimVector{0, 3, 3}));
+  EXPECT_EQ(la::inv(empty({2, 0, 0})).sizes(), (DimVector{2, 0, 0}));
+  EXPECT_TRUE(equal(la::det(empty({2, 0, 0})), ones({2})));
+  auto [sign, logabs] = la::slogdet(empty({0, 0}));
+  EXPECT_EQ(sign.item<float>(), 1.0f);
+  EXPECT_EQ(logabs.item<float>(), 0.0f);
+  EXPECT_EQ(la::solve(empty({0, 4, 4}), empty({0, 4, 2})).sizes(), (DimVector{0, 4, 2}));
+  auto [LU, piv] = la::lu_factor(empty({3, 0, 5}));
+  EXPECT_EQ(piv.sizes(), (DimVector{3, 0}));
+}
+
+TEST(LinalgOps, BadInputErrors) {
+  const Tensor sq = eye(3);
+  for (auto fn : std::vector<std::function<void()>>{[] {
+                                                      la::cholesky(ones({2, 3}));
+                                                    },
+                                                    [] {
+                                                      la::inv(ones({2, 3}));
+                                                    },
+                                                    [] {
+                                                      la::det(ones({2, 3}));
+                                                    },
+                                                    [] {
+                                                      la::slogdet(ones({4, 2, 3}));
+                                                    },
+                                                    [] {
+                                                      la::solve(ones({2, 3}), ones({2}));
+                                                    }}) {
+    expect_error_mentions(fn, {"expected a batch of square matrices", "2 by 3"});
+  }
+  expect_error_mentions(
+      [] {
+        la::cholesky(ones({2, 2}, kInt32));
+      },
+      {"linalg.cholesky", "'A'", "float32, float64, complex64", "int32"});
+  expect_error_mentions(
+      [] {
+        la::lu_factor(ones({2, 2}, kFloat16));
+      },
+      {"linalg.lu_factor", "float16"});
+  expect_error_mentions([] { la::cholesky(ones({2})); },
+                        {"linalg.cholesky", "at least 2 dimensions", "1 dims"});
+  expect_error_mentions([&] { la::solve(sq, ones({3}, kFloat64)); },
+                        {"linalg.solve", "same dtype", "float32", "float64"});
+  expect_error_mentions(
+      [&] {
+        la::solve(sq.expand({3, 3, 3}), ones({4, 3, 1}));
+      },
+      {"linalg.solve", "3", "4"});
+  expect_error_mentions([&] { la::solve(sq, ones({2})); },
+                        {"linalg.solve", "AX = B", "3x3", "2x1"});
+  expect_error_mentions([&] { la::lu_factor(sq, false); },
+                        {"linalg.lu_factor", "pivot", "not implemented"});
+}
+
+TEST(LinalgOps, InputsThatRequireGradThrowNotImplemented) {
+  const Tensor A = eye(3).requires_grad_();
+  for (auto fn : std::vector<std::function<void()>>{[&] { la::cholesky(A); }, [&] { la::inv(A); },
+                                                    [&] { la::det(A); }, [&] { la::lu_factor(A); },
+                                                    [&] { la::solve(A, ones({3})); },
+                                                    [&] {
+                                                      la::solve_triangular(A, ones({3, 1}), true);
+                                                    }}) {
+    expect_error_mentions(fn, {"linalg.", "derivative is not implemented"});
+  }
+  autograd::NoGradGuard no_grad;
+  EXPECT_TRUE(equal(la::inv(A), eye(3)));
+}
+
+}  // namespace
+}  // namespace tessera::linalg_test
