@@ -6,7 +6,6 @@
 #include "ops/attention.h"
 
 #include <algorithm>
-#include <cstdlib>
 #include <vector>
 
 #include "gemm/pack.h"
@@ -21,7 +20,7 @@ namespace {
 // Queries per task and keys per step. A block's packed queries, its accumulators and one step
 // of packed keys and values stay in L2; one panel of scores (key_block x NR) in L1.
 constexpr int64_t kQueryBlock = 128;
-static const int64_t kKeyBlockTarget = getenv("TS_KB") ? atoi(getenv("TS_KB")) : 256;
+constexpr int64_t kKeyBlockTarget = 256;
 
 // A per-thread scratch buffer, grown on demand, 64-byte aligned (over-allocated by one line).
 float* thread_scratch(int64_t floats) {

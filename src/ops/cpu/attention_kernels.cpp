@@ -20,6 +20,7 @@
 #include "gemm/kernels/microkernel.h"
 #include "gemm/pack.h"
 #include "ops/cpu/attention_kernels.h"
+#include "tessera/core/error.h"
 
 namespace tessera::cpu::TS_ISA {
 namespace {
@@ -219,7 +220,7 @@ const AttentionKernels& attention_kernels() {
   static const AttentionKernels table = [] {
     const GemmMicroKernel<float>& uk = gemm_kernels().sgemm;
     // softmax_step works on whole vectors of query lanes and forward_block keeps nr factors.
-    if (uk.nr % W != 0 || uk.nr > 64) std::abort();
+    TS_INTERNAL_ASSERT(uk.nr % W == 0 && uk.nr <= 64);
     return AttentionKernels{uk.mr, uk.nr, block_workspace_floats, forward_block, decode_row};
   }();
   return table;
