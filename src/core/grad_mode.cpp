@@ -3,7 +3,6 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
-#include "core/autograd_meta.h"
 #include "tessera/autograd/function.h"
 #include "tessera/autograd/grad_mode.h"
 
@@ -36,11 +35,8 @@ bool BelowAutogradGuard::active() {
 
 bool any_requires_grad(std::span<const Tensor> inputs) {
   if (!grad_enabled || below_autograd) return false;
-  for (const Tensor& t : inputs) {
-    refresh_view_history(t);
-    const AutogradMeta* m = meta_of(t);
-    if ((m && m->requires_grad) || (t.defined() && is_no_grad_view_of_grad_base(t))) return true;
-  }
+  for (const Tensor& t : inputs)
+    if (t.defined() && t.requires_grad()) return true;
   return false;
 }
 
