@@ -205,9 +205,9 @@ int64_t FileStore::add(const std::string& key, int64_t amount) {
   std::lock_guard guard(state_->mutex);
   State::Lock lock(state_->fd, LOCK_EX, path_);
   state_->catch_up(path_);
-  int64_t value = amount;
   auto it = state_->map.find(key);
-  if (it != state_->map.end()) value += detail::parse_counter(key, it->second);
+  const int64_t value =
+      detail::counter_after_add(key, it == state_->map.end() ? nullptr : &it->second, amount);
   state_->append(kSet, key, detail::format_counter(value), path_);
   return value;
 }
@@ -217,14 +217,11 @@ Bytes FileStore::compare_set(const std::string& key, const Bytes& expected, cons
   std::lock_guard guard(state_->mutex);
   State::Lock lock(state_->fd, LOCK_EX, path_);
   state_->catch_up(path_);
-  auto copy = state_->map;
-  const Bytes out = detail::compare_set_in(copy, key, expected, desired);
-  auto before = state_->map.find(key);
-  auto after = copy.find(key);
-  if (after != copy.end() && (before == state_->map.end() || before->second != after->second)) {
-    state_->append(kSet, key, after->second, path_);
-  }
-  return out;
+  auto it = state_->map.find(key);
+  detail::CompareSetOutcome o = detail::compare_set_outcome(
+      it == state_->map.end() ? nullptr : &it->second, expected, desired);
+  if (o.writes) state_->append(kSet, key, desired, path_);
+  return std::move(o.result);
 }
 
 void FileStore::wait(const std::vector<std::string>& keys, Milliseconds timeout) {

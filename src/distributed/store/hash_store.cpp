@@ -46,12 +46,10 @@ Bytes HashStore::get(const std::string& key) {
 
 int64_t HashStore::add(const std::string& key, int64_t amount) {
   detail::check_key("add", key);
-  int64_t value = amount;
+  int64_t value = 0;
   {
     std::lock_guard lock(state_->mutex);
-    auto it = state_->map.find(key);
-    if (it != state_->map.end()) value += detail::parse_counter(key, it->second);
-    state_->map[key] = detail::format_counter(value);
+    value = detail::add_in(state_->map, key, amount);
   }
   state_->cv.notify_all();
   return value;

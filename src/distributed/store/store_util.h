@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/distributed/store.h"
@@ -31,18 +32,46 @@ inline void check_key(const std::string& op, const std::string& key) {
   TS_CHECK(!key.empty(), ValueError, "Store.{}(): argument 'key' must not be empty", op);
 }
 
-// c10d's compare_set on a map-like `find` result: returns the value after the call.
+// The counter add(key, amount) leaves: amount plus the counter the key holds (`current`;
+// null when the key is absent).
+inline int64_t counter_after_add(const std::string& key, const Bytes* current, int64_t amount) {
+  return current ? amount + parse_counter(key, *current) : amount;
+}
+
+// c10d's compare_set rule on the key's current value (null when absent): an absent key is
+// created only when `expected` is empty; a present one takes `desired` only when it holds
+// `expected`. `result` is what the call returns (the value after it, or `expected` for an
+// absent key that stays absent); `writes` says whether the stored value changes to `desired`.
+struct CompareSetOutcome {
+  Bytes result;
+  bool writes = false;
+};
+
+inline CompareSetOutcome compare_set_outcome(const Bytes* current, const Bytes& expected,
+                                             const Bytes& desired) {
+  if (!current)
+    return expected.empty() ? CompareSetOutcome{desired, true} : CompareSetOutcome{expected};
+  if (*current == expected) return {desired, *current != desired};
+  return {*current};
+}
+
+// Both rules applied to a map-like store (HashStore, the TCPStore server).
+template <class Map>
+int64_t add_in(Map& map, const std::string& key, int64_t amount) {
+  auto it = map.find(key);
+  const int64_t v = counter_after_add(key, it == map.end() ? nullptr : &it->second, amount);
+  map[key] = format_counter(v);
+  return v;
+}
+
 template <class Map>
 Bytes compare_set_in(Map& map, const std::string& key, const Bytes& expected,
                      const Bytes& desired) {
   auto it = map.find(key);
-  if (it == map.end()) {
-    if (!expected.empty()) return expected;
-    map.emplace(key, desired);
-    return desired;
-  }
-  if (it->second == expected) it->second = desired;
-  return it->second;
+  CompareSetOutcome o =
+      compare_set_outcome(it == map.end() ? nullptr : &it->second, expected, desired);
+  if (o.writes) map[key] = desired;
+  return std::move(o.result);
 }
 
 inline std::string describe_keys(const std::vector<std::string>& keys) {

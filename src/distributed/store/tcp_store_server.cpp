@@ -227,10 +227,7 @@ void TCPStore::Server::Impl::handle(Connection& c, const detail::FrameHeader& h,
       break;
     }
     case MsgType::ADD: {
-      int64_t v = req.amount;
-      auto it = map.find(req.keys[0]);
-      if (it != map.end()) v += detail::parse_counter(req.keys[0], it->second);
-      map[req.keys[0]] = detail::format_counter(v);
+      const int64_t v = detail::add_in(map, req.keys[0], req.amount);
       respond(c, MsgType::INT, id, detail::PayloadWriter().i64(v).take());
       wake_waiters();
       break;
