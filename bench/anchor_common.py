@@ -4,6 +4,7 @@ measure() times fn the same way Tessera's bench does (src/cli/bench_util.cpp): o
 call, then at least `reps` calls and at least `min_time` seconds, at most `max_reps` calls;
 it returns the fields of a JSON bench row.
 """
+import argparse
 import sys
 import time
 
@@ -16,6 +17,21 @@ def import_torch():
     except ImportError as e:
         print(f"torch is not installed: {e}", file=sys.stderr)
         return None
+
+
+def anchor_parser(cases_help=None):
+    """The options every anchor takes: --threads (comma-separated counts), the timing budget
+    and, when the script times a list of cases, --cases. Scripts add their own to it."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--threads", default="1", help="comma-separated thread counts")
+    if cases_help:
+        ap.add_argument("--cases", required=True, help=cases_help)
+    add_timing_args(ap)
+    return ap
+
+
+def thread_counts(args):
+    return [int(x) for x in args.threads.split(",")]
 
 
 def add_timing_args(ap):

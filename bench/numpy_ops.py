@@ -6,11 +6,10 @@ OPENBLAS_NUM_THREADS set in the environment (NumPy reads them at import; its red
 single-threaded anyway). --threads only labels the rows. Cases NumPy has no routine for
 (gelu: no vectorised erf) are printed as skipped, never approximated.
 """
-import argparse
 import json
 import sys
 
-from anchor_common import add_timing_args, measure
+from anchor_common import anchor_parser, measure
 
 
 def softmax_rows(np, x):
@@ -49,9 +48,7 @@ def cases(np):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", default="1")
-    add_timing_args(ap)
+    ap = anchor_parser()
     ap.add_argument("--filter", default="", help="only cases whose name contains this")
     args = ap.parse_args()
     try:

@@ -5,27 +5,23 @@ PyTorch 1.13 has no fused attention: q @ k^T * scale, the causal mask, softmax, 
 users wrote it. Cases `attention/<dtype>/BxHxSxD` as in src/cli/bench_attention.cpp; with
 --decode, `decode/<dtype>/BxHxSxD`: one query token against S keys, no mask.
 """
-import argparse
 import math
 import sys
 
-from anchor_common import add_timing_args, emit_timed, import_torch
+from anchor_common import anchor_parser, emit_timed, import_torch, thread_counts
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", default="1")
-    ap.add_argument("--cases", required=True, help="comma-separated BxHxSxD")
+    ap = anchor_parser("comma-separated BxHxSxD")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     ap.add_argument("--decode", action="store_true", help="one query token, no mask")
-    add_timing_args(ap)
     args = ap.parse_args()
     torch = import_torch()
     if torch is None:
         return 2
     dt = getattr(torch, args.dtype)
     cases = [tuple(int(x) for x in c.split("x")) for c in args.cases.split(",")]
-    for t in [int(x) for x in args.threads.split(",")]:
+    for t in thread_counts(args):
         torch.set_num_threads(t)
         for B, H, S, D in cases:
             g = torch.Generator().manual_seed(0)

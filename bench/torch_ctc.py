@@ -5,24 +5,20 @@ Cases `ctc/float32/TxBxCxS` as in src/cli/bench_ctc.cpp: log_probs [T, B, C] fro
 log_softmax, padded targets of length S (labels 1..C-1, blank 0), full input and target
 lengths, reduction "mean"; the timed call is the loss and its backward.
 """
-import argparse
 import sys
 
-from anchor_common import add_timing_args, emit_timed, import_torch
+from anchor_common import anchor_parser, emit_timed, import_torch, thread_counts
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", default="1")
-    ap.add_argument("--cases", required=True, help="comma-separated TxBxCxS")
-    add_timing_args(ap)
+    ap = anchor_parser("comma-separated TxBxCxS")
     args = ap.parse_args()
     torch = import_torch()
     if torch is None:
         return 2
     import torch.nn.functional as F
     cases = [tuple(int(x) for x in c.split("x")) for c in args.cases.split(",")]
-    for t in [int(x) for x in args.threads.split(",")]:
+    for t in thread_counts(args):
         torch.set_num_threads(t)
         for T, B, C, S in cases:
             g = torch.Generator().manual_seed(0)

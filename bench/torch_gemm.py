@@ -8,27 +8,21 @@ faults of a fresh result are not timed. Threads: torch.set_num_threads per --thr
 Debian's PyTorch runs mm on OpenBLAS, whose thread count is OPENBLAS_NUM_THREADS at load time,
 so the caller runs this script once per thread count with that variable set.
 """
-import argparse
 import json
 import sys
 
-from anchor_common import add_timing_args, measure
+from anchor_common import anchor_parser, import_torch, measure, thread_counts
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", default="1")
-    ap.add_argument("--cases", required=True, help="comma-separated MxKxN")
-    add_timing_args(ap)
+    ap = anchor_parser("comma-separated MxKxN")
     ap.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"])
     args = ap.parse_args()
-    try:
-        import torch
-    except ImportError as e:
-        print(f"torch is not installed: {e}", file=sys.stderr)
+    torch = import_torch()
+    if torch is None:
         return 2
     shapes = [tuple(int(x) for x in c.split("x")) for c in args.cases.split(",")]
-    for t in [int(x) for x in args.threads.split(",")]:
+    for t in thread_counts(args):
         torch.set_num_threads(t)
         for m, k, n in shapes:
             g = torch.Generator().manual_seed(0)

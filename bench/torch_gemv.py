@@ -7,26 +7,22 @@ ignores torch.set_num_threads). Cases are N x K weights named as in src/cli/benc
 (`gemv/<dtype>/NxK`); the weight is [N, K] (out, in) as nn.Linear stores it. `gbps` counts
 weight bytes, the traffic that bounds a decode step.
 """
-import argparse
 import json
 import sys
 
-from anchor_common import add_timing_args, import_torch, measure
+from anchor_common import anchor_parser, import_torch, measure, thread_counts
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", default="1")
-    ap.add_argument("--cases", required=True, help="comma-separated NxK")
+    ap = anchor_parser("comma-separated NxK")
     ap.add_argument("--dtypes", default="float32,bfloat16")
-    add_timing_args(ap)
     args = ap.parse_args()
     torch = import_torch()
     if torch is None:
         return 2
     import torch.nn.functional as F
     shapes = [tuple(int(x) for x in c.split("x")) for c in args.cases.split(",")]
-    for t in [int(x) for x in args.threads.split(",")]:
+    for t in thread_counts(args):
         torch.set_num_threads(t)
         for name in args.dtypes.split(","):
             dtype = getattr(torch, name)

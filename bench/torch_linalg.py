@@ -4,23 +4,19 @@
 Cases `<op>/<dtype>/<batch>x<n>x<n>` as in src/cli/bench_linalg.cpp: cholesky on B B^T / n + I
 and lu_factor on Gaussian matrices, one batched call per timing.
 """
-import argparse
 import sys
 
-from anchor_common import add_timing_args, emit_timed, import_torch
+from anchor_common import anchor_parser, emit_timed, import_torch, thread_counts
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", default="1")
-    ap.add_argument("--cases", required=True, help="comma-separated op:dtype:batch:n")
-    add_timing_args(ap)
+    ap = anchor_parser("comma-separated op:dtype:batch:n")
     args = ap.parse_args()
     torch = import_torch()
     if torch is None:
         return 2
     cases = [c.split(":") for c in args.cases.split(",")]
-    for t in [int(x) for x in args.threads.split(",")]:
+    for t in thread_counts(args):
         torch.set_num_threads(t)
         for op, dtype, batch, n in cases:
             batch, n = int(batch), int(n)

@@ -4,11 +4,10 @@
 Run by the `tessera` command in the same invocation (BENCHMARKS.md); the case strings match
 src/cli/bench_ops.cpp. Threads: torch.set_num_threads for each count in --threads.
 """
-import argparse
 import json
 import sys
 
-from anchor_common import add_timing_args, measure
+from anchor_common import anchor_parser, import_torch, measure, thread_counts
 
 
 def cases(torch):
@@ -59,19 +58,15 @@ def out_cases(torch):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", default="1")
-    add_timing_args(ap)
+    ap = anchor_parser()
     ap.add_argument("--filter", default="", help="only cases whose name contains this")
     args = ap.parse_args()
-    try:
-        import torch
-    except ImportError as e:
-        print(f"torch is not installed: {e}", file=sys.stderr)
+    torch = import_torch()
+    if torch is None:
         return 2
     table = [(n, f, "torch") for n, f in cases(torch)]
     table += [(n, f, "torch-out") for n, f in out_cases(torch)]
-    for t in [int(x) for x in args.threads.split(",")]:
+    for t in thread_counts(args):
         torch.set_num_threads(t)
         for name, fn, impl in table:
             if args.filter not in name:

@@ -8,23 +8,20 @@ a step is forward, cross_entropy, backward, clip_grad_norm_, optimizer step, zer
 JSON row per thread count; the case name matches Tessera's
 (`train/float32/<batch>x<tokens>/dim<d>-layers<l>`), median seconds per step.
 """
-import argparse
 import math
 import sys
 
-from anchor_common import add_timing_args, emit_timed, import_torch
+from anchor_common import anchor_parser, emit_timed, import_torch, thread_counts
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--threads", default="1")
+    ap = anchor_parser()
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--digits", type=int, default=12)
     ap.add_argument("--dim", type=int, default=64)
     ap.add_argument("--layers", type=int, default=2)
     ap.add_argument("--heads", type=int, default=4)
     ap.add_argument("--kv-heads", type=int, default=2)
-    add_timing_args(ap)
     args = ap.parse_args()
     torch = import_torch()
     if torch is None:
@@ -79,7 +76,7 @@ def main():
             return self.head(self.ln(x))
 
     case = f"train/float32/{args.batch}x{T}/dim{D}-layers{args.layers}"
-    for t in [int(x) for x in args.threads.split(",")]:
+    for t in thread_counts(args):
         torch.set_num_threads(t)
         torch.manual_seed(0)
         model = LM()
