@@ -11,9 +11,8 @@
 #include "autograd/record.h"
 #include "core/tensor_make.h"
 #include "gemm/epilogue.h"
-#include "tessera/autograd/autograd.h"
+#include "ops/pointwise_grad.h"
 #include "tessera/autograd/function.h"
-#include "tessera/autograd/grad_mode.h"
 #include "tessera/ops/blas.h"
 #include "tessera/ops/pointwise.h"
 #include "tessera/ops/reduce.h"
@@ -25,13 +24,19 @@ namespace {
 using gemm::EpilogueOp;
 using gemm::EpilogueReduceKind;
 
-constexpr std::array<std::pair<std::string_view, EpilogueOp>, 6> kActivations = {{
-    {"relu", EpilogueOp::Relu},
-    {"gelu", EpilogueOp::GeluErf},
-    {"gelu_tanh", EpilogueOp::GeluTanh},
-    {"silu", EpilogueOp::Silu},
-    {"sigmoid", EpilogueOp::Sigmoid},
-    {"tanh", EpilogueOp::Tanh},
+// Each activation: its name, its epilogue node, and the pointwise op whose derivative it has.
+struct Activation {
+  std::string_view name;
+  EpilogueOp epilogue;
+  cpu::UnaryOp unary;
+};
+constexpr std::array<Activation, 6> kActivations = {{
+    {"relu", EpilogueOp::Relu, cpu::UnaryOp::Relu},
+    {"gelu", EpilogueOp::GeluErf, cpu::UnaryOp::GeluErf},
+    {"gelu_tanh", EpilogueOp::GeluTanh, cpu::UnaryOp::GeluTanh},
+    {"silu", EpilogueOp::Silu, cpu::UnaryOp::Silu},
+    {"sigmoid", EpilogueOp::Sigmoid, cpu::UnaryOp::Sigmoid},
+    {"tanh", EpilogueOp::Tanh, cpu::UnaryOp::Tanh},
 }};
 
 constexpr std::array<std::pair<std::string_view, EpilogueReduceKind>, 5> kReductions = {{
@@ -45,8 +50,8 @@ constexpr std::array<std::pair<std::string_view, EpilogueReduceKind>, 5> kReduct
 // The activation's op, or nullopt for "none"; throws for an unknown name.
 std::optional<EpilogueOp> parse_activation(std::string_view name, std::string_view op) {
   if (name == "none") return std::nullopt;
-  for (const auto& [n, e] : kActivations)
-    if (n == name) return e;
+  for (const Activation& a : kActivations)
+    if (a.name == name) return a.epilogue;
   TS_THROW(ValueError,
            "{}(): argument 'activation' expected one of none, relu, gelu, gelu_tanh, silu, "
            "sigmoid, tanh, but got '{}'",
@@ -100,26 +105,23 @@ bool float_like(ScalarType t) {
   return t == kFloat32 || t == kBFloat16 || t == kFloat16;
 }
 
-// g * act'(h): the activation's own recorded derivative (pointwise_grad.cpp), run on a graph of
-// its own so the formulas live in one place.
-Tensor activation_backward(const Tensor& g, const Tensor& h, EpilogueOp act) {
-  autograd::EnableGradGuard enable;
-  const Tensor hv = h.detach().requires_grad_();
-  return autograd::grad({activate(hv, act)}, {hv}, {g})[0];
-}
-
-// d bias = sum_i dh, d a = dh b^T, d b = a^T dh, with dh = g * act'(h) in float32 and the
-// products in the operands' dtype (as addmm's backward).
+// d bias = sum_i dh, d a = dh b^T, d b = a^T dh, with dh = g * act'(h) in float32 (the
+// activation's own derivative, pointwise_grad.cpp, at the kept pre-activation h and the output)
+// and the products in the operands' dtype (as addmm's backward).
 void record_addmm_act(autograd::Recorder& rec, const Tensor& out, const Tensor& bias,
                       const Tensor& a, const Tensor& b, const Tensor& h,
                       std::optional<EpilogueOp> act) {
+  UnaryDerivative derivative = nullptr;
+  for (const Activation& x : kActivations)
+    if (act && x.epilogue == *act) derivative = unary_derivative(x.unary);
   rec.finish("AddmmActBackward0", {out},
-             [sa = rec.save(a), sb = rec.save(b), h, act, has_bias = bias.defined(),
-              bias_dtype = bias.defined() ? bias.dtype() : kFloat32](const autograd::tensor_list& g,
-                                                                     const autograd::Node& n) {
+             [sa = rec.save(a), sb = rec.save(b), sh = act ? rec.save(h) : autograd::SavedTensor(),
+              so = act ? rec.save_output(out) : autograd::SavedTensor(), derivative,
+              has_bias = bias.defined(), bias_dtype = bias.defined() ? bias.dtype() : kFloat32](
+                 const autograd::tensor_list& g, const autograd::Node& n) {
                const Tensor av = sa.unpack(n), bv = sb.unpack(n);
                Tensor dh = g[0].to(kFloat32);
-               if (act) dh = activation_backward(dh, h, *act);
+               if (derivative) dh = derivative(dh, sh, so, n);
                const Tensor d = dh.to(av.dtype());
                return autograd::tensor_list{has_bias ? dh.sum({0}).to(bias_dtype) : Tensor(),
                                             d.mm(bv.t()), av.t().mm(d)};

@@ -206,104 +206,94 @@ void record_binary(Recorder& rec, BinaryOp op, std::string_view name, const Tens
   }
 }
 
-void record_unary(Recorder& rec, UnaryOp op, std::string_view name, const Tensor& out,
-                  const Tensor& a_before) {
-  const SavedTensor sa = Recorder::save(a_before);
-  const SavedTensor so = Recorder::save_output(out);
-  const std::string node = backward_name(name);
-  // The common shape: grad_input = g * f(a, out).
-  auto by = [&](auto f) {
-    rec.finish(node, {out}, [sa, so, f](const tensor_list& g, const Node& n) {
-      return tensor_list{f(g[0], sa, so, n)};
-    });
-  };
+UnaryDerivative unary_derivative(UnaryOp op) {
   using S = const SavedTensor&;
   switch (op) {
     case UnaryOp::Neg:
-      return by([](const Tensor& g, S, S, const Node&) { return g.neg(); });
+      return [](const Tensor& g, S, S, const Node&) { return g.neg(); };
     case UnaryOp::Abs:
-      return by([](const Tensor& g, S a, S, const Node& n) { return g.mul(a.unpack(n).sign()); });
+      return [](const Tensor& g, S a, S, const Node& n) { return g.mul(a.unpack(n).sign()); };
     case UnaryOp::AbsComplex:
-      return by([](const Tensor& g, S a, S o, const Node& n) {
+      return [](const Tensor& g, S a, S o, const Node& n) {
         // d|z|: g * z / |z| (0 at z == 0)
         const Tensor z = a.unpack(n), r = o.unpack(n);
         return where(r.eq(0), zeros_like(z), z.mul(g.div(r)));
-      });
+      };
     case UnaryOp::Exp:
-      return by([](const Tensor& g, S, S o, const Node& n) {
+      return [](const Tensor& g, S, S o, const Node& n) {
         return g.mul(conj_if_complex(o.unpack(n)));
-      });
+      };
     case UnaryOp::Expm1:
-      return by([](const Tensor& g, S, S o, const Node& n) {
+      return [](const Tensor& g, S, S o, const Node& n) {
         return g.mul(conj_if_complex(o.unpack(n)).add(1));
-      });
+      };
     case UnaryOp::Log:
-      return by([](const Tensor& g, S a, S, const Node& n) {
+      return [](const Tensor& g, S a, S, const Node& n) {
         return g.div(conj_if_complex(a.unpack(n)));
-      });
+      };
     case UnaryOp::Log1p:
-      return by([](const Tensor& g, S a, S, const Node& n) {
+      return [](const Tensor& g, S a, S, const Node& n) {
         return g.div(conj_if_complex(a.unpack(n)).add(1));
-      });
+      };
     case UnaryOp::Log2:
-      return by([](const Tensor& g, S a, S, const Node& n) {
+      return [](const Tensor& g, S a, S, const Node& n) {
         return g.div(conj_if_complex(a.unpack(n)).mul(std::numbers::ln2));
-      });
+      };
     case UnaryOp::Sqrt:
-      return by([](const Tensor& g, S, S o, const Node& n) {
+      return [](const Tensor& g, S, S o, const Node& n) {
         return g.div(conj_if_complex(o.unpack(n)).mul(2));
-      });
+      };
     case UnaryOp::Rsqrt:
-      return by([](const Tensor& g, S, S o, const Node& n) {
+      return [](const Tensor& g, S, S o, const Node& n) {
         const Tensor r = conj_if_complex(o.unpack(n));
         return g.mul(r.mul(r).mul(r)).mul(-0.5);
-      });
+      };
     case UnaryOp::Sin:
-      return by([](const Tensor& g, S a, S, const Node& n) {
+      return [](const Tensor& g, S a, S, const Node& n) {
         return g.mul(conj_if_complex(a.unpack(n)).cos());
-      });
+      };
     case UnaryOp::Cos:
-      return by([](const Tensor& g, S a, S, const Node& n) {
+      return [](const Tensor& g, S a, S, const Node& n) {
         return g.mul(conj_if_complex(a.unpack(n)).sin()).neg();
-      });
+      };
     case UnaryOp::Tanh:
-      return by([](const Tensor& g, S, S o, const Node& n) {
+      return [](const Tensor& g, S, S o, const Node& n) {
         const Tensor t = conj_if_complex(o.unpack(n));
         return g.mul(t.mul(t).neg().add(1));
-      });
+      };
     case UnaryOp::Sigmoid:
-      return by([](const Tensor& g, S, S o, const Node& n) {
+      return [](const Tensor& g, S, S o, const Node& n) {
         const Tensor s = conj_if_complex(o.unpack(n));
         return g.mul(s.mul(s.neg().add(1)));
-      });
+      };
     case UnaryOp::Erf:
-      return by([](const Tensor& g, S a, S, const Node& n) {
+      return [](const Tensor& g, S a, S, const Node& n) {
         const Tensor x = a.unpack(n);
         return g.mul(x.mul(x).neg().exp().mul(2.0 / std::sqrt(std::numbers::pi)));
-      });
+      };
     case UnaryOp::Reciprocal:
-      return by([](const Tensor& g, S, S o, const Node& n) {
+      return [](const Tensor& g, S, S o, const Node& n) {
         const Tensor r = conj_if_complex(o.unpack(n));
         return g.mul(r.mul(r)).neg();
-      });
+      };
     case UnaryOp::Square:
-      return by([](const Tensor& g, S a, S, const Node& n) {
+      return [](const Tensor& g, S a, S, const Node& n) {
         return g.mul(conj_if_complex(a.unpack(n)).mul(2));
-      });
+      };
     case UnaryOp::Relu:
-      return by([](const Tensor& g, S, S o, const Node& n) {
+      return [](const Tensor& g, S, S o, const Node& n) {
         return where(o.unpack(n).gt(0), g, zeros_like(g));
-      });
+      };
     case UnaryOp::GeluErf:
-      return by([](const Tensor& g, S a, S, const Node& n) {
+      return [](const Tensor& g, S a, S, const Node& n) {
         // d/dx x Phi(x) = Phi(x) + x phi(x)
         const Tensor x = a.unpack(n);
         const Tensor cdf = x.mul(M_SQRT1_2).erf().add(1).mul(0.5);
         const Tensor pdf = x.mul(x).mul(-0.5).exp().mul(0.5 * M_2_SQRTPI * M_SQRT1_2);
         return g.mul(cdf.add(x.mul(pdf)));
-      });
+      };
     case UnaryOp::GeluTanh:
-      return by([](const Tensor& g, S a, S, const Node& n) {
+      return [](const Tensor& g, S a, S, const Node& n) {
         // 0.5 x (1 + tanh(u)), u = k (x + c x^3): 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2)
         const double k = M_2_SQRTPI * M_SQRT1_2, c = 0.044715;
         const Tensor x = a.unpack(n);
@@ -312,33 +302,41 @@ void record_unary(Recorder& rec, UnaryOp op, std::string_view name, const Tensor
         const Tensor left = t.add(1).mul(0.5);
         const Tensor right = x.mul(0.5).mul(t.mul(t).neg().add(1)).mul(x2.mul(3 * c).add(1)).mul(k);
         return g.mul(left.add(right));
-      });
+      };
     case UnaryOp::Silu:
-      return by([](const Tensor& g, S a, S, const Node& n) {
+      return [](const Tensor& g, S a, S, const Node& n) {
         const Tensor x = a.unpack(n);
         const Tensor s = x.sigmoid();
         return g.mul(s.mul(x.mul(s.neg().add(1)).add(1)));
-      });
+      };
     case UnaryOp::Sign:
     case UnaryOp::Floor:
     case UnaryOp::Ceil:
     case UnaryOp::Round:
     case UnaryOp::Trunc:
-      return by([](const Tensor& g, S, S, const Node&) { return zeros_like(g); });
+      return [](const Tensor& g, S, S, const Node&) { return zeros_like(g); };
     case UnaryOp::Conj:
-      return by([](const Tensor& g, S, S, const Node&) { return g.conj(); });
-    case UnaryOp::Angle:
-      // Real inputs: 0 or pi, piecewise constant.
-      TS_CHECK(!a_before.is_complex(), RuntimeError,
-               "angle(): the derivative for complex inputs is not implemented (detach() the "
-               "input or compute it under tessera::autograd::NoGradGuard)");
-      return by([](const Tensor& g, S, S, const Node&) { return zeros_like(g); });
+      return [](const Tensor& g, S, S, const Node&) { return g.conj(); };
+    case UnaryOp::Angle:  // real inputs (record_unary rejects complex ones): 0 or pi, constant
+      return [](const Tensor& g, S, S, const Node&) { return zeros_like(g); };
     default:
-      TS_THROW(RuntimeError,
-               "{}(): the derivative is not implemented (detach() the input or compute it under "
-               "tessera::autograd::NoGradGuard)",
-               name);
+      return nullptr;
   }
+}
+
+void record_unary(Recorder& rec, UnaryOp op, std::string_view name, const Tensor& out,
+                  const Tensor& a_before) {
+  TS_CHECK(!(op == UnaryOp::Angle && a_before.is_complex()), RuntimeError,
+           "angle(): the derivative for complex inputs is not implemented (detach() the "
+           "input or compute it under tessera::autograd::NoGradGuard)");
+  const UnaryDerivative f = unary_derivative(op);
+  TS_CHECK(f != nullptr, RuntimeError,
+           "{}(): the derivative is not implemented (detach() the input or compute it under "
+           "tessera::autograd::NoGradGuard)",
+           name);
+  rec.finish(backward_name(name), {out},
+             [sa = Recorder::save(a_before), so = Recorder::save_output(out), f](
+                 const tensor_list& g, const Node& n) { return tensor_list{f(g[0], sa, so, n)}; });
 }
 
 void record_lerp(Recorder& rec, const Tensor& out, const Tensor& start, const Tensor& end,

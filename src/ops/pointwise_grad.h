@@ -23,6 +23,13 @@ void record_binary(autograd::Recorder& rec, cpu::BinaryOp op, std::string_view n
 void record_unary(autograd::Recorder& rec, cpu::UnaryOp op, std::string_view name,
                   const Tensor& out, const Tensor& a_before);
 
+// A unary op's derivative: grad_input from the output gradient g, the saved input a and the
+// saved output o (each unpacked only if the formula needs it, so an in-place change to the
+// other never fails the version check). Null for ops without one.
+using UnaryDerivative = Tensor (*)(const Tensor& g, const autograd::SavedTensor& a,
+                                   const autograd::SavedTensor& o, const autograd::Node& n);
+UnaryDerivative unary_derivative(cpu::UnaryOp op);
+
 // lerp(start, end, weight): `weight` null means the Scalar `w` (LerpBackward0), else the
 // tensor weight (LerpBackward1, which also differentiates the weight).
 void record_lerp(autograd::Recorder& rec, const Tensor& out, const Tensor& start, const Tensor& end,
