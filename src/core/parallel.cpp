@@ -1,11 +1,15 @@
 // The intra-op thread pool.
 //
-// One job runs at a time: the caller publishes it (a generation number bump), workers and the
-// caller claim task indices from an atomic counter until none are left, and the caller waits
-// until every claimed task has finished. Workers that find no new job spin for about 50 us
-// (cheap back-to-back ops), then sleep on a condition variable, so an idle Tessera process
-// never competes with another pool for the cores. A parallel_for from inside a task, or from
-// a second user thread while a job is running, runs serially on the calling thread.
+// One job runs at a time: the caller publishes it (a generation number bump), workers join it
+// and, with the caller, claim task indices from the job's own atomic counter until none are
+// left; the caller then withdraws the job (no one joins it any more) and waits until every
+// claimed task has finished and every worker that joined has left. Each job has its own
+// counters, so a worker that was preempted between two claims can never take an index of
+// the next job (with one shared counter it could, running a task twice and leaving the
+// pending count below zero: the caller then waited forever). Workers that find no new job spin for
+// about 50 us (cheap back-to-back ops), then sleep on a condition variable, so an idle Tessera
+// process never competes with another pool for the cores. A parallel_for from inside a task, or
+// from a second user thread while a job is running, runs serially on the calling thread.
 #include "tessera/core/parallel.h"
 
 #include <sched.h>
@@ -66,32 +70,46 @@ class ThreadPool {
   bool run(int64_t num_tasks, const std::function<void(int64_t)>& task) {
     std::unique_lock<std::mutex> submit(submit_mu_, std::try_to_lock);
     if (!submit.owns_lock()) return false;
-    // Order matters for a worker still finishing the previous job: pending_ must be set
-    // before next_ makes indices claimable again.
-    error_ = nullptr;
-    task_.store(&task, std::memory_order_relaxed);
-    num_tasks_.store(num_tasks, std::memory_order_relaxed);
-    pending_.store(num_tasks, std::memory_order_relaxed);
-    next_.store(0, std::memory_order_release);
+    Job job(task, num_tasks);
     {
       std::lock_guard<std::mutex> lk(mu_);
+      job_ = &job;
       generation_.fetch_add(1, std::memory_order_release);
     }
     cv_.notify_all();
-    work();  // the caller works too
-    // Wait for tasks claimed by workers: spin briefly, then sleep.
-    for (int spin = 0; pending_.load(std::memory_order_acquire) != 0 && spin < 20000; ++spin)
-      TS_CPU_RELAX();
-    if (pending_.load(std::memory_order_acquire) != 0) {
-      std::unique_lock<std::mutex> lk(mu_);
-      done_cv_.wait(lk, [&] { return pending_.load(std::memory_order_acquire) == 0; });
+    work(job);  // the caller works too
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      job_ = nullptr;  // from here on no worker joins; `job` lives until the joined ones leave
     }
-    task_.store(nullptr, std::memory_order_relaxed);
-    if (error_) std::rethrow_exception(error_);
+    // Wait for tasks claimed by workers and for the workers to leave: spin briefly, then sleep.
+    const auto finished = [&] {
+      return job.pending.load(std::memory_order_acquire) == 0 &&
+             job.joined.load(std::memory_order_acquire) == 0;
+    };
+    for (int spin = 0; !finished() && spin < 20000; ++spin) TS_CPU_RELAX();
+    if (!finished()) {
+      std::unique_lock<std::mutex> lk(mu_);
+      done_cv_.wait(lk, finished);
+    }
+    if (job.error) std::rethrow_exception(job.error);
     return true;
   }
 
  private:
+  // One parallel_tasks call. It lives on the caller's stack; workers touch it only between
+  // joining (under mu_, while it is published) and leaving (joined - 1).
+  struct Job {
+    Job(const std::function<void(int64_t)>& t, int64_t n) : task(t), num_tasks(n), pending(n) {}
+    const std::function<void(int64_t)>& task;
+    const int64_t num_tasks;
+    std::atomic<int64_t> next{0};
+    std::atomic<int64_t> pending;  // tasks not yet finished
+    std::atomic<int> joined{0};    // workers inside the job
+    std::mutex error_mu;
+    std::exception_ptr error;  // the first exception of any task
+  };
+
   void start_workers() {
     stop_ = false;
     // Each worker starts from the generation current now, so a stop published before it
@@ -112,20 +130,20 @@ class ThreadPool {
     workers_.clear();
   }
 
-  // Claims and runs tasks until none are left.
-  void work() {
+  // Claims and runs the job's tasks until none are left.
+  void work(Job& job) {
     const bool was_parallel = t_in_parallel;
     t_in_parallel = true;
     for (;;) {
-      const int64_t i = next_.fetch_add(1, std::memory_order_acq_rel);
-      if (i >= num_tasks_.load(std::memory_order_acquire)) break;
+      const int64_t i = job.next.fetch_add(1, std::memory_order_acq_rel);
+      if (i >= job.num_tasks) break;
       try {
-        (*task_.load(std::memory_order_acquire))(i);
+        job.task(i);
       } catch (...) {
-        std::lock_guard<std::mutex> lk(error_mu_);
-        if (!error_) error_ = std::current_exception();
+        std::lock_guard<std::mutex> lk(job.error_mu);
+        if (!job.error) job.error = std::current_exception();
       }
-      if (pending_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      if (job.pending.fetch_sub(1, std::memory_order_acq_rel) == 1) {
         std::lock_guard<std::mutex> lk(mu_);
         done_cv_.notify_all();
       }
@@ -148,28 +166,30 @@ class ThreadPool {
         std::unique_lock<std::mutex> lk(mu_);
         cv_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
       }
-      seen = generation_.load(std::memory_order_acquire);
+      Job* job = nullptr;
       {
         std::lock_guard<std::mutex> lk(mu_);
+        seen = generation_.load(std::memory_order_acquire);
         if (stop_) return;
+        job = job_;
+        if (job) job->joined.fetch_add(1, std::memory_order_acq_rel);
       }
-      if (task_.load(std::memory_order_acquire) != nullptr) work();
+      if (!job) continue;
+      work(*job);
+      std::lock_guard<std::mutex> lk(mu_);  // the caller may be waiting for the last to leave
+      job->joined.fetch_sub(1, std::memory_order_acq_rel);
+      done_cv_.notify_all();
     }
   }
 
   int num_threads_;
   std::vector<std::thread> workers_;
   std::mutex submit_mu_;  // one job at a time
-  std::mutex mu_;
+  std::mutex mu_;         // guards job_, stop_ and the generation's publication
   std::condition_variable cv_, done_cv_;
   std::atomic<uint64_t> generation_{0};
   bool stop_ = false;
-  std::atomic<const std::function<void(int64_t)>*> task_{nullptr};
-  std::atomic<int64_t> num_tasks_{0};
-  std::atomic<int64_t> next_{0};
-  std::atomic<int64_t> pending_{0};
-  std::mutex error_mu_;
-  std::exception_ptr error_;
+  Job* job_ = nullptr;  // the published job, while workers may join it
 };
 
 ThreadPool& pool() {
