@@ -9,6 +9,7 @@
 // from several threads is the caller's race, as in PyTorch.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -36,9 +37,10 @@ class Node;           // tessera/autograd/function.h
 }  // namespace autograd
 
 // Counts in-place writes to a storage's elements; shared by a tensor and its views so that
-// autograd can detect that a saved tensor was modified.
+// autograd can detect that a saved tensor was modified. Atomic because in-place writes through
+// different views of one base may run on different threads (e.g. attention backward's tasks).
 struct VersionCounter {
-  uint64_t version = 0;
+  std::atomic<uint64_t> version{0};
 };
 
 struct TensorImpl {
