@@ -137,15 +137,15 @@ void TensorIterator::compute_shape(const TensorIteratorConfig& cfg) {
     }
     shape = std::move(out);
   };
+  // Defined outputs take part in the broadcast (inputs broadcast to them, as in x.copy_(y) or
+  // x.add_(y)), but an output may not grow: its shape must be the broadcast shape.
   for (const auto& op : ops_)
-    if (!op.is_output) merge(op.tensor);
-  // Defined outputs are part of the shape: an in-place op may not grow its output.
+    if (!op.is_output || op.tensor.defined()) merge(op.tensor);
   for (const auto& op : ops_) {
     if (!op.is_output || !op.tensor.defined()) continue;
-    TS_CHECK(op.tensor.sizes() == IntArrayRef(shape) || ops_.size() == 1, RuntimeError,
+    TS_CHECK(op.tensor.sizes() == IntArrayRef(shape), RuntimeError,
              "{}(): output with shape [{}] doesn't match the broadcast shape [{}]", op_name_,
              fmt::join(op.tensor.sizes(), ", "), fmt::join(shape, ", "));
-    if (ops_.size() == 1) shape = op.tensor.sizes().vec();
   }
   broadcast_shape_ = shape;
   numel_ = checked_numel(shape, op_name_);

@@ -72,6 +72,8 @@ void fill_random(const Tensor& out, Generator& gen, int per_counter, F f) {
 constexpr DtypeMask kRandFloat = kFloatingTypes;
 
 Tensor fill_uniform(const Tensor& out, double lo, double hi, Generator& gen) {
+  // Complex: real and imaginary parts each uniform in [lo, hi), as PyTorch.
+  if (is_complex(out.dtype())) return fill_uniform(view_as_real(out), lo, hi, gen), out;
   visit_dtype<kRandFloat>(out.dtype(), "uniform_", [&]<class T>() {
     // 2 draws per counter (53 bits each); bits above the target's precision are dropped so the
     // result never rounds up to `hi`.
@@ -88,6 +90,10 @@ Tensor fill_uniform(const Tensor& out, double lo, double hi, Generator& gen) {
 }
 
 Tensor fill_normal(const Tensor& out, double mean, double std, Generator& gen) {
+  // Complex: real and imaginary parts each normal with std / sqrt(2), so that E|z - mean|^2 is
+  // std^2 (PyTorch's complex normal).
+  if (is_complex(out.dtype()))
+    return fill_normal(view_as_real(out), mean, std / std::numbers::sqrt2, gen), out;
   visit_dtype<kRandFloat>(out.dtype(), "normal_", [&]<class T>() {
     // Box-Muller: one counter gives a pair of independent normals.
     fill_random<T>(out, gen, 2, [mean, std](const Philox& r, int lane) {

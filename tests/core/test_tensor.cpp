@@ -154,6 +154,32 @@ TEST(Tensor, InPlaceOnOverlappingMemoryIsRefused) {
               HasSubstr("can't be cast to the desired output type"));
 }
 
+TEST(Tensor, CopyBroadcastsTheSourceToTheDestination) {
+  auto dst = ts::zeros({2, 3, 3});
+  auto src = ts::arange(9, ts::kInt64).reshape({3, 3});
+  dst.copy_(src);  // broadcast over the leading dim, cast int64 -> float32
+  for (int64_t b = 0; b < 2; ++b) EXPECT_TRUE(ts::equal(dst[b], src.to(ts::kFloat32)));
+  auto col = ts::zeros({4, 5}, ts::kFloat64).t();  // strided destination [5, 4]
+  col.copy_(ts::tensor<float>({1, 2, 3, 4}));
+  EXPECT_TRUE(ts::equal(col[3], ts::tensor<double>({1, 2, 3, 4})));
+  // The destination never grows: a larger source is an error naming both shapes.
+  auto small = ts::zeros({3, 3});
+  EXPECT_THAT(error_of([&] {
+                small.copy_(ts::zeros({2, 3, 3}));
+              }),
+              HasSubstr("copy_(): output with shape [3, 3] doesn't match the broadcast shape "
+                        "[2, 3, 3]"));
+  EXPECT_THAT(error_of([&] {
+                small.add_(ts::zeros({2, 3, 3}));
+              }),
+              HasSubstr("output with shape [3, 3] doesn't match the broadcast shape [2, 3, 3]"));
+  EXPECT_THAT(error_of([&] { small.copy_(ts::zeros({4})); }),
+              HasSubstr("size of tensor a (3) must match the size of tensor b (4)"));
+  auto x = ts::zeros({2, 3});
+  x.add_(ts::ones({3}));
+  EXPECT_TRUE(ts::equal(x, ts::ones({2, 3})));
+}
+
 TEST(Tensor, ErrorsNameTheOpAndValues) {
   auto x = ts::zeros({2, 3});
   EXPECT_THAT(
@@ -202,6 +228,32 @@ TEST(Random, SameSeedSameNumbersAnyThreadCount) {
   auto r = ts::randint(3, 7, {10000}, {}, &g1);
   EXPECT_EQ(r.amin().item<int64_t>(), 3);
   EXPECT_EQ(r.amax().item<int64_t>(), 6);
+}
+
+TEST(Random, ComplexDrawsSplitTheVarianceOverRealAndImaginaryParts) {
+  ts::Generator g(11);
+  for (auto dt : {ts::kComplex64, ts::kComplex128}) {
+    auto z = ts::randn({200000}, dt, &g);
+    ASSERT_EQ(z.dtype(), dt);
+    auto parts = ts::view_as_real(z);  // [n, 2]
+    auto re = parts.select(1, 0).to(ts::kFloat64), im = parts.select(1, 1).to(ts::kFloat64);
+    // torch.randn(complex): real and imaginary parts independent N(0, 1/2), E|z|^2 = 1.
+    EXPECT_NEAR(re.mean().item<double>(), 0.0, 0.01);
+    EXPECT_NEAR(im.mean().item<double>(), 0.0, 0.01);
+    EXPECT_NEAR(re.var().item<double>(), 0.5, 0.01);
+    EXPECT_NEAR(im.var().item<double>(), 0.5, 0.01);
+    EXPECT_NEAR((re * im).mean().item<double>(), 0.0, 0.01);
+    auto u = ts::view_as_real(ts::rand({100000}, dt, &g)).to(ts::kFloat64);
+    EXPECT_GE(u.amin().item<double>(), 0.0);
+    EXPECT_LT(u.amax().item<double>(), 1.0);
+    EXPECT_NEAR(u.select(1, 1).mean().item<double>(), 0.5, 0.01);
+    // In place on a strided complex tensor: mean goes to both parts, std is split.
+    auto w = ts::zeros({1000, 200}, dt).t();
+    ts::normal_(w, 3.0, 2.0, &g);
+    auto wp = ts::view_as_real(w.contiguous()).to(ts::kFloat64);
+    EXPECT_NEAR(wp.mean().item<double>(), 3.0, 0.02);
+    EXPECT_NEAR(wp.var().item<double>(), 2.0, 0.03);
+  }
 }
 
 TEST(Random, MultinomialAndBernoulli) {
