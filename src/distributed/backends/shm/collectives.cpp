@@ -41,8 +41,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include "distributed/backends/reduce.h"
 #include "distributed/backends/shm/communicator.h"
-#include "distributed/backends/shm/reduce.h"
 
 namespace tessera::distributed::shm {
 
@@ -71,34 +71,6 @@ std::string describe(const SlotHeader& d) {
 }
 
 }  // namespace
-
-std::string_view op_kind_name(OpKind kind) {
-  switch (kind) {
-    case OpKind::ALLREDUCE:
-      return "all_reduce";
-    case OpKind::BROADCAST:
-      return "broadcast";
-    case OpKind::REDUCE:
-      return "reduce";
-    case OpKind::ALLGATHER:
-      return "all_gather";
-    case OpKind::GATHER:
-      return "gather";
-    case OpKind::SCATTER:
-      return "scatter";
-    case OpKind::REDUCE_SCATTER:
-      return "reduce_scatter";
-    case OpKind::ALLTOALL:
-      return "all_to_all";
-    case OpKind::BARRIER:
-      return "barrier";
-    case OpKind::SEND:
-      return "send";
-    case OpKind::RECV:
-      return "recv";
-  }
-  return "unknown op";
-}
 
 void Communicator::run_collective(const Op& op) {
   switch (op.kind) {

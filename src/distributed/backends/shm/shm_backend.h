@@ -1,5 +1,5 @@
-// ShmBackend: the Backend front end (argument checks, Work creation), the op queue and the
-// progress thread that drives a Communicator.
+// ShmBackend: Work creation, the op queue and the progress thread that drives a Communicator
+// (the argument checks are OpBackend's).
 //
 // Life of an op: the caller's thread checks the arguments (errors are thrown at once, as
 // PyTorch does), creates the Work and queues the op; the progress thread runs collectives one
@@ -17,41 +17,19 @@
 #include <mutex>
 #include <thread>
 
+#include "distributed/backends/op_backend.h"
 #include "distributed/backends/shm/communicator.h"
 #include "tessera/distributed/shm.h"
 
 namespace tessera::distributed::shm {
 
-class ShmBackend : public Backend {
+class ShmBackend : public OpBackend {
  public:
   ShmBackend(const StorePtr& store, int rank, int size, Milliseconds timeout,
              const ShmOptions& options);
   ~ShmBackend() override;
 
   std::string name() const override { return "shm"; }
-
-  WorkPtr allreduce(const Tensor& tensor, const AllreduceOptions& opts) override;
-  WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& opts) override;
-  WorkPtr reduce(const Tensor& tensor, const ReduceOptions& opts) override;
-  WorkPtr allgather(const std::vector<Tensor>& outputs, const Tensor& input,
-                    const AllgatherOptions& opts) override;
-  WorkPtr allgather_into_tensor(const Tensor& output, const Tensor& input,
-                                const AllgatherOptions& opts) override;
-  WorkPtr gather(const std::vector<Tensor>& outputs, const Tensor& input,
-                 const GatherOptions& opts) override;
-  WorkPtr scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                  const ScatterOptions& opts) override;
-  WorkPtr reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
-                         const ReduceScatterOptions& opts) override;
-  WorkPtr reduce_scatter_tensor(const Tensor& output, const Tensor& input,
-                                const ReduceScatterOptions& opts) override;
-  WorkPtr alltoall_base(const Tensor& output, const Tensor& input,
-                        const std::vector<int64_t>& output_splits,
-                        const std::vector<int64_t>& input_splits,
-                        const AllToAllOptions& opts) override;
-  WorkPtr barrier(const BarrierOptions& opts) override;
-  WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& opts) override;
-  WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& opts) override;
 
   void abort(const std::string& reason) override;
   void shutdown() override;
@@ -62,7 +40,7 @@ class ShmBackend : public Backend {
     Op op;
     WorkPtr work;
   };
-  WorkPtr enqueue(Op op, std::vector<Tensor> outputs, std::optional<Milliseconds> timeout);
+  WorkPtr enqueue(Op op, std::vector<Tensor> outputs, std::optional<Milliseconds> timeout) override;
   void progress_loop();
   void run_front(Entry& e);
   void finish_p2p(const std::vector<Communicator::P2PDone>& done);

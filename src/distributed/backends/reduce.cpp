@@ -5,7 +5,7 @@
 // loop works in blocks of kBlock elements: widen source 0 into a C accumulator, fold the other
 // sources in, narrow into dst. The inner loops are plain and branch-free, so the compiler
 // vectorises them.
-#include "distributed/backends/shm/reduce.h"
+#include "distributed/backends/reduce.h"
 
 #include <algorithm>
 #include <complex>
@@ -14,7 +14,7 @@
 #include "tessera/core/error.h"
 #include "tessera/core/half.h"
 
-namespace tessera::distributed::shm {
+namespace tessera::distributed {
 
 namespace {
 
@@ -217,4 +217,4 @@ void reduce_into(ScalarType dtype, ReduceOp op, void* dst, const void* const* sr
   }
 }
 
-}  // namespace tessera::distributed::shm
+}  // namespace tessera::distributed

@@ -12,7 +12,7 @@
 #include "tessera/core/dtype.h"
 #include "tessera/distributed/types.h"
 
-namespace tessera::distributed::shm {
+namespace tessera::distributed {
 
 // Throws TypeError naming `op_name`, the reduce op and the dtype when `op` is not defined for
 // `dtype` (AVG on integers, MIN/MAX on complex, bitwise ops on floating types, any op on
@@ -23,4 +23,4 @@ void check_reducible(std::string_view op_name, ScalarType dtype, ReduceOp op);
 void reduce_into(ScalarType dtype, ReduceOp op, void* dst, const void* const* srcs, int n,
                  int64_t count);
 
-}  // namespace tessera::distributed::shm
+}  // namespace tessera::distributed

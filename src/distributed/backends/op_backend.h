@@ -1,0 +1,46 @@
+// OpBackend: a Backend whose ops are checked in the caller's thread (errors are thrown at once,
+// as PyTorch does) and handed to the engine as validated Ops (op.h): the shm and gloo backends.
+#pragma once
+
+#include <optional>
+#include <vector>
+
+#include "distributed/backends/op.h"
+#include "tessera/distributed/backend.h"
+
+namespace tessera::distributed {
+
+class OpBackend : public Backend {
+ public:
+  using Backend::Backend;
+
+  WorkPtr allreduce(const Tensor& tensor, const AllreduceOptions& opts) override;
+  WorkPtr broadcast(const Tensor& tensor, const BroadcastOptions& opts) override;
+  WorkPtr reduce(const Tensor& tensor, const ReduceOptions& opts) override;
+  WorkPtr allgather(const std::vector<Tensor>& outputs, const Tensor& input,
+                    const AllgatherOptions& opts) override;
+  WorkPtr allgather_into_tensor(const Tensor& output, const Tensor& input,
+                                const AllgatherOptions& opts) override;
+  WorkPtr gather(const std::vector<Tensor>& outputs, const Tensor& input,
+                 const GatherOptions& opts) override;
+  WorkPtr scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                  const ScatterOptions& opts) override;
+  WorkPtr reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
+                         const ReduceScatterOptions& opts) override;
+  WorkPtr reduce_scatter_tensor(const Tensor& output, const Tensor& input,
+                                const ReduceScatterOptions& opts) override;
+  WorkPtr alltoall_base(const Tensor& output, const Tensor& input,
+                        const std::vector<int64_t>& output_splits,
+                        const std::vector<int64_t>& input_splits,
+                        const AllToAllOptions& opts) override;
+  WorkPtr barrier(const BarrierOptions& opts) override;
+  WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& opts) override;
+  WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& opts) override;
+
+ protected:
+  // Queues a validated op and returns its Work; `keep` are the tensors the Work holds until it
+  // completes (the op's outputs first). An unset timeout takes the backend's default.
+  virtual WorkPtr enqueue(Op op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout) = 0;
+};
+
+}  // namespace tessera::distributed
