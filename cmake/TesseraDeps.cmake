@@ -4,6 +4,8 @@ find_package(fmt REQUIRED)
 find_package(nlohmann_json REQUIRED)
 find_package(CLI11 REQUIRED)
 find_package(OpenBLAS REQUIRED CONFIG)
+# Gloo: the engine of the `gloo` distributed backend (linked privately into the library).
+find_package(Gloo REQUIRED CONFIG)
 
 # Sleef ships no CMake config on Debian 12: find its header and library directly.
 find_path(SLEEF_INCLUDE_DIR sleef.h REQUIRED)

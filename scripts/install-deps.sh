@@ -9,6 +9,8 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config clang-format
   # runtime libraries
   libopenblas-dev libsleef-dev
+  # distributed: Gloo (TCP backend across hosts)
+  libgloo-dev
   # CLI, formatting, JSON
   libcli11-dev libfmt-dev nlohmann-json3-dev
   # tests and benchmarks

@@ -48,6 +48,12 @@ std::map<std::string, BackendFactory>& registry() {
       options.group_name = group;
       return make_shm_backend(store, rank, size, timeout, options);
     });
+    m.emplace("gloo", [](const StorePtr& store, int rank, int size, Milliseconds timeout,
+                         const std::string& group) {
+      GlooOptions options;
+      options.group_name = group;
+      return make_gloo_backend(store, rank, size, timeout, options);
+    });
     return m;
   }();
   return r;

@@ -93,6 +93,36 @@ inline std::string world_size_name(const ::testing::TestParamInfo<int>& info) {
   return fmt::format("n{}", info.param);
 }
 
+// A backend and a world size: the collective suites run on every backend.
+struct BackendCase {
+  const char* backend;
+  int world;
+};
+inline std::string backend_case_name(const ::testing::TestParamInfo<BackendCase>& info) {
+  return fmt::format("{}_n{}", info.param.backend, info.param.world);
+}
+// shm at world sizes 1-7; gloo (TCP over loopback, slower per op) at 1, 2, 3 and 5.
+inline std::vector<BackendCase> backend_cases() {
+  std::vector<BackendCase> v;
+  for (int n : {1, 2, 3, 4, 5, 7}) v.push_back({"shm", n});
+  for (int n : {1, 2, 3, 5}) v.push_back({"gloo", n});
+  return v;
+}
+
+// Runs fn(rank, backend) on c.world threads over one HashStore, on backend c.backend.
+inline void run_ranks(const BackendCase& c, const std::function<void(int, dist::Backend&)>& fn,
+                      dist::ShmOptions options = small_buffers()) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  const std::string name = c.backend;
+  run_threads(c.world, [&](int r) {
+    dist::BackendPtr backend =
+        name == "gloo" ? dist::make_gloo_backend(store, r, c.world, kTestTimeout)
+                       : dist::make_shm_backend(store, r, c.world, kTestTimeout, options);
+    fn(r, *backend);
+    backend->shutdown();
+  });
+}
+
 inline const std::vector<ScalarType>& all_dtypes() {
   static const std::vector<ScalarType> v = {
       kBool,      kUInt8,      kInt8,          kInt16,       kInt32,

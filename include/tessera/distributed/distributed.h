@@ -18,6 +18,7 @@
 
 #include "tessera/distributed/backend.h"
 #include "tessera/distributed/errors.h"
+#include "tessera/distributed/gloo.h"
 #include "tessera/distributed/process_group.h"
 #include "tessera/distributed/shm.h"
 #include "tessera/distributed/store.h"

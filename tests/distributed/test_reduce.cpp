@@ -1,6 +1,6 @@
-// all_reduce, reduce and reduce_scatter on every dtype and reduce op, world sizes 1-7,
-// against closed-form results: each rank's input is a formula of (rank, index), so every
-// rank can compute what all the others hold and fold it itself.
+// all_reduce, reduce and reduce_scatter on every dtype and reduce op, on every backend (shm at
+// world sizes 1-7, gloo at 1-5) against closed-form results: each rank's input is a formula of
+// (rank, index), so every rank can compute what all the others hold and fold it itself.
 #include <cmath>
 
 #include "dist_test_util.h"
@@ -93,15 +93,15 @@ void expect_equal(const std::vector<double>& got, const std::vector<double>& wan
   }
 }
 
-class ShmReduce : public ::testing::TestWithParam<int> {};
+class Reduce : public ::testing::TestWithParam<BackendCase> {};
 
 // 1 element, an odd count through the one-step path, and a count that takes many pipelined
 // pieces of the 4 KiB buffer (5001 elements are 5001-80016 bytes).
 constexpr int64_t kCounts[] = {1, 17, 5001};
 
-TEST_P(ShmReduce, AllReduceEveryDtypeAndOp) {
-  const int n = GetParam();
-  run_ranks(n, [&](int r, dist::Backend& b) {
+TEST_P(Reduce, AllReduceEveryDtypeAndOp) {
+  const int n = GetParam().world;
+  run_ranks(GetParam(), [&](int r, dist::Backend& b) {
     for (ScalarType dtype : reducible_dtypes()) {
       for (ReduceOp op : ops_for(dtype)) {
         for (int64_t numel : kCounts) {
@@ -118,9 +118,9 @@ TEST_P(ShmReduce, AllReduceEveryDtypeAndOp) {
   });
 }
 
-TEST_P(ShmReduce, ReduceToEachRootLeavesOthersUnchanged) {
-  const int n = GetParam();
-  run_ranks(n, [&](int r, dist::Backend& b) {
+TEST_P(Reduce, ReduceToEachRootLeavesOthersUnchanged) {
+  const int n = GetParam().world;
+  run_ranks(GetParam(), [&](int r, dist::Backend& b) {
     for (ScalarType dtype : {kInt32, kBFloat16, kFloat64, kComplex64}) {
       for (int root : {0, n - 1}) {
         for (int64_t numel : kCounts) {
@@ -139,9 +139,9 @@ TEST_P(ShmReduce, ReduceToEachRootLeavesOthersUnchanged) {
   });
 }
 
-TEST_P(ShmReduce, ReduceScatterListAndTensor) {
-  const int n = GetParam();
-  run_ranks(n, [&](int r, dist::Backend& b) {
+TEST_P(Reduce, ReduceScatterListAndTensor) {
+  const int n = GetParam().world;
+  run_ranks(GetParam(), [&](int r, dist::Backend& b) {
     for (ScalarType dtype : reducible_dtypes()) {
       for (ReduceOp op : {ReduceOp::SUM, is_complex(dtype) ? ReduceOp::PRODUCT : ReduceOp::MAX}) {
         for (int64_t numel : {int64_t{1}, int64_t{333}}) {
@@ -166,11 +166,11 @@ TEST_P(ShmReduce, ReduceScatterListAndTensor) {
   });
 }
 
-TEST_P(ShmReduce, DefaultSizedBuffersAgree) {
+TEST_P(Reduce, DefaultSizedBuffersAgree) {
   // The default 1 MiB halves: a tensor of 600k float32 takes the pipelined path in 3 pieces.
-  const int n = GetParam();
+  const int n = GetParam().world;
   run_ranks(
-      n,
+      GetParam(),
       [&](int r, dist::Backend& b) {
         const int64_t numel = 600'000;
         Tensor t = input(kFloat32, ReduceOp::SUM, r, numel);
@@ -180,8 +180,7 @@ TEST_P(ShmReduce, DefaultSizedBuffersAgree) {
       dist::ShmOptions{});
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmReduce, ::testing::Values(1, 2, 3, 4, 5, 7),
-                         world_size_name);
+INSTANTIATE_TEST_SUITE_P(Backends, Reduce, ::testing::ValuesIn(backend_cases()), backend_case_name);
 
 TEST(ShmReduceErrors, RejectsOpsADtypeCannotReduce) {
   run_ranks(1, [&](int, dist::Backend& b) {

@@ -1,6 +1,7 @@
 // broadcast, all_gather, gather, scatter, all_to_all_single, barrier and send/recv on every
-// dtype (float4 included: these ops move bytes), world sizes 1-7. Rank r's byte i is a formula
-// of (r, i), so every expected buffer is known in closed form.
+// dtype (float4 included: these ops move bytes), on every backend (shm at world sizes 1-7, gloo
+// at 1-5). Rank r's byte i is a formula of (r, i), so every expected buffer is known in closed
+// form.
 #include "dist_test_util.h"
 
 namespace tessera::testing {
@@ -21,11 +22,11 @@ std::vector<uint8_t> rank_bytes(ScalarType dtype, int r, int64_t numel) {
 // One element, an odd count, and enough elements to take several 4 KiB pieces.
 constexpr int64_t kCounts[] = {1, 13, 1201};
 
-class ShmMovement : public ::testing::TestWithParam<int> {};
+class Movement : public ::testing::TestWithParam<BackendCase> {};
 
-TEST_P(ShmMovement, BroadcastFromEachRoot) {
-  const int n = GetParam();
-  run_ranks(n, [&](int r, dist::Backend& b) {
+TEST_P(Movement, BroadcastFromEachRoot) {
+  const int n = GetParam().world;
+  run_ranks(GetParam(), [&](int r, dist::Backend& b) {
     for (ScalarType dtype : all_dtypes()) {
       for (int root : {0, n / 2, n - 1}) {
         for (int64_t numel : kCounts) {
@@ -41,9 +42,9 @@ TEST_P(ShmMovement, BroadcastFromEachRoot) {
   });
 }
 
-TEST_P(ShmMovement, AllGatherListAndIntoTensor) {
-  const int n = GetParam();
-  run_ranks(n, [&](int r, dist::Backend& b) {
+TEST_P(Movement, AllGatherListAndIntoTensor) {
+  const int n = GetParam().world;
+  run_ranks(GetParam(), [&](int r, dist::Backend& b) {
     for (ScalarType dtype : all_dtypes()) {
       for (int64_t numel : kCounts) {
         Tensor in = rank_tensor(dtype, r, numel);
@@ -65,9 +66,9 @@ TEST_P(ShmMovement, AllGatherListAndIntoTensor) {
   });
 }
 
-TEST_P(ShmMovement, GatherAndScatter) {
-  const int n = GetParam();
-  run_ranks(n, [&](int r, dist::Backend& b) {
+TEST_P(Movement, GatherAndScatter) {
+  const int n = GetParam().world;
+  run_ranks(GetParam(), [&](int r, dist::Backend& b) {
     for (ScalarType dtype : all_dtypes()) {
       for (int root : {0, n - 1}) {
         for (int64_t numel : kCounts) {
@@ -103,9 +104,9 @@ int64_t rows_between(int src, int dst, int flavour) {
   return (src + 2 * dst + flavour) % 4;
 }
 
-TEST_P(ShmMovement, AllToAllSingleUnevenSplits) {
-  const int n = GetParam();
-  run_ranks(n, [&](int r, dist::Backend& b) {
+TEST_P(Movement, AllToAllSingleUnevenSplits) {
+  const int n = GetParam().world;
+  run_ranks(GetParam(), [&](int r, dist::Backend& b) {
     for (ScalarType dtype : {kInt32, kFloat64, kBFloat16, kUInt8}) {
       for (int flavour = 0; flavour < 3; ++flavour) {
         std::vector<int64_t> in_splits, out_splits;
@@ -146,9 +147,9 @@ TEST_P(ShmMovement, AllToAllSingleUnevenSplits) {
   });
 }
 
-TEST_P(ShmMovement, SendRecvWithTagsInAnyOrder) {
-  const int n = GetParam();
-  run_ranks(n, [&](int r, dist::Backend& b) {
+TEST_P(Movement, SendRecvWithTagsInAnyOrder) {
+  const int n = GetParam().world;
+  run_ranks(GetParam(), [&](int r, dist::Backend& b) {
     const int next = (r + 1) % n, prev = (r + n - 1) % n;
     for (ScalarType dtype : all_dtypes()) {
       // Two messages to the next rank (tags 1 then 2, the second larger than the ring); the
@@ -171,9 +172,9 @@ TEST_P(ShmMovement, SendRecvWithTagsInAnyOrder) {
   });
 }
 
-TEST_P(ShmMovement, ManyAsyncOpsCompleteInOrder) {
-  const int n = GetParam();
-  run_ranks(n, [&](int r, dist::Backend& b) {
+TEST_P(Movement, ManyAsyncOpsCompleteInOrder) {
+  const int n = GetParam().world;
+  run_ranks(GetParam(), [&](int r, dist::Backend& b) {
     std::vector<Tensor> ts;
     std::vector<dist::WorkPtr> works;
     for (int k = 0; k < 50; ++k) {
@@ -190,8 +191,8 @@ TEST_P(ShmMovement, ManyAsyncOpsCompleteInOrder) {
   });
 }
 
-INSTANTIATE_TEST_SUITE_P(WorldSizes, ShmMovement, ::testing::Values(1, 2, 3, 4, 5, 7),
-                         world_size_name);
+INSTANTIATE_TEST_SUITE_P(Backends, Movement, ::testing::ValuesIn(backend_cases()),
+                         backend_case_name);
 
 TEST(ShmMovementErrors, BadArgumentsNameTheOpAndBothValues) {
   run_ranks(2, [&](int r, dist::Backend& b) {

@@ -1,0 +1,35 @@
+// The gloo backend: the Gloo library (Debian's libgloo-dev) over TCP, for jobs whose ranks span
+// hosts. Nonblocking like shm: a worker thread per communicator runs the collectives in issue
+// order through Gloo's algorithms; sends and receives are posted at once on Gloo's unbound
+// buffers and completed by a waiter of their own, so a pending recv never holds up a
+// collective. Every op carries its timeout into Gloo.
+//
+// Differences from shm, all Gloo's: reductions of float16/bfloat16 round every partial sum to
+// the dtype (shm widens to float and rounds once); reduce_scatter runs as an all_reduce of the
+// whole input; abort() fails this rank's queued and running Works at once, but the peers learn
+// of it only when their own ops fail (a closed connection or their timeout).
+#pragma once
+
+#include <string>
+
+#include "tessera/distributed/backend.h"
+#include "tessera/distributed/store.h"
+
+namespace tessera::distributed {
+
+struct GlooOptions {
+  // The address this rank listens on for its peers. Empty: TESSERA_GLOO_HOSTNAME if set, else
+  // the interface named by TESSERA_GLOO_IFNAME if set, else 127.0.0.1 when MASTER_ADDR is unset
+  // or a loopback address (a single-host job), else this host's name.
+  std::string hostname;
+  std::string iface;
+  // Names the group in errors and namespaces its rendezvous keys in the store.
+  std::string group_name = "default";
+};
+
+// Collective over `store`: every rank publishes its address and connects to every other rank.
+// Bounded by `timeout`, which is also the default timeout of the backend's ops.
+BackendPtr make_gloo_backend(const StorePtr& store, int rank, int size, Milliseconds timeout,
+                             GlooOptions options = {});
+
+}  // namespace tessera::distributed

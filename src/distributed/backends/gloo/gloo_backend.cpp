@@ -1,0 +1,610 @@
+// The gloo backend (see tessera/distributed/gloo.h): OpBackend's validated Ops run through the
+// Gloo library. One worker thread runs the collectives in issue order, each with the time left
+// until its Work's deadline as Gloo's timeout; a send or recv is posted on a Gloo unbound buffer
+// in the caller's thread and completed by a waiter thread of its own.
+//
+// Failure: Gloo reports a timeout, a closed connection or a size disagreement by throwing; the
+// op's Work gets that error first, then the backend aborts (a Gloo context that threw is
+// unusable): every queued, running and later op fails with the first error.
+#include "tessera/distributed/gloo.h"
+
+#include <arpa/inet.h>
+#include <fmt/chrono.h>
+#include <fmt/format.h>
+#include <gloo/allgather.h>
+#include <gloo/allreduce.h>
+#include <gloo/alltoallv.h>
+#include <gloo/barrier.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/gather.h>
+#include <gloo/reduce.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/scatter.h>
+#include <gloo/transport/tcp/device.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "distributed/backends/op_backend.h"
+#include "distributed/backends/reduce.h"
+#include "tessera/ops/factory.h"
+
+namespace tessera::distributed {
+
+namespace gloo_impl {
+
+namespace {
+
+// Tessera's store as Gloo's rendezvous store, under "gloo/<group>/".
+class StoreAdapter : public ::gloo::rendezvous::Store {
+ public:
+  StoreAdapter(StorePtr store, std::string prefix, Milliseconds timeout)
+      : store_(std::move(store)), prefix_(std::move(prefix)), timeout_(timeout) {}
+
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_->set(prefix_ + key, Bytes(data.begin(), data.end()));
+  }
+  std::vector<char> get(const std::string& key) override {
+    wait({key});
+    const Bytes b = store_->get(prefix_ + key);
+    return std::vector<char>(b.begin(), b.end());
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const std::chrono::milliseconds& t) override {
+    std::vector<std::string> full;
+    full.reserve(keys.size());
+    for (const auto& k : keys) full.push_back(prefix_ + k);
+    store_->wait(full, std::min<Milliseconds>(t, timeout_));
+  }
+
+ private:
+  StorePtr store_;
+  std::string prefix_;
+  Milliseconds timeout_;
+};
+
+bool is_loopback(const std::string& host) {
+  if (host == "localhost" || host == "::1") return true;
+  in_addr a{};
+  return inet_pton(AF_INET, host.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+std::string env_or_empty(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? std::string(v) : std::string();
+}
+
+::gloo::transport::tcp::attr device_attr(const GlooOptions& options) {
+  ::gloo::transport::tcp::attr attr;
+  std::string host = options.hostname, iface = options.iface;
+  if (host.empty() && iface.empty()) {
+    host = env_or_empty("TESSERA_GLOO_HOSTNAME");
+    if (host.empty()) iface = env_or_empty("TESSERA_GLOO_IFNAME");
+  }
+  if (host.empty() && iface.empty()) {
+    const std::string master = env_or_empty("MASTER_ADDR");
+    if (master.empty() || is_loopback(master)) {
+      host = "127.0.0.1";
+    } else {
+      char name[256] = {};
+      TS_CHECK(gethostname(name, sizeof(name) - 1) == 0, distributed::DistNetworkError,
+               "gloo backend: gethostname() failed: {}", std::strerror(errno));
+      host = name;
+    }
+  }
+  attr.hostname = host;
+  attr.iface = iface;
+  return attr;
+}
+
+// A buffer of Gloo's element type for `bytes`-sized elements (only the size matters to Gloo).
+template <size_t N>
+struct Elem {
+  unsigned char b[N];
+};
+
+template <class F>
+void with_elem(size_t size, F&& f) {
+  switch (size) {
+    case 1:
+      return f.template operator()<Elem<1>>();
+    case 2:
+      return f.template operator()<Elem<2>>();
+    case 4:
+      return f.template operator()<Elem<4>>();
+    case 8:
+      return f.template operator()<Elem<8>>();
+    case 16:
+      return f.template operator()<Elem<16>>();
+  }
+  TS_THROW(TypeError, "gloo backend: no reduction for elements of {} bytes", size);
+}
+
+uint8_t* mut(const uint8_t* p) {
+  return const_cast<uint8_t*>(p);  // Gloo's buffers take non-const pointers; it only reads these
+}
+
+using ReduceFn = std::function<void(void*, const void*, const void*, size_t)>;
+
+bool consecutive(const std::vector<uint8_t*>& outs, int64_t bytes) {
+  for (size_t r = 1; r < outs.size(); ++r)
+    if (outs[r] != outs[0] + static_cast<int64_t>(r) * bytes) return false;
+  return true;
+}
+
+class GlooBackend : public OpBackend {
+ public:
+  GlooBackend(const StorePtr& store, int rank, int size, Milliseconds timeout,
+              const GlooOptions& options)
+      : OpBackend(rank, size), timeout_(timeout), group_name_(options.group_name) {
+    TS_CHECK(store != nullptr, ValueError, "gloo backend: argument 'store' must not be null");
+    TS_CHECK(timeout.count() > 0, ValueError,
+             "gloo backend: argument 'timeout' must be positive, but got {}", timeout);
+    const auto attr = device_attr(options);
+    try {
+      device_ = ::gloo::transport::tcp::CreateDevice(attr);
+      auto ctx = std::make_shared<::gloo::rendezvous::Context>(rank, size);
+      ctx->setTimeout(timeout);
+      StoreAdapter adapter(store, "gloo/" + group_name_ + "/", timeout);
+      ctx->connectFullMesh(adapter, device_);
+      context_ = std::move(ctx);
+    } catch (const Error&) {
+      throw;  // the store's own error (a rank that never published its address)
+    } catch (const std::exception& e) {  // Gloo's: no such interface, refused connection
+      TS_THROW(distributed::DistNetworkError,
+               "gloo backend: rank {} of group '{}' could not connect to its peers (listening on "
+               "'{}'{}): {}",
+               rank, group_name_, attr.hostname, attr.iface.empty() ? "" : ", iface " + attr.iface,
+               e.what());
+    }
+    worker_ = std::thread([this] { worker_loop(); });
+  }
+
+  ~GlooBackend() override {
+    try {
+      shutdown();
+    } catch (...) {  // a destructor must not throw; shutdown's errors are on the Works
+    }
+  }
+
+  std::string name() const override { return "gloo"; }
+
+  void abort(const std::string& reason) override {
+    fail_and_abort(nullptr, WorkStatus::ERROR,
+                   std::make_exception_ptr(DistBackendError(fmt::format(
+                       "gloo group '{}' (rank {}) was aborted: {}", group_name_, rank_, reason))));
+  }
+
+  void shutdown() override {
+    {
+      std::unique_lock lock(mutex_);
+      if (stopping_ && !worker_.joinable()) return;
+      stopping_ = true;
+      cv_.notify_all();
+      // Queued collectives still run (each bounded by its own deadline).
+    }
+    if (worker_.joinable()) worker_.join();
+    // A send or recv whose peer never matched it fails now instead of holding shutdown until
+    // its deadline.
+    std::list<P2P> waiting;
+    {
+      std::lock_guard lock(mutex_);
+      fail_self_messages(std::make_exception_ptr(distributed::DistBackendError(
+          fmt::format("gloo group '{}' (rank {}): shut down (destroy_process_group) with a "
+                      "send or recv to itself unmatched",
+                      group_name_, rank_))));
+      waiting.swap(p2p_);
+      for (auto& p : waiting) {
+        p.buffer->abortWaitSend();
+        p.buffer->abortWaitRecv();
+      }
+    }
+    for (auto& p : waiting)
+      if (p.thread.joinable()) p.thread.join();
+  }
+
+  std::exception_ptr error() const override {
+    std::lock_guard lock(mutex_);
+    return error_;
+  }
+
+ protected:
+  WorkPtr enqueue(Op op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout) override {
+    const Milliseconds t = timeout.value_or(timeout_);
+    TS_CHECK(t.count() > 0, ValueError, "{}(): argument 'timeout' must be positive, but got {}",
+             op_kind_name(op.kind), t);
+    const bool p2p = op.kind == OpKind::SEND || op.kind == OpKind::RECV;
+    if (p2p)
+      TS_CHECK(op.tag >= 0 && op.tag < (int64_t{1} << 56), ValueError,
+               "{}(): the gloo backend takes tags in [0, 2^56), but got {}", op_kind_name(op.kind),
+               op.tag);
+    std::lock_guard lock(mutex_);
+    TS_CHECK(!stopping_, distributed::DistBackendError,
+             "{}(): the gloo group '{}' was shut down (destroy_process_group)",
+             op_kind_name(op.kind), group_name_);
+    op.seq = ++next_seq_;
+    auto work = std::make_shared<Work>(fmt::format("gloo:{}", op_kind_name(op.kind)),
+                                       std::move(keep), t, op.seq);
+    op.deadline = work->deadline();
+    op.timeout = t;
+    if (error_) {
+      work->mark_failed(WorkStatus::ERROR, error_);
+      return work;
+    }
+    if (p2p) {
+      post_p2p(op, work);
+    } else {
+      queue_.push_back({std::move(op), work});
+      cv_.notify_all();
+    }
+    return work;
+  }
+
+ private:
+  struct Entry {
+    Op op;
+    WorkPtr work;
+  };
+  struct P2P {
+    std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
+    std::thread thread;
+    std::shared_ptr<std::atomic<bool>> done;  // set by the waiter as its last step
+  };
+
+  std::string where(const Op& op) const {
+    return fmt::format("gloo {} (op #{} of group '{}', rank {})", op_kind_name(op.kind), op.seq,
+                       group_name_, rank_);
+  }
+
+  Milliseconds time_left(const Op& op) const {
+    return std::chrono::duration_cast<Milliseconds>(op.deadline - Clock::now());
+  }
+
+  // Called with mutex_ held. A message to this rank itself never reaches Gloo (it has no pair
+  // to itself): sends and recvs meet in a mailbox per tag, in posting order.
+  void post_self(const Op& op, const WorkPtr& work) {
+    work->mark_started();
+    const bool send = op.kind == OpKind::SEND;
+    auto& mine = send ? self_sends_[op.tag] : self_recvs_[op.tag];
+    auto& other = send ? self_recvs_[op.tag] : self_sends_[op.tag];
+    if (other.empty()) {
+      mine.push_back({op, work});
+      return;
+    }
+    Entry match = std::move(other.front());
+    other.pop_front();
+    const Entry& s = send ? Entry{op, work} : match;
+    const Entry& r = send ? match : Entry{op, work};
+    const int64_t sent = s.op.count * element_size(s.op.dtype);
+    const int64_t room = r.op.count * element_size(r.op.dtype);
+    if (sent != room) {
+      auto e = std::make_exception_ptr(distributed::DistBackendError(
+          fmt::format("{}: the send to itself with tag {} has {} bytes, the recv {} bytes",
+                      where(r.op), op.tag, sent, room)));
+      s.work->mark_failed(WorkStatus::ERROR, e);
+      r.work->mark_failed(WorkStatus::ERROR, e);
+      return;
+    }
+    if (sent > 0) std::memcpy(r.op.out, s.op.in, static_cast<size_t>(sent));
+    s.work->mark_completed();
+    r.work->mark_completed();
+  }
+
+  // Called with mutex_ held: fails the self-messages that never met their match.
+  void fail_self_messages(const std::exception_ptr& e) {
+    for (auto* box : {&self_sends_, &self_recvs_}) {
+      for (auto& [tag, entries] : *box)
+        for (auto& entry : entries) entry.work->mark_failed(WorkStatus::ERROR, e);
+      box->clear();
+    }
+  }
+
+  // Called with mutex_ held. The buffer is posted now; a waiter thread publishes the outcome.
+  void post_p2p(const Op& op, const WorkPtr& work) {
+    if (op.peer == rank_) return post_self(op, work);
+    const bool send = op.kind == OpKind::SEND;
+    uint8_t* data = send ? mut(op.in) : op.out;
+    const auto bytes = static_cast<size_t>(op.count * element_size(op.dtype));
+    reap_finished_p2p();
+    P2P& p = p2p_.emplace_back();
+    p.done = std::make_shared<std::atomic<bool>>(false);
+    auto* buffer = (p.buffer = context_->createUnboundBuffer(data, bytes)).get();
+    work->mark_started();
+    if (bytes > 0) {
+      if (send) {
+        buffer->send(op.peer, static_cast<uint64_t>(op.tag));
+      } else {
+        buffer->recv(op.peer, static_cast<uint64_t>(op.tag));
+      }
+    }
+    p.thread = std::thread([this, op, work, buffer, send, bytes, done = p.done] {
+      try {
+        const bool ok =
+            bytes == 0 || (send ? buffer->waitSend(std::max(time_left(op), Milliseconds(1)))
+                                : buffer->waitRecv(std::max(time_left(op), Milliseconds(1))));
+        if (ok) {
+          work->mark_completed();
+        } else {  // abortWait*: the backend was aborted or shut down
+          std::exception_ptr e = error();
+          if (!e)
+            e = std::make_exception_ptr(DistBackendError(fmt::format(
+                "{}: the group was shut down (destroy_process_group) before the peer's matching "
+                "{} arrived",
+                where(op), send ? "recv" : "send")));
+          work->mark_failed(WorkStatus::ERROR, e);
+        }
+      } catch (const std::exception& e) {
+        fail_and_abort(work,
+                       Clock::now() >= op.deadline ? WorkStatus::TIMED_OUT : WorkStatus::ERROR,
+                       gloo_error(op, e));
+      }
+      done->store(true, std::memory_order_release);
+    });
+  }
+
+  // Called with mutex_ held: joins the waiters that have finished and frees their buffers.
+  void reap_finished_p2p() {
+    for (auto it = p2p_.begin(); it != p2p_.end();) {
+      if (it->done->load(std::memory_order_acquire)) {
+        it->thread.join();
+        it = p2p_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  std::exception_ptr gloo_error(const Op& op, const std::exception& e) const {
+    if (Clock::now() >= op.deadline)
+      return std::make_exception_ptr(DistTimeoutError(
+          fmt::format("{}: timed out after {}: {}", where(op), op.timeout, e.what())));
+    return std::make_exception_ptr(DistBackendError(fmt::format("{}: {}", where(op), e.what())));
+  }
+
+  void worker_loop() {
+    for (;;) {
+      Entry e;
+      {
+        std::unique_lock lock(mutex_);
+        cv_.wait(lock, [&] { return !queue_.empty() || stopping_; });
+        if (queue_.empty()) return;  // stopping and drained
+        e = std::move(queue_.front());
+        queue_.pop_front();
+        if (error_) {
+          e.work->mark_failed(WorkStatus::ERROR, error_);
+          continue;
+        }
+        current_ = e.work;
+      }
+      if (!e.work->mark_started()) {  // already failed (abort)
+        std::lock_guard lock(mutex_);
+        current_.reset();
+        continue;
+      }
+      try {
+        if (time_left(e.op).count() <= 0)
+          TS_THROW(distributed::DistTimeoutError, "{}: timed out after {} before it could start",
+                   where(e.op), e.op.timeout);
+        run(e.op);
+        e.work->mark_completed();
+      } catch (const DistTimeoutError&) {
+        fail_and_abort(e.work, WorkStatus::TIMED_OUT, std::current_exception());
+      } catch (const std::exception& ex) {
+        fail_and_abort(e.work,
+                       Clock::now() >= e.op.deadline ? WorkStatus::TIMED_OUT : WorkStatus::ERROR,
+                       gloo_error(e.op, ex));
+      }
+      std::lock_guard lock(mutex_);
+      current_.reset();
+    }
+  }
+
+  // Publishes `error` on `failed` (when given) first, then fails everything else with it.
+  void fail_and_abort(const WorkPtr& failed, WorkStatus status, std::exception_ptr error) {
+    if (failed) failed->mark_failed(status, error);
+    std::deque<Entry> queued;
+    {
+      std::lock_guard lock(mutex_);
+      if (!error_) error_ = error;
+      queued.swap(queue_);
+      if (current_) current_->mark_failed(WorkStatus::ERROR, error_);
+      fail_self_messages(error_);
+      for (auto& p : p2p_) {  // waiters return false and publish error_
+        p.buffer->abortWaitSend();
+        p.buffer->abortWaitRecv();
+      }
+    }
+    for (auto& e : queued) e.work->mark_failed(WorkStatus::ERROR, error_);
+  }
+
+  // Runs one collective to completion (throws on failure).
+  void run(const Op& op) {
+    const auto tag = static_cast<uint32_t>(op.seq);
+    const Milliseconds t = std::max(time_left(op), Milliseconds(1));
+    const int64_t esize = element_size(op.dtype);
+    const int64_t bytes = op.count * esize;
+    switch (op.kind) {
+      case OpKind::ALLREDUCE:
+        if (op.count == 0) return;
+        return allreduce_raw(op.out, op, tag, t);
+      case OpKind::BROADCAST: {
+        if (bytes == 0) return;
+        ::gloo::BroadcastOptions o(context_);
+        o.setOutput(op.out, static_cast<size_t>(bytes));
+        o.setRoot(op.root);
+        o.setTag(tag);
+        o.setTimeout(t);
+        return ::gloo::broadcast(o);
+      }
+      case OpKind::REDUCE: {
+        // Gloo may use a non-root's buffer as scratch: non-roots reduce from a copy, so their
+        // tensors stay unchanged.
+        if (op.count == 0) return;
+        std::vector<uint8_t> scratch;
+        uint8_t* data = op.out;
+        if (rank_ != op.root) {
+          scratch.assign(op.out, op.out + bytes);
+          data = scratch.data();
+        }
+        reduce_in_place(data, op, [&]<class E>(E* p, const ReduceFn& fn) {
+          ::gloo::ReduceOptions o(context_);
+          o.setOutput(p, static_cast<size_t>(op.count));
+          o.setRoot(op.root);
+          o.setReduceFunction(fn);
+          o.setTag(tag);
+          o.setTimeout(t);
+          ::gloo::reduce(o);
+        });
+        return;
+      }
+      case OpKind::ALLGATHER: {
+        if (bytes == 0) return;
+        std::vector<uint8_t> staging;
+        uint8_t* dst = op.outs[0];
+        if (!consecutive(op.outs, bytes)) {
+          staging.resize(static_cast<size_t>(bytes * size_));
+          dst = staging.data();
+        }
+        ::gloo::AllgatherOptions o(context_);
+        o.setInput(mut(op.in), static_cast<size_t>(bytes));
+        o.setOutput(dst, static_cast<size_t>(bytes * size_));
+        o.setTag(tag);
+        o.setTimeout(t);
+        ::gloo::allgather(o);
+        if (!staging.empty())
+          for (int r = 0; r < size_; ++r)
+            std::memcpy(op.outs[r], staging.data() + r * bytes, static_cast<size_t>(bytes));
+        return;
+      }
+      case OpKind::GATHER: {
+        if (bytes == 0) return;
+        std::vector<uint8_t> staging;
+        ::gloo::GatherOptions o(context_);
+        o.setInput(mut(op.in), static_cast<size_t>(bytes));
+        if (rank_ == op.root) {
+          staging.resize(static_cast<size_t>(bytes * size_));
+          o.setOutput(staging.data(), staging.size());
+        }
+        o.setRoot(op.root);
+        o.setTag(tag);
+        o.setTimeout(t);
+        ::gloo::gather(o);
+        if (rank_ == op.root)
+          for (int r = 0; r < size_; ++r)
+            std::memcpy(op.outs[r], staging.data() + r * bytes, static_cast<size_t>(bytes));
+        return;
+      }
+      case OpKind::SCATTER: {
+        if (bytes == 0) return;
+        ::gloo::ScatterOptions o(context_);
+        std::vector<uint8_t*> ins;
+        for (const uint8_t* p : op.ins) ins.push_back(mut(p));
+        if (rank_ == op.root) o.setInputs(ins.data(), ins.size(), static_cast<size_t>(bytes));
+        o.setOutput(op.out, static_cast<size_t>(bytes));
+        o.setRoot(op.root);
+        o.setTag(tag);
+        o.setTimeout(t);
+        return ::gloo::scatter(o);
+      }
+      case OpKind::REDUCE_SCATTER: {
+        // All-reduce of every rank's whole input, then this rank's block.
+        if (op.count == 0) return;
+        std::vector<uint8_t> all(static_cast<size_t>(bytes * size_));
+        for (int r = 0; r < size_; ++r)
+          std::memcpy(all.data() + r * bytes, op.ins[r], static_cast<size_t>(bytes));
+        Op whole = op;
+        whole.count = op.count * size_;
+        allreduce_raw(all.data(), whole, tag, t);
+        std::memcpy(op.out, all.data() + rank_ * bytes, static_cast<size_t>(bytes));
+        return;
+      }
+      case OpKind::ALLTOALL: {
+        ::gloo::AlltoallvOptions o(context_);
+        o.setInput(mut(op.in), op.in_split_bytes);
+        o.setOutput(op.out, op.out_split_bytes);
+        o.setTag(tag);
+        o.setTimeout(t);
+        return ::gloo::alltoallv(o);
+      }
+      case OpKind::BARRIER: {
+        ::gloo::BarrierOptions o(context_);
+        o.setTag(tag);
+        o.setTimeout(t);
+        return ::gloo::barrier(o);
+      }
+      case OpKind::SEND:
+      case OpKind::RECV:
+        break;
+    }
+    TS_THROW(RuntimeError, "{}: not a collective", where(op));
+  }
+
+  void allreduce_raw(uint8_t* data, const Op& op, uint32_t tag, Milliseconds t) {
+    reduce_in_place(data, op, [&]<class E>(E* p, const ReduceFn& fn) {
+      ::gloo::AllreduceOptions o(context_);
+      o.setOutput(p, static_cast<size_t>(op.count));
+      o.setReduceFunction(fn);
+      o.setTag(tag);
+      o.setTimeout(t);
+      ::gloo::allreduce(o);
+    });
+  }
+
+  // Runs a Gloo reduction `run(E* data, fn)` over op.count elements at `data`. Narrow floats
+  // (float16, bfloat16, float8) travel and fold as float32 and are rounded once at the end, as
+  // shm does; AVG folds as SUM and divides at the end.
+  template <class Run>
+  void reduce_in_place(uint8_t* data, const Op& op, Run run) {
+    const ScalarType dtype = op.dtype;
+    const bool widen = is_floating_point(dtype) && element_size(dtype) < 4;
+    const ReduceOp pairwise = op.reduce_op == ReduceOp::AVG ? ReduceOp::SUM : op.reduce_op;
+    Tensor original = from_blob(data, {op.count}, dtype);
+    Tensor work = widen ? original.to(kFloat32) : original;
+    const ScalarType wdtype = work.dtype();
+    ReduceFn fn = [wdtype, pairwise](void* out, const void* a, const void* b, size_t n) {
+      const void* srcs[2] = {a, b};
+      reduce_into(wdtype, pairwise, out, srcs, 2, static_cast<int64_t>(n));
+    };
+    with_elem(static_cast<size_t>(element_size(wdtype)),
+              [&]<class E>() { run(static_cast<E*>(work.data_ptr()), fn); });
+    if (op.reduce_op == ReduceOp::AVG) work.div_(size_);
+    if (widen) original.copy_(work);
+  }
+
+  const Milliseconds timeout_;
+  const std::string group_name_;
+  std::shared_ptr<::gloo::transport::Device> device_;
+  std::shared_ptr<::gloo::Context> context_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<Entry> queue_;  // collectives not yet taken by the worker
+  WorkPtr current_;          // the running collective
+  std::list<P2P> p2p_;       // posted sends/recvs and their waiters (joined at shutdown)
+  std::map<int64_t, std::deque<Entry>> self_sends_, self_recvs_;  // unmatched, by tag
+  std::exception_ptr error_;  // set once, by the first failure or abort
+  bool stopping_ = false;
+  uint64_t next_seq_ = 0;
+  std::thread worker_;
+};
+
+}  // namespace
+
+}  // namespace gloo_impl
+
+BackendPtr make_gloo_backend(const StorePtr& store, int rank, int size, Milliseconds timeout,
+                             GlooOptions options) {
+  return std::make_shared<gloo_impl::GlooBackend>(store, rank, size, timeout, options);
+}
+
+}  // namespace tessera::distributed

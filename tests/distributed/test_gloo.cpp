@@ -1,0 +1,119 @@
+// The gloo backend beyond the collective suites (test_movement.cpp and test_reduce.cpp run
+// every op and dtype on it): the process-group front end, a rank that never comes, abort,
+// a peer that goes away, and bad arguments.
+#include <chrono>
+#include <thread>
+
+#include "dist_test_util.h"
+
+namespace tessera::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Two gloo ranks of one group, made concurrently (their set-up is collective).
+std::pair<dist::BackendPtr, dist::BackendPtr> two_ranks(dist::Milliseconds timeout = kTestTimeout) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  dist::BackendPtr b0, b1;
+  std::thread t([&] { b1 = dist::make_gloo_backend(store, 1, 2, timeout); });
+  b0 = dist::make_gloo_backend(store, 0, 2, timeout);
+  t.join();
+  return {b0, b1};
+}
+
+TEST(Gloo, InitProcessGroupByName) {
+  EXPECT_TRUE(dist::is_backend_available("gloo"));
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  run_threads(3, [&](int r) {
+    dist::WorldScope scope;
+    dist::init_process_group("gloo", store, r, 3, kTestTimeout);
+    EXPECT_EQ(dist::get_backend(), "gloo");
+    Tensor t = filled(kBFloat16, 5, [&](int64_t i) { return r + i; });
+    dist::all_reduce(t, dist::ReduceOp::AVG);
+    EXPECT_EQ(as_doubles(t), (std::vector<double>{1, 2, 3, 4, 5}));
+    Tensor in = empty({2}, TensorOptions(kInt64));
+    auto s = dist::isend(filled(kInt64, 2, [&](int64_t) { return r; }), (r + 1) % 3, nullptr, 7);
+    dist::recv(in, (r + 2) % 3, nullptr, 7);
+    EXPECT_TRUE(s->wait());
+    EXPECT_EQ(as_doubles(in), (std::vector<double>(2, (r + 2) % 3)));
+    dist::barrier();
+    dist::destroy_process_group();
+  });
+}
+
+TEST(Gloo, AMissingRankTimesOutAndLaterOpsFail) {
+  auto [b0, b1] = two_ranks();
+  dist::AllreduceOptions o;
+  o.timeout = 300ms;
+  Tensor x = empty({4}, TensorOptions(kFloat32));
+  auto w = b0->allreduce(x, o);  // rank 1 never joins
+  expect_error_mentions([&] { w->wait(); }, {"gloo all_reduce", "rank 0", "timed out after 300ms"});
+  EXPECT_EQ(w->status(), dist::WorkStatus::TIMED_OUT);
+  // A Gloo context that failed is unusable: later ops fail at once with the first error.
+  const auto start = std::chrono::steady_clock::now();
+  expect_error_mentions([&] { b0->barrier({})->wait(); }, {"timed out after 300ms"});
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_NE(b0->error(), nullptr);
+  // Rank 0 goes away: rank 1's next collective fails (a closed connection), before its timeout.
+  b0.reset();
+  dist::BarrierOptions bo;
+  bo.timeout = 20s;
+  const auto t1 = std::chrono::steady_clock::now();
+  auto wb = b1->barrier(bo);
+  EXPECT_THROW(wb->wait(), dist::DistError);
+  EXPECT_EQ(wb->status(), dist::WorkStatus::ERROR);
+  EXPECT_LT(std::chrono::steady_clock::now() - t1, 15s);
+}
+
+TEST(Gloo, AbortFailsRunningAndQueuedWork) {
+  auto [b0, b1] = two_ranks();
+  dist::AllreduceOptions o;
+  o.timeout = 2s;  // bounds how long the running Gloo call holds the worker after the abort
+  Tensor x = empty({64}, TensorOptions(kFloat64));
+  auto running = b0->allreduce(x, o);  // rank 1 never joins
+  auto queued = b0->barrier({});
+  std::this_thread::sleep_for(50ms);
+  const auto start = std::chrono::steady_clock::now();
+  b0->abort("the test aborts rank 0");
+  for (const auto& w : {running, queued}) {
+    expect_error_mentions([&] { w->wait(); }, {"aborted", "the test aborts rank 0"});
+    EXPECT_EQ(w->status(), dist::WorkStatus::ERROR);
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  expect_error_mentions([&] { b0->allreduce(x, {})->wait(); }, {"the test aborts rank 0"});
+}
+
+TEST(Gloo, PendingRecvFailsWhenTheGroupShutsDown) {
+  auto [b0, b1] = two_ranks();
+  Tensor in = empty({8}, TensorOptions(kFloat32));
+  auto w = b0->recv(in, 1, {});     // rank 1 never sends
+  auto self = b0->recv(in, 0, {});  // nor does rank 0 to itself
+  b1->shutdown();
+  b0->shutdown();
+  expect_error_mentions([&] { w->wait(); }, {"gloo recv", "shut down"});
+  expect_error_mentions([&] { self->wait(); }, {"shut down", "itself"});
+}
+
+TEST(Gloo, BadArgumentsAreClearErrors) {
+  run_ranks(BackendCase{"gloo", 1}, [&](int, dist::Backend& b) {
+    dist::SendRecvOptions o;
+    o.tag = int64_t{1} << 60;
+    expect_error_mentions([&] { b.send(empty({2}, TensorOptions(kFloat32)), 0, o); },
+                          {"send", "tags in [0, 2^56)", "1152921504606846976"});
+    o.tag = 3;
+    auto s = b.send(empty({2}, TensorOptions(kFloat32)), 0, o);
+    auto r = b.recv(empty({3}, TensorOptions(kFloat32)), 0, o);
+    expect_error_mentions([&] { r->wait(); }, {"tag 3", "8 bytes", "12 bytes"});
+    EXPECT_EQ(s->status(), dist::WorkStatus::ERROR);
+  });
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  dist::GlooOptions bad;
+  bad.iface = "no-such-if0";
+  expect_error_mentions([&] { dist::make_gloo_backend(store, 0, 1, kTestTimeout, bad); },
+                        {"gloo backend", "could not connect", "no-such-if0"});
+  // A rank that never arrives: the set-up times out through the store, naming the key.
+  expect_error_mentions([&] { dist::make_gloo_backend(store, 0, 2, 300ms); }, {"gloo/default"});
+}
+
+}  // namespace
+}  // namespace tessera::testing
