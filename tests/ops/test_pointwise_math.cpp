@@ -113,3 +113,32 @@ TEST(PointwiseMath, GeluErfFloat32KeepsRelativeAccuracyInTheTail) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// Cheap ops stream outputs of 32 MiB and more around the cache (src/core/loops.h): an output
+// that starts off the vector alignment, float64 and two threads must still give exact results.
+TEST(PointwiseMath, LargeStreamedOutputsAreExact) {
+  const int64_t n = (int64_t{32} << 20) / 4 + 37;  // just past the threshold for float32
+  const int saved = get_num_threads();
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    Tensor a = arange(n, kFloat32), b = full({n}, 0.5, kFloat32);
+    Tensor backing = full({n + 1}, -7.0, kFloat32);
+    Tensor out = backing.narrow(0, 1, n);  // 4 bytes past a 64-byte boundary
+    add_out(out, a, b);
+    EXPECT_EQ(backing[0].item<float>(), -7.0f);  // the element before is untouched
+    const float* o = out.data_ptr<float>();
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; ++i) bad += o[i] != static_cast<float>(i) + 0.5f;
+    EXPECT_EQ(bad, 0) << threads << " threads";
+    Tensor d = neg(arange(n / 2 + 3, kFloat64));  // float64, 32 MiB + 168 B: also streamed
+    const double* p = relu(neg(d)).data_ptr<double>();
+    for (int64_t i : {int64_t{0}, int64_t{1}, n / 4, n / 2 + 2}) EXPECT_EQ(p[i], double(i));
+  }
+  set_num_threads(saved);
+}
+
+}  // namespace
+}  // namespace tessera

@@ -76,28 +76,28 @@ void binary_float(TensorIterator& iter, BinaryOp op, const Scalar& alpha_s) {
   switch (op) {
     case BinaryOp::Add:
       if (alpha == C(1))
-        return cpu_kernel_vec<T>(
+        return cpu_kernel_vec<T, true>(
             iter, [](C a, C b) { return a + b; }, [](V a, V b) { return a + b; });
-      return cpu_kernel_vec<T>(
+      return cpu_kernel_vec<T, true>(
           iter, [alpha](C a, C b) { return a + alpha * b; },
           [alpha](V a, V b) { return V::fmadd(V(alpha), b, a); });
     case BinaryOp::Sub:
       if (alpha == C(1))
-        return cpu_kernel_vec<T>(
+        return cpu_kernel_vec<T, true>(
             iter, [](C a, C b) { return a - b; }, [](V a, V b) { return a - b; });
-      return cpu_kernel_vec<T>(
+      return cpu_kernel_vec<T, true>(
           iter, [alpha](C a, C b) { return a - alpha * b; },
           [alpha](V a, V b) { return a - V(alpha) * b; });
     case BinaryOp::Mul:
-      return cpu_kernel_vec<T>(
+      return cpu_kernel_vec<T, true>(
           iter, [](C a, C b) { return a * b; }, [](V a, V b) { return a * b; });
     case BinaryOp::Div:
-      return cpu_kernel_vec<T>(
+      return cpu_kernel_vec<T, true>(
           iter, [](C a, C b) { return a / b; }, [](V a, V b) { return a / b; });
     case BinaryOp::Maximum:
-      return cpu_kernel_vec<T>(iter, nan_max<C>, [](V a, V b) { return V::max(a, b); });
+      return cpu_kernel_vec<T, true>(iter, nan_max<C>, [](V a, V b) { return V::max(a, b); });
     case BinaryOp::Minimum:
-      return cpu_kernel_vec<T>(iter, nan_min<C>, [](V a, V b) { return V::min(a, b); });
+      return cpu_kernel_vec<T, true>(iter, nan_min<C>, [](V a, V b) { return V::min(a, b); });
     case BinaryOp::Pow:
       return cpu_kernel_vec<T>(
           iter, [](C a, C b) { return std::pow(a, b); }, [](V a, V b) { return a.pow(b); });
@@ -350,11 +350,12 @@ void unary_float(TensorIterator& iter, UnaryOp op) {
   using C = compute_t<T>;
   using V = Vec<C>;
   auto vk = [&](auto s, auto v) { cpu_kernel_vec<T>(iter, s, v); };
+  auto vk_cheap = [&](auto s, auto v) { cpu_kernel_vec<T, true>(iter, s, v); };
   switch (op) {
     case UnaryOp::Abs:
-      return vk([](C x) { return std::fabs(x); }, [](V x) { return x.abs(); });
+      return vk_cheap([](C x) { return std::fabs(x); }, [](V x) { return x.abs(); });
     case UnaryOp::Neg:
-      return vk([](C x) { return -x; }, [](V x) { return -x; });
+      return vk_cheap([](C x) { return -x; }, [](V x) { return -x; });
     case UnaryOp::Exp:
       return vk([](C x) { return std::exp(x); }, [](V x) { return x.exp(); });
     case UnaryOp::Expm1:
@@ -389,8 +390,8 @@ void unary_float(TensorIterator& iter, UnaryOp op) {
                 });
     case UnaryOp::Relu:
       // relu keeps NaN (PyTorch's clamp_min(0) propagates it).
-      return vk([](C x) { return x != x ? x : (x > 0 ? x : C(0)); },
-                [](V x) { return V::max(x, V(C(0))); });
+      return vk_cheap([](C x) { return x != x ? x : (x > 0 ? x : C(0)); },
+                      [](V x) { return V::max(x, V(C(0))); });
     case UnaryOp::GeluErf:
       return vk(gelu_erf<C>, [](V x) {
         if constexpr (std::is_same_v<C, float>) {
@@ -618,11 +619,11 @@ void ternary_kernel(TensorIterator& iter, TernaryOp op, const Scalar& value) {
                 return V::load(out);
               });
         case TernaryOp::Addcmul:
-          return cpu_kernel_vec<T>(
+          return cpu_kernel_vec<T, true>(
               iter, [v](C s, C a, C b) { return s + v * a * b; },
               [v](V s, V a, V b) { return V::fmadd(V(v) * a, b, s); });
         case TernaryOp::Addcdiv:
-          return cpu_kernel_vec<T>(
+          return cpu_kernel_vec<T, true>(
               iter, [v](C s, C a, C b) { return s + v * a / b; },
               [v](V s, V a, V b) { return s + V(v) * a / b; });
         default:
@@ -659,7 +660,7 @@ void clamp_kernel(TensorIterator& iter, const std::optional<Scalar>& lo,
       const C l = lo ? static_cast<C>(lo->to_double()) : -std::numeric_limits<C>::infinity();
       const C h = hi ? static_cast<C>(hi->to_double()) : std::numeric_limits<C>::infinity();
       // NaN input stays NaN; a NaN bound makes the result NaN (as PyTorch).
-      cpu_kernel_vec<T>(
+      cpu_kernel_vec<T, true>(
           iter, [l, h](C x) { return nan_min(nan_max(x, l), h); },
           [l, h](V x) { return V::min(V::max(x, V(l)), V(h)); });
     } else {
