@@ -23,6 +23,7 @@
 #include <gloo/rendezvous/store.h>
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
+#include <net/if.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -102,6 +103,11 @@ std::string env_or_empty(const char* name) {
       host = name;
     }
   }
+  // Checked here: Gloo's own failure for a missing interface leaks getifaddrs' list.
+  TS_CHECK(iface.empty() || if_nametoindex(iface.c_str()) != 0, distributed::DistNetworkError,
+           "gloo backend: there is no network interface named '{}' (GlooOptions::iface or "
+           "TESSERA_GLOO_IFNAME)",
+           iface);
   attr.hostname = host;
   attr.iface = iface;
   return attr;
