@@ -29,8 +29,7 @@ inline ShellResult run_shell(const std::string& command, int timeout_s = 120) {
     for (char c : command) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
     return q + "'";
   }();
-  const std::string full =
-      fmt::format("timeout -k 5 {} bash -c {} 2>&1", timeout_s, quoted);
+  const std::string full = fmt::format("timeout -k 5 {} bash -c {} 2>&1", timeout_s, quoted);
   ShellResult r;
   FILE* pipe = ::popen(full.c_str(), "r");
   if (!pipe) return r;

@@ -91,8 +91,8 @@ TEST(LaunchFaults, AWorkerThatIgnoresSigtermIsKilledAfterTheDeadline) {
       "echo $$ > {0}/pid$RANK\n"
       "sleep 60 & wait\n",
       dir.path.string());
-  const auto r = run_launch_command("--nproc-per-node 2 --master-port 0 --term-timeout 0.5",
-                                    "bash " + script);
+  const auto r =
+      run_launch_command("--nproc-per-node 2 --master-port 0 --term-timeout 0.5", "bash " + script);
   EXPECT_EQ(r.exit_code, 4) << r.output;
   EXPECT_NE(r.output.find("ranks 0 did not stop within 500 ms of SIGTERM; sending SIGKILL"),
             std::string::npos)
@@ -179,8 +179,7 @@ TEST(LaunchMultiNode, TwoNodesOfTwoRanks) {
       "allreduce > {3}.node1 2>&1 & n1=$!; {0} launch {1} --node-rank 0 -- {2} allreduce; "
       "rc0=$?; wait $n1; rc1=$?; cat {3}.node1; rm -f {3}.node1; echo \"rc $rc0 $rc1\"",
       kTesseraCli, common, kLaunchWorker,
-      (std::filesystem::temp_directory_path() / fmt::format("tessera-mn-{}", ::getpid()))
-          .string());
+      (std::filesystem::temp_directory_path() / fmt::format("tessera-mn-{}", ::getpid())).string());
   const auto r = run_shell(cmd);
   EXPECT_NE(r.output.find("rc 0 0"), std::string::npos) << r.output;
   for (int rank = 0; rank < 4; ++rank) {

@@ -300,8 +300,8 @@ void check_options(const LaunchOptions& o) {
            "launch: --nproc-per-node must be at least 1, but got {}", o.nproc_per_node);
   TS_CHECK(o.nnodes >= 1, ValueError, "launch: --nnodes must be at least 1, but got {}", o.nnodes);
   TS_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, ValueError,
-           "launch: --node-rank must be in [0, {}) for --nnodes {}, but got {}", o.nnodes,
-           o.nnodes, o.node_rank);
+           "launch: --node-rank must be in [0, {}) for --nnodes {}, but got {}", o.nnodes, o.nnodes,
+           o.node_rank);
   TS_CHECK(o.master_port >= 0 && o.master_port <= 65535, ValueError,
            "launch: --master-port must be in [0, 65535], but got {}", o.master_port);
   TS_CHECK(o.master_port != 0 || o.nnodes == 1, ValueError,
@@ -309,10 +309,11 @@ void check_options(const LaunchOptions& o) {
            "{}: every node must know the port",
            o.nnodes);
   TS_CHECK(!o.master_addr.empty(), ValueError, "launch: --master-addr must not be empty");
-  TS_CHECK(o.max_restarts >= 0, ValueError, "launch: --max-restarts must not be negative, but got {}",
-           o.max_restarts);
+  TS_CHECK(o.max_restarts >= 0, ValueError,
+           "launch: --max-restarts must not be negative, but got {}", o.max_restarts);
   TS_CHECK(o.term_timeout.count() > 0, ValueError,
-           "launch: the termination timeout must be positive, but got {} ms", o.term_timeout.count());
+           "launch: the termination timeout must be positive, but got {} ms",
+           o.term_timeout.count());
   TS_CHECK(!o.command.empty() && !o.command[0].empty(), ValueError,
            "launch: no program given (usage: tessera launch [options] -- PROGRAM ARGS)");
   if (o.nnodes > 1) {
@@ -360,9 +361,8 @@ int launch(const LaunchOptions& options) {
       so.num_workers = world_size;
       so.multi_host = !is_loopback(options.master_addr);
       so.secret = secret;
-      store = std::make_unique<TCPStore>(is_loopback(options.master_addr) ? "127.0.0.1"
-                                                                          : options.master_addr,
-                                         so);
+      store = std::make_unique<TCPStore>(
+          is_loopback(options.master_addr) ? "127.0.0.1" : options.master_addr, so);
       port = store->port();
     }
     Env env{{"WORLD_SIZE", std::to_string(world_size)},
