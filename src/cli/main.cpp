@@ -1,4 +1,4 @@
-// The `tessera` command: info, demo, train, sample, bench, launch.
+// The `tessera` command: info, demo, train, sample, bench, launch, fr-trace.
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cstdio>
@@ -8,6 +8,7 @@
 #include "cli/bench.h"
 #include "cli/demo.h"
 #include "cli/train.h"
+#include "tessera/distributed/flight_recorder.h"
 #include "tessera/distributed/launch.h"
 #include "tessera/tessera.h"
 
@@ -158,6 +159,14 @@ int main(int argc, char** argv) {
         std::chrono::milliseconds(static_cast<int64_t>(term_timeout_s * 1000));
     status = tessera::distributed::launch(launch_opts);
   });
+
+  std::string fr_dir;
+  auto* fr_trace = app.add_subcommand(
+      "fr-trace",
+      "Merge the Flight Recorder dumps of all ranks and report the first collective "
+      "where they disagree");
+  fr_trace->add_option("dir", fr_dir, "Directory of the dumps (TESSERA_FR_DUMP_DIR)")->required();
+  fr_trace->callback([&] { std::fputs(tessera::distributed::fr_trace(fr_dir).c_str(), stdout); });
 
   try {
     app.parse(argc, argv);
