@@ -74,9 +74,9 @@ WorkPtr ProcessGroup::run_op(const char* op_name, bool is_p2p,
   Backend& b = backend();  // non-members throw here, before anything is counted
   const uint64_t coll = is_p2p ? collective_seq_.load() : ++collective_seq_;
   const uint64_t p2p = is_p2p ? ++p2p_seq_ : p2p_seq_.load();
+  if (pre_hooks_->empty() && post_hooks_->empty()) return issue(b);
   const auto pre = pre_hooks_->snapshot();
   const auto post = post_hooks_->snapshot();
-  if (pre->empty() && post->empty()) return issue(b);
   PreHookArgs args;
   args.op_id = ++g_next_op_id;
   args.op_name = op_name;

@@ -122,20 +122,33 @@ TEST(LaunchRestart, RestartsRunOutAndTheLastFailureIsReported) {
   EXPECT_NE(r.output.find("(after 1 restarts)"), std::string::npos) << r.output;
 }
 
-TEST(LaunchSignals, SigtermIsForwardedToTheWorkers) {
-  TempDir dir("launch-sigterm");
-  // The launcher runs in the background; the test sends it SIGTERM once both workers are up.
+class LaunchSignals : public ::testing::TestWithParam<int> {};
+
+TEST_P(LaunchSignals, AreForwardedToTheWorkers) {
+  const int sig = GetParam();
+  TempDir dir("launch-signal-forward");
+  // The launcher runs in the background; the test signals it once both workers are up.
   const std::string cmd = fmt::format(
       "{} launch --nproc-per-node 2 --master-port 0 -- bash -c 'echo $$ > {}/pid$RANK; exec "
       "sleep 60' & pid=$!; for i in $(seq 100); do [ -s {}/pid0 ] && [ -s {}/pid1 ] && break; "
-      "sleep 0.1; done; kill -TERM $pid; wait $pid",
-      kTesseraCli, dir.path.string(), dir.path.string(), dir.path.string());
+      "sleep 0.1; done; kill -{} $pid; wait $pid",
+      kTesseraCli, dir.path.string(), dir.path.string(), dir.path.string(), sig);
   const auto r = run_shell(cmd);
-  EXPECT_EQ(r.exit_code, 128 + SIGTERM) << r.output;
-  EXPECT_NE(r.output.find("received SIGTERM; forwarding it to the workers"), std::string::npos)
+  EXPECT_EQ(r.exit_code, 128 + sig) << r.output;
+  EXPECT_NE(r.output.find(fmt::format("received SIG{}; forwarding it to the workers",
+                                      sig == SIGINT ? "INT" : "TERM")),
+            std::string::npos)
       << r.output;
-  for (pid_t pid : worker_pids(dir.path, 2)) EXPECT_FALSE(process_exists(pid));
+  const auto pids = worker_pids(dir.path, 2);
+  EXPECT_EQ(pids.size(), 2u);
+  for (pid_t pid : pids) EXPECT_FALSE(process_exists(pid));
 }
+
+INSTANTIATE_TEST_SUITE_P(Signals, LaunchSignals, ::testing::Values(SIGINT, SIGTERM),
+                         [](const ::testing::TestParamInfo<int>& info) {
+                           return info.param == SIGINT ? std::string("SIGINT")
+                                                       : std::string("SIGTERM");
+                         });
 
 TEST(LaunchOptions, BadOptionsAreExplained) {
   auto r = run_launch_command("--nproc-per-node 0", "true");

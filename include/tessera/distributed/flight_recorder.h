@@ -57,8 +57,8 @@ class FlightRecorder {
   FlightRecorder(const FlightRecorder&) = delete;
   FlightRecorder& operator=(const FlightRecorder&) = delete;
 
-  // Records `group`'s ops from now on (a non-member group is ignored). Its members, name and
-  // backend go into the dump's header.
+  // Records `group`'s ops from now on (a non-member group, or one attached already, is
+  // ignored). Its members, name and backend go into the dump's header.
   void attach(const ProcessGroupPtr& group);
 
   // The buffer as dump text, now.

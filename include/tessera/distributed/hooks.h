@@ -23,6 +23,7 @@
 // the op, so hooks that share state must synchronise it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -85,6 +86,7 @@ class HookList {
     auto next = std::make_shared<Entries>(*hooks_);
     next->emplace_back(++next_id_, std::move(fn));
     hooks_ = std::move(next);
+    size_.store(hooks_->size(), std::memory_order_release);
     return next_id_;
   }
   bool remove(uint64_t id) {
@@ -94,17 +96,20 @@ class HookList {
     std::erase_if(*next, [&](const auto& e) { return e.first == id; });
     if (next->size() == before) return false;
     hooks_ = std::move(next);
+    size_.store(hooks_->size(), std::memory_order_release);
     return true;
   }
   Snapshot snapshot() const {
     std::lock_guard lock(mutex_);
     return hooks_;
   }
-  bool empty() const { return snapshot()->empty(); }
+  // Without a lock: ops check it first, so a group without hooks pays one atomic load.
+  bool empty() const { return size_.load(std::memory_order_acquire) == 0; }
 
  private:
   mutable std::mutex mutex_;
   Snapshot hooks_ = std::make_shared<const Entries>();
+  std::atomic<size_t> size_{0};
   uint64_t next_id_ = 0;
 };
 

@@ -209,6 +209,7 @@ struct FlightRecorder::Impl : std::enable_shared_from_this<Impl> {
       Slot* s = find(id);
       if (!s) return;  // overwritten meanwhile
       auto& e = s->entry;
+      s->work.reset();  // terminal now: the entry holds all it needs
       if (work) {
         refresh(e, *work);
       } else {  // only the Future is left: its error tells what happened
@@ -378,6 +379,7 @@ struct FlightRecorder::Impl : std::enable_shared_from_this<Impl> {
 
   std::mutex control_mutex;  // guards the members below (the recorder's own)
   std::vector<HookHandle> handles;
+  std::vector<std::weak_ptr<ProcessGroup>> attached;
   std::thread dumper;
   bool owns_signal = false;
   struct sigaction previous_sigusr1 {};
@@ -415,6 +417,12 @@ void FlightRecorder::attach(const ProcessGroupPtr& group) {
   TS_CHECK(group != nullptr, ValueError,
            "FlightRecorder.attach(): argument 'group' must not be null");
   if (!group->is_member()) return;
+  {
+    std::lock_guard lock(impl_->control_mutex);
+    for (const auto& g : impl_->attached)
+      if (g.lock() == group) return;  // attached already: its ops are recorded once
+    impl_->attached.push_back(group);
+  }
   {
     std::lock_guard lock(impl_->mutex);
     fr::TraceGroup& g = impl_->groups[group->name()];
