@@ -1,4 +1,4 @@
-// The `tessera` command: info, demo, train, sample, bench.
+// The `tessera` command: info, demo, train, sample, bench, launch, fr-trace.
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cstdio>
@@ -8,6 +8,8 @@
 #include "cli/bench.h"
 #include "cli/demo.h"
 #include "cli/train.h"
+#include "tessera/distributed/flight_recorder.h"
+#include "tessera/distributed/launch.h"
 #include "tessera/tessera.h"
 
 namespace {
@@ -120,6 +122,51 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   sample->add_option("--seed", sample_opts.seed, "Random seed")->capture_default_str();
   sample->callback([&] { status = tessera::cli::run_sample(sample_opts); });
+
+  tessera::distributed::LaunchOptions launch_opts;
+  double term_timeout_s = 5;
+  auto* launch = app.add_subcommand(
+      "launch",
+      "Run a distributed job: PROGRAM once per rank, like torchrun (tessera launch "
+      "--nproc-per-node 2 -- PROGRAM ARGS)");
+  launch->add_option("--nproc-per-node", launch_opts.nproc_per_node, "Workers on this node")
+      ->capture_default_str();
+  launch->add_option("--nnodes", launch_opts.nnodes, "Nodes in the job")->capture_default_str();
+  launch->add_option("--node-rank", launch_opts.node_rank, "This node's rank")
+      ->capture_default_str();
+  launch
+      ->add_option("--master-addr", launch_opts.master_addr,
+                   "Address of node 0, where the store is served")
+      ->capture_default_str();
+  launch
+      ->add_option("--master-port", launch_opts.master_port,
+                   "Port of the store (0: any free port, single node only)")
+      ->capture_default_str();
+  launch
+      ->add_option("--max-restarts", launch_opts.max_restarts,
+                   "Restart the whole group this many times after a failure")
+      ->capture_default_str();
+  launch
+      ->add_option("--term-timeout", term_timeout_s,
+                   "Seconds stopped workers get between SIGTERM and SIGKILL")
+      ->capture_default_str();
+  launch->add_option("--run-id", launch_opts.run_id, "Job id (TESSERA_JOB_ID; default: random)");
+  launch->add_option("command", launch_opts.command, "-- PROGRAM ARGS")->required();
+  launch->callback([&] {
+    TS_CHECK(term_timeout_s > 0 && term_timeout_s < 1e6, ValueError,
+             "launch: --term-timeout must be in (0, 1e6) seconds, but got {}", term_timeout_s);
+    launch_opts.term_timeout =
+        std::chrono::milliseconds(static_cast<int64_t>(term_timeout_s * 1000));
+    status = tessera::distributed::launch(launch_opts);
+  });
+
+  std::string fr_dir;
+  auto* fr_trace = app.add_subcommand(
+      "fr-trace",
+      "Merge the Flight Recorder dumps of all ranks and report the first collective "
+      "where they disagree");
+  fr_trace->add_option("dir", fr_dir, "Directory of the dumps (TESSERA_FR_DUMP_DIR)")->required();
+  fr_trace->callback([&] { std::fputs(tessera::distributed::fr_trace(fr_dir).c_str(), stdout); });
 
   try {
     app.parse(argc, argv);

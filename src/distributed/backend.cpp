@@ -1,6 +1,8 @@
 // Backend's defaults: an op a backend does not implement says so.
 #include "tessera/distributed/backend.h"
 
+#include <cstdio>
+
 namespace tessera::distributed {
 
 Backend::Backend(int rank, int size) : rank_(rank), size_(size) {
@@ -11,6 +13,24 @@ Backend::Backend(int rank, int size) : rank_(rank), size_(size) {
 
 void Backend::not_implemented(const char* op) const {
   TS_THROW(NotImplementedError, "{}(): the '{}' backend does not implement this op", op, name());
+}
+
+HookHandle Backend::register_abort_hook(AbortHook hook) {
+  TS_CHECK(hook != nullptr, ValueError, "register_abort_hook(): argument 'hook' must not be empty");
+  return HookHandle(detail::remover(abort_hooks_, abort_hooks_->add(std::move(hook))));
+}
+
+void Backend::run_abort_hooks(const std::string& reason) {
+  for (const auto& [id, hook] : *abort_hooks_->snapshot()) {
+    try {
+      hook(reason);
+    } catch (const std::exception& e) {
+      const std::string msg =
+          fmt::format("tessera: the abort hook #{} of a '{}' backend (rank {}) threw: {}\n", id,
+                      name(), rank_, e.what());
+      std::fputs(msg.c_str(), stderr);
+    }
+  }
 }
 
 WorkPtr Backend::allreduce(const Tensor&, const AllreduceOptions&) {

@@ -43,53 +43,200 @@ int ProcessGroup::global_rank(int group_rank) const {
   return global_ranks_[static_cast<size_t>(group_rank)];
 }
 
+// ---- ops and their hooks ----------------------------------------------------------------------
+
+namespace {
+
+std::atomic<uint64_t> g_next_op_id{0};
+
+// Undefined tensors (which the backend will refuse) show as dtype Undefined, no sizes.
+TensorMeta meta(const Tensor& t) {
+  if (!t.defined()) return {{}, ScalarType::Undefined};
+  return {t.sizes().vec(), t.dtype()};
+}
+std::vector<TensorMeta> metas(std::initializer_list<const Tensor*> ts) {
+  std::vector<TensorMeta> out;
+  for (const Tensor* t : ts) out.push_back(meta(*t));
+  return out;
+}
+std::vector<TensorMeta> metas(const std::vector<Tensor>& ts) {
+  std::vector<TensorMeta> out;
+  for (const Tensor& t : ts) out.push_back(meta(t));
+  return out;
+}
+
+}  // namespace
+
+template <class Describe, class Issue>
+WorkPtr ProcessGroup::run_op(const char* op_name, bool is_p2p,
+                             const std::optional<Milliseconds>& timeout, bool async_op,
+                             const Describe& describe, const Issue& issue) {
+  Backend& b = backend();  // non-members throw here, before anything is counted
+  const uint64_t coll = is_p2p ? collective_seq_.load() : ++collective_seq_;
+  const uint64_t p2p = is_p2p ? ++p2p_seq_ : p2p_seq_.load();
+  if (pre_hooks_->empty() && post_hooks_->empty()) return issue(b);
+  const auto pre = pre_hooks_->snapshot();
+  const auto post = post_hooks_->snapshot();
+  PreHookArgs args;
+  args.op_id = ++g_next_op_id;
+  args.op_name = op_name;
+  args.group_name = name_;
+  args.is_p2p = is_p2p;
+  args.collective_seq_id = coll;
+  args.p2p_seq_id = p2p;
+  args.async_op = async_op;
+  args.timeout = timeout.value_or(timeout_);
+  describe(args);
+  for (const auto& [id, hook] : *pre) hook(args);
+  WorkPtr work;
+  try {
+    work = issue(b);
+  } catch (...) {
+    const PostHookArgs failed{args, nullptr, std::current_exception()};
+    for (const auto& [id, hook] : *post) hook(failed);
+    throw;
+  }
+  const PostHookArgs done{args, work, nullptr};
+  for (const auto& [id, hook] : *post) hook(done);
+  return work;
+}
+
+HookHandle ProcessGroup::register_pre_hook(PreHook hook) {
+  TS_CHECK(hook != nullptr, ValueError, "register_pre_hook(): argument 'hook' must not be empty");
+  return HookHandle(detail::remover(pre_hooks_, pre_hooks_->add(std::move(hook))));
+}
+
+HookHandle ProcessGroup::register_post_hook(PostHook hook) {
+  TS_CHECK(hook != nullptr, ValueError, "register_post_hook(): argument 'hook' must not be empty");
+  return HookHandle(detail::remover(post_hooks_, post_hooks_->add(std::move(hook))));
+}
+
 WorkPtr ProcessGroup::allreduce(const Tensor& t, const AllreduceOptions& o) {
-  return backend().allreduce(t, o);
+  return run_op(
+      "all_reduce", false, o.timeout, o.async_op,
+      [&](PreHookArgs& a) {
+        a.inputs = a.outputs = metas({&t});
+        a.reduce_op = o.reduce_op;
+      },
+      [&](Backend& b) { return b.allreduce(t, o); });
 }
 WorkPtr ProcessGroup::broadcast(const Tensor& t, const BroadcastOptions& o) {
-  return backend().broadcast(t, o);
+  return run_op(
+      "broadcast", false, o.timeout, o.async_op,
+      [&](PreHookArgs& a) {
+        a.inputs = a.outputs = metas({&t});
+        a.root = o.root_rank;
+      },
+      [&](Backend& b) { return b.broadcast(t, o); });
 }
 WorkPtr ProcessGroup::reduce(const Tensor& t, const ReduceOptions& o) {
-  return backend().reduce(t, o);
+  return run_op(
+      "reduce", false, o.timeout, o.async_op,
+      [&](PreHookArgs& a) {
+        a.inputs = a.outputs = metas({&t});
+        a.root = o.root_rank;
+        a.reduce_op = o.reduce_op;
+      },
+      [&](Backend& b) { return b.reduce(t, o); });
 }
 WorkPtr ProcessGroup::allgather(const std::vector<Tensor>& outs, const Tensor& in,
                                 const AllgatherOptions& o) {
-  return backend().allgather(outs, in, o);
+  return run_op(
+      "all_gather", false, o.timeout, o.async_op,
+      [&](PreHookArgs& a) {
+        a.inputs = metas({&in});
+        a.outputs = metas(outs);
+      },
+      [&](Backend& b) { return b.allgather(outs, in, o); });
 }
 WorkPtr ProcessGroup::allgather_into_tensor(const Tensor& out, const Tensor& in,
                                             const AllgatherOptions& o) {
-  return backend().allgather_into_tensor(out, in, o);
+  return run_op(
+      "all_gather_into_tensor", false, o.timeout, o.async_op,
+      [&](PreHookArgs& a) {
+        a.inputs = metas({&in});
+        a.outputs = metas({&out});
+      },
+      [&](Backend& b) { return b.allgather_into_tensor(out, in, o); });
 }
 WorkPtr ProcessGroup::gather(const std::vector<Tensor>& outs, const Tensor& in,
                              const GatherOptions& o) {
-  return backend().gather(outs, in, o);
+  return run_op(
+      "gather", false, o.timeout, o.async_op,
+      [&](PreHookArgs& a) {
+        a.inputs = metas({&in});
+        a.outputs = metas(outs);
+        a.root = o.root_rank;
+      },
+      [&](Backend& b) { return b.gather(outs, in, o); });
 }
 WorkPtr ProcessGroup::scatter(const Tensor& out, const std::vector<Tensor>& ins,
                               const ScatterOptions& o) {
-  return backend().scatter(out, ins, o);
+  return run_op(
+      "scatter", false, o.timeout, o.async_op,
+      [&](PreHookArgs& a) {
+        a.inputs = metas(ins);
+        a.outputs = metas({&out});
+        a.root = o.root_rank;
+      },
+      [&](Backend& b) { return b.scatter(out, ins, o); });
 }
 WorkPtr ProcessGroup::reduce_scatter(const Tensor& out, const std::vector<Tensor>& ins,
                                      const ReduceScatterOptions& o) {
-  return backend().reduce_scatter(out, ins, o);
+  return run_op(
+      "reduce_scatter", false, o.timeout, o.async_op,
+      [&](PreHookArgs& a) {
+        a.inputs = metas(ins);
+        a.outputs = metas({&out});
+        a.reduce_op = o.reduce_op;
+      },
+      [&](Backend& b) { return b.reduce_scatter(out, ins, o); });
 }
 WorkPtr ProcessGroup::reduce_scatter_tensor(const Tensor& out, const Tensor& in,
                                             const ReduceScatterOptions& o) {
-  return backend().reduce_scatter_tensor(out, in, o);
+  return run_op(
+      "reduce_scatter_tensor", false, o.timeout, o.async_op,
+      [&](PreHookArgs& a) {
+        a.inputs = metas({&in});
+        a.outputs = metas({&out});
+        a.reduce_op = o.reduce_op;
+      },
+      [&](Backend& b) { return b.reduce_scatter_tensor(out, in, o); });
 }
 WorkPtr ProcessGroup::alltoall_base(const Tensor& out, const Tensor& in,
                                     const std::vector<int64_t>& out_splits,
                                     const std::vector<int64_t>& in_splits,
                                     const AllToAllOptions& o) {
-  return backend().alltoall_base(out, in, out_splits, in_splits, o);
+  return run_op(
+      "all_to_all_single", false, o.timeout, o.async_op,
+      [&](PreHookArgs& a) {
+        a.inputs = metas({&in});
+        a.outputs = metas({&out});
+      },
+      [&](Backend& b) { return b.alltoall_base(out, in, out_splits, in_splits, o); });
 }
 WorkPtr ProcessGroup::barrier(const BarrierOptions& o) {
-  return backend().barrier(o);
+  return run_op(
+      "barrier", false, o.timeout, o.async_op, [](PreHookArgs&) {},
+      [&](Backend& b) { return b.barrier(o); });
 }
 WorkPtr ProcessGroup::send(const Tensor& t, int dst, const SendRecvOptions& o) {
-  return backend().send(t, dst, o);
+  return run_op(
+      "send", true, o.timeout, o.async_op,
+      [&](PreHookArgs& a) {
+        a.inputs = metas({&t});
+        a.root = dst;
+      },
+      [&](Backend& b) { return b.send(t, dst, o); });
 }
 WorkPtr ProcessGroup::recv(const Tensor& t, int src, const SendRecvOptions& o) {
-  return backend().recv(t, src, o);
+  return run_op(
+      "recv", true, o.timeout, o.async_op,
+      [&](PreHookArgs& a) {
+        a.outputs = metas({&t});
+        a.root = src;
+      },
+      [&](Backend& b) { return b.recv(t, src, o); });
 }
 
 void ProcessGroup::abort(const std::string& reason) {

@@ -3,6 +3,8 @@
 
 #include <fmt/chrono.h>
 
+#include <algorithm>
+
 namespace tessera::distributed {
 
 std::string_view work_status_name(WorkStatus s) {
@@ -121,10 +123,24 @@ std::exception_ptr Work::exception() const {
   return error_;
 }
 
+std::optional<Clock::time_point> Work::load_time(const std::atomic<int64_t>& ns) {
+  const int64_t v = ns.load(std::memory_order_acquire);
+  if (v == 0) return std::nullopt;
+  return Clock::time_point(Clock::duration(v));
+}
+
+void Work::store_now(std::atomic<int64_t>& ns) {
+  ns.store(std::max<int64_t>(1, Clock::now().time_since_epoch().count()),
+           std::memory_order_release);
+}
+
 bool Work::mark_started() {
   WorkStatus expected = WorkStatus::NOT_STARTED;
-  return status_.compare_exchange_strong(expected, WorkStatus::IN_PROGRESS,
-                                         std::memory_order_acq_rel);
+  if (!status_.compare_exchange_strong(expected, WorkStatus::IN_PROGRESS,
+                                       std::memory_order_acq_rel))
+    return false;
+  store_now(started_ns_);
+  return true;
 }
 
 bool Work::mark_completed() {
@@ -145,6 +161,7 @@ bool Work::publish(WorkStatus status, std::exception_ptr error) {
   {
     std::lock_guard lock(mutex_);
     if (is_completed()) return false;  // the first terminal status stays
+    store_now(finished_ns_);
     error_ = error;
     status_.store(status, std::memory_order_release);
   }

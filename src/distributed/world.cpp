@@ -8,6 +8,7 @@
 #include <mutex>
 
 #include "tessera/distributed/distributed.h"
+#include "tessera/distributed/flight_recorder.h"
 
 namespace tessera::distributed {
 
@@ -136,6 +137,7 @@ void init_process_group(const std::string& backend, StorePtr store, int rank, in
   BackendPtr b = factory(group_store, rank, world_size, timeout, "default");
   w.world.default_group =
       std::make_shared<ProcessGroup>("default", std::move(ranks), rank, std::move(b), timeout);
+  if (auto recorder = global_flight_recorder()) recorder->attach(w.world.default_group);
   w.world.store = std::move(store);
   w.world.backend = backend;
   w.world.timeout = timeout;
@@ -280,6 +282,7 @@ ProcessGroupPtr new_group(std::vector<int> ranks, std::optional<Milliseconds> ti
                 t, name);
   }
   auto g = std::make_shared<ProcessGroup>(name, std::move(ranks), my_rank, std::move(b), t);
+  if (auto recorder = global_flight_recorder()) recorder->attach(g);
   auto w = current_world();
   w.world.groups.push_back(g);
   return g;

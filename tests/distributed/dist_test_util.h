@@ -59,6 +59,19 @@ inline void run_ranks(int n, const std::function<void(int, dist::Backend&)>& fn,
   });
 }
 
+// Runs fn(rank) on n threads, each with its own World (WorldScope) initialised with the shm
+// backend over one HashStore; destroys the World after fn and checks it is gone.
+inline void run_world(int n, const std::function<void(int)>& fn) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  run_threads(n, [&](int r) {
+    dist::WorldScope scope;
+    dist::init_process_group("shm", store, r, n, kTestTimeout);
+    fn(r);
+    dist::destroy_process_group();
+    EXPECT_FALSE(dist::is_initialized());
+  });
+}
+
 // A tensor of `dtype` whose element i on rank r is value(r, i), converted from double.
 inline Tensor filled(ScalarType dtype, int64_t numel, const std::function<double(int64_t)>& value) {
   Tensor t = empty({numel}, TensorOptions(kFloat64));

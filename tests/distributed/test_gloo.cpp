@@ -70,6 +70,8 @@ TEST(Gloo, AbortFailsRunningAndQueuedWork) {
   dist::AllreduceOptions o;
   o.timeout = 2s;  // bounds how long the running Gloo call holds the worker after the abort
   Tensor x = empty({64}, TensorOptions(kFloat64));
+  std::vector<std::string> reasons;
+  auto hook = b0->register_abort_hook([&](const std::string& why) { reasons.push_back(why); });
   auto running = b0->allreduce(x, o);  // rank 1 never joins
   auto queued = b0->barrier({});
   std::this_thread::sleep_for(50ms);
@@ -81,6 +83,9 @@ TEST(Gloo, AbortFailsRunningAndQueuedWork) {
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
   expect_error_mentions([&] { b0->allreduce(x, {})->wait(); }, {"the test aborts rank 0"});
+  b0->abort("again");  // the hooks ran once, for the first abort
+  ASSERT_EQ(reasons.size(), 1u);
+  EXPECT_NE(reasons[0].find("the test aborts rank 0"), std::string::npos) << reasons[0];
 }
 
 TEST(Gloo, PendingRecvFailsWhenTheGroupShutsDown) {

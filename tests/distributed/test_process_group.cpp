@@ -9,18 +9,6 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Each rank a thread with its own World over one HashStore.
-void run_world(int n, const std::function<void(int)>& fn) {
-  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
-  run_threads(n, [&](int r) {
-    dist::WorldScope scope;
-    dist::init_process_group("shm", store, r, n, kTestTimeout);
-    fn(r);
-    dist::destroy_process_group();
-    EXPECT_FALSE(dist::is_initialized());
-  });
-}
-
 TEST(ProcessGroup, FreeFunctionsOnTheDefaultGroup) {
   run_world(3, [](int r) {
     EXPECT_TRUE(dist::is_initialized());

@@ -9,7 +9,8 @@
 //
 // Failure model: an op that fails (timeout, dead or aborted peer, mismatch) publishes its
 // error on its Work first, then aborts the communicator: every pending and later op fails
-// with an error naming the first failure. abort() does the same on request. Issue 7's
+// with an error naming the first failure. abort() does the same on request; either way the
+// abort hooks run once (hooks.h), after the error was recorded. Issue 7's
 // reconfigure() will give an aborted communicator a new membership in place.
 //
 // Thread-safety: ops may be issued from any thread, but the order in which a rank issues
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/distributed/hooks.h"
 #include "tessera/distributed/types.h"
 #include "tessera/distributed/work.h"
 
@@ -82,11 +84,21 @@ class Backend {
   // The error that aborted the communicator, or null.
   virtual std::exception_ptr error() const = 0;
 
+  // c10d's registerAbortHook: `hook` runs when this communicator aborts (see hooks.h).
+  HookHandle register_abort_hook(AbortHook hook);
+
  protected:
   [[noreturn]] void not_implemented(const char* op) const;
+  // Backends call it exactly once per abort, after recording the error. A hook that
+  // throws is reported on stderr (there is no caller to give the error to); the others run.
+  void run_abort_hooks(const std::string& reason);
   // Rank and size are mutable so that reconfigure (issue 7) can change the membership.
   int rank_;
   int size_;
+
+ private:
+  std::shared_ptr<detail::HookList<AbortHook>> abort_hooks_ =
+      std::make_shared<detail::HookList<AbortHook>>();
 };
 
 using BackendPtr = std::shared_ptr<Backend>;

@@ -1,7 +1,8 @@
 // ProcessGroup: a group of ranks and the backend that talks among them (c10d's ProcessGroup).
 // Its ops take ranks within the group; torch.distributed-style free functions
 // (distributed.h) take global ranks and translate. The group's pre/post collective hooks
-// (issue 7) attach here, so they see every op whatever the backend.
+// (hooks.h) attach here, so they see every op whatever the backend; the group also numbers
+// its collectives and its point-to-point ops (separate counters).
 //
 // A rank that is not a member of a group created by new_group() holds a ProcessGroup whose
 // is_member() is false; any op on it throws ValueError naming the group and the rank.
@@ -10,11 +11,13 @@
 // a rank issues them).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "tessera/distributed/backend.h"
+#include "tessera/distributed/hooks.h"
 
 namespace tessera::distributed {
 
@@ -64,12 +67,31 @@ class ProcessGroup {
   void abort(const std::string& reason);
   void shutdown();
 
+  // Collective hooks (hooks.h): they see every op issued on this group from now on.
+  HookHandle register_pre_hook(PreHook hook);
+  HookHandle register_post_hook(PostHook hook);
+  // How many collectives and point-to-point ops this group has issued.
+  uint64_t collective_seq_id() const { return collective_seq_.load(); }
+  uint64_t p2p_seq_id() const { return p2p_seq_.load(); }
+
  private:
+  // Counts the op, runs the pre hooks, issues it with issue(backend), runs the post hooks.
+  // describe(args) fills in the op's tensors, root and reduce op (called only when hooks
+  // are registered).
+  template <class Describe, class Issue>
+  WorkPtr run_op(const char* op_name, bool is_p2p, const std::optional<Milliseconds>& timeout,
+                 bool async_op, const Describe& describe, const Issue& issue);
+
   std::string name_;
   std::vector<int> global_ranks_;
   int my_global_rank_;
   BackendPtr backend_;
   Milliseconds timeout_;
+  std::atomic<uint64_t> collective_seq_{0}, p2p_seq_{0};
+  std::shared_ptr<detail::HookList<PreHook>> pre_hooks_ =
+      std::make_shared<detail::HookList<PreHook>>();
+  std::shared_ptr<detail::HookList<PostHook>> post_hooks_ =
+      std::make_shared<detail::HookList<PostHook>>();
 };
 
 using ProcessGroupPtr = std::shared_ptr<ProcessGroup>;

@@ -18,43 +18,55 @@ enum class ReduceOp : uint8_t { SUM, AVG, PRODUCT, MIN, MAX, BAND, BOR, BXOR };
 std::string_view reduce_op_name(ReduceOp op);
 
 // Unset timeouts take the group's default (the one given to init_process_group / new_group).
+// async_op tells hooks (and the Flight Recorder) whether the caller waits for the op at once;
+// the torch.distributed free functions set it, and it changes nothing in how the op runs.
 struct AllreduceOptions {
   ReduceOp reduce_op = ReduceOp::SUM;
   std::optional<Milliseconds> timeout;
+  bool async_op = true;
 };
 struct BroadcastOptions {
   int64_t root_rank = 0;
   std::optional<Milliseconds> timeout;
+  bool async_op = true;
 };
 struct ReduceOptions {
   ReduceOp reduce_op = ReduceOp::SUM;
   int64_t root_rank = 0;
   std::optional<Milliseconds> timeout;
+  bool async_op = true;
 };
 struct AllgatherOptions {
   std::optional<Milliseconds> timeout;
+  bool async_op = true;
 };
 struct GatherOptions {
   int64_t root_rank = 0;
   std::optional<Milliseconds> timeout;
+  bool async_op = true;
 };
 struct ScatterOptions {
   int64_t root_rank = 0;
   std::optional<Milliseconds> timeout;
+  bool async_op = true;
 };
 struct ReduceScatterOptions {
   ReduceOp reduce_op = ReduceOp::SUM;
   std::optional<Milliseconds> timeout;
+  bool async_op = true;
 };
 struct AllToAllOptions {
   std::optional<Milliseconds> timeout;
+  bool async_op = true;
 };
 struct BarrierOptions {
   std::optional<Milliseconds> timeout;
+  bool async_op = true;
 };
 struct SendRecvOptions {
   int64_t tag = 0;
   std::optional<Milliseconds> timeout;
+  bool async_op = true;
 };
 
 }  // namespace tessera::distributed

@@ -17,6 +17,7 @@
 // Thread-safety: every method may be called from any thread, concurrently.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -100,6 +101,10 @@ class Work {
   uint64_t sequence_number() const { return sequence_number_; }
   Milliseconds timeout() const { return timeout_; }
   Clock::time_point created() const { return created_; }
+  // When the backend started the op and when its terminal status was published; nullopt
+  // until then.
+  std::optional<Clock::time_point> started_at() const { return load_time(started_ns_); }
+  std::optional<Clock::time_point> finished_at() const { return load_time(finished_ns_); }
   Clock::time_point deadline() const { return created_ + timeout_; }
 
   // ---- producer side (backends) ---------------------------------------------------------
@@ -115,6 +120,8 @@ class Work {
 
  private:
   bool publish(WorkStatus status, std::exception_ptr error);
+  static std::optional<Clock::time_point> load_time(const std::atomic<int64_t>& ns);
+  static void store_now(std::atomic<int64_t>& ns);
 
   const std::string op_name_;
   const std::vector<Tensor> outputs_;
@@ -122,6 +129,7 @@ class Work {
   const uint64_t sequence_number_;
   const Clock::time_point created_;
   std::atomic<WorkStatus> status_{WorkStatus::NOT_STARTED};
+  std::atomic<int64_t> started_ns_{0}, finished_ns_{0};  // Clock ticks; 0: not yet
   mutable std::mutex mutex_;
   std::condition_variable cv_;
   std::exception_ptr error_;

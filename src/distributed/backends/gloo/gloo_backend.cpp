@@ -419,9 +419,11 @@ class GlooBackend : public OpBackend {
   void fail_and_abort(const WorkPtr& failed, WorkStatus status, std::exception_ptr error) {
     if (failed) failed->mark_failed(status, error);
     std::deque<Entry> queued;
+    bool first = false;
     {
       std::lock_guard lock(mutex_);
-      if (!error_) error_ = error;
+      first = !error_;
+      if (first) error_ = error;
       queued.swap(queue_);
       if (current_) current_->mark_failed(WorkStatus::ERROR, error_);
       fail_self_messages(error_);
@@ -431,6 +433,15 @@ class GlooBackend : public OpBackend {
       }
     }
     for (auto& e : queued) e.work->mark_failed(WorkStatus::ERROR, error_);
+    if (first) {  // the abort hooks run once, for the first failure or abort
+      std::string reason = "unknown error";
+      try {
+        std::rethrow_exception(error);
+      } catch (const std::exception& e) {
+        reason = e.what();
+      }
+      run_abort_hooks(reason);
+    }
   }
 
   // Runs one collective to completion (throws on failure).

@@ -223,6 +223,7 @@ void ShmBackend::abort(const std::string& reason) {
   for (auto& w : works) w->mark_failed(WorkStatus::ERROR, error_);
   comm_->abort(reason);
   comm_->wake_self();
+  run_abort_hooks(reason);
 }
 
 void ShmBackend::shutdown() {

@@ -1,0 +1,413 @@
+// `tessera launch`: the agent that runs one node's workers. See launch.h for the contract.
+//
+// Shape: launch() runs attempts; an attempt serves the store (node 0), starts a WorkerGroup
+// and monitors it until every worker succeeded, one failed or the launcher was signalled.
+// What happens after a failure is decided in one place (launch()'s loop): today the whole
+// group is torn down and restarted while restarts are left. Issue 7's `--ft` mode restarts
+// only the dead worker instead; WorkerGroup already starts, watches and stops workers one by
+// one, so that mode is a different decision in that loop, not a different agent.
+//
+// Signals: SIGINT, SIGTERM and SIGCHLD are caught by a handler that only writes the signal
+// number to a pipe (async-signal-safe); the monitor loop polls that pipe with a timeout, so
+// it never blocks without a deadline and whichever thread the kernel picks for a signal, the
+// main loop sees it.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <optional>
+#include <random>
+
+#include "tessera/distributed/launch.h"
+#include "tessera/distributed/store.h"
+
+extern char** environ;
+
+namespace tessera::distributed {
+
+namespace {
+
+using std::chrono::milliseconds;
+
+template <class... Args>
+void say(fmt::format_string<Args...> format, Args&&... args) {
+  const std::string line =
+      fmt::format("tessera launch: {}\n", fmt::format(format, std::forward<Args>(args)...));
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+// ---- signal relay ----------------------------------------------------------------------------
+
+int g_relay_write_fd = -1;  // written by the handler only
+
+extern "C" void relay_signal(int sig) {
+  const int saved = errno;
+  const auto byte = static_cast<unsigned char>(sig);
+  if (g_relay_write_fd >= 0) {
+    [[maybe_unused]] const ssize_t n = ::write(g_relay_write_fd, &byte, 1);
+  }
+  errno = saved;
+}
+
+// Installs the handlers for its lifetime and restores the previous ones afterwards.
+class SignalRelay {
+ public:
+  SignalRelay() {
+    int fds[2];
+    TS_CHECK(::pipe2(fds, O_CLOEXEC | O_NONBLOCK) == 0, RuntimeError,
+             "launch: could not create the signal pipe: {}", std::strerror(errno));
+    read_fd_ = fds[0];
+    write_fd_ = fds[1];
+    g_relay_write_fd = write_fd_;
+    struct sigaction sa {};
+    sa.sa_handler = relay_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+    for (int sig : kSignals) ::sigaction(sig, &sa, &previous_[sig]);
+  }
+  ~SignalRelay() {
+    for (int sig : kSignals) ::sigaction(sig, &previous_[sig], nullptr);
+    g_relay_write_fd = -1;
+    ::close(read_fd_);
+    ::close(write_fd_);
+  }
+  SignalRelay(const SignalRelay&) = delete;
+  SignalRelay& operator=(const SignalRelay&) = delete;
+
+  // Waits until a signal arrives or `timeout` passes; returns the first SIGINT/SIGTERM seen
+  // (0 when none: a timeout or only SIGCHLD).
+  int wait(milliseconds timeout) {
+    pollfd p{read_fd_, POLLIN, 0};
+    ::poll(&p, 1, static_cast<int>(std::max<int64_t>(timeout.count(), 0)));
+    int stop = 0;
+    unsigned char buf[64];
+    ssize_t n;
+    while ((n = ::read(read_fd_, buf, sizeof(buf))) > 0) {
+      for (ssize_t i = 0; i < n; ++i)
+        if (buf[i] != SIGCHLD && stop == 0) stop = buf[i];
+    }
+    return stop;
+  }
+
+  static constexpr int kSignals[] = {SIGINT, SIGTERM, SIGCHLD};
+
+ private:
+  int read_fd_ = -1, write_fd_ = -1;
+  std::map<int, struct sigaction> previous_;
+};
+
+std::string signal_name(int sig) {
+  const char* abbrev = ::sigabbrev_np(sig);
+  return abbrev ? fmt::format("SIG{}", abbrev) : fmt::format("signal {}", sig);
+}
+
+// "exited with code 3" / "was killed by signal 9 (SIGKILL)", and the launcher's exit code
+// for it (the shell's 128 + N for signal N).
+std::string describe_status(int status) {
+  if (WIFEXITED(status)) return fmt::format("exited with code {}", WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    const int sig = WTERMSIG(status);
+    return fmt::format("was killed by signal {} ({})", sig, signal_name(sig));
+  }
+  return fmt::format("ended with wait status {:#x}", status);
+}
+int exit_code_of(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+std::string random_hex(size_t bytes) {
+  std::random_device rd;  // the kernel's random source
+  std::string out;
+  for (size_t i = 0; i < bytes; ++i) out += fmt::format("{:02x}", rd() & 0xff);
+  return out;
+}
+
+// ---- workers ---------------------------------------------------------------------------------
+
+struct Worker {
+  int local_rank = 0;
+  int rank = 0;
+  pid_t pid = -1;
+  bool running = false;
+  int status = 0;  // the wait status once it ended
+};
+
+struct Failure {
+  Worker worker;
+  std::string why;  // "exited with code 3"
+};
+
+// The environment every worker of one attempt shares, minus the per-rank variables.
+using Env = std::map<std::string, std::string>;
+
+// One node's workers of one attempt. Workers are started, reaped and stopped one by one.
+class WorkerGroup {
+ public:
+  WorkerGroup(const LaunchOptions& options, Env env) : options_(options), env_(std::move(env)) {}
+  ~WorkerGroup() { stop(SIGKILL, milliseconds(1000)); }
+
+  // Starts every worker; a program that cannot be executed throws (after stopping the
+  // workers already started).
+  void start_all() {
+    for (int local = 0; local < options_.nproc_per_node; ++local) {
+      Worker w;
+      w.local_rank = local;
+      w.rank = options_.node_rank * options_.nproc_per_node + local;
+      workers_.push_back(w);
+      start(workers_.back());
+    }
+  }
+
+  // Reaps the workers that ended; returns the first failure among them, in the order the
+  // kernel reported them.
+  std::optional<Failure> reap() {
+    std::optional<Failure> failure;
+    for (auto& w : workers_) {
+      if (!w.running) continue;
+      int status = 0;
+      const pid_t r = ::waitpid(w.pid, &status, WNOHANG);
+      if (r != w.pid) continue;
+      w.running = false;
+      w.status = status;
+      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok && !failure) failure = Failure{w, describe_status(status)};
+    }
+    return failure;
+  }
+
+  bool all_done() const {
+    for (const auto& w : workers_)
+      if (w.running) return false;
+    return true;
+  }
+
+  // Sends `sig` to every running worker's process group.
+  void signal_all(int sig) {
+    for (const auto& w : workers_)
+      if (w.running) ::kill(-w.pid, sig);
+  }
+
+  // Sends `sig`, waits up to `grace` for the workers to end, then SIGKILLs the rest and
+  // reaps them.
+  void stop(int sig, milliseconds grace, SignalRelay* relay = nullptr) {
+    if (all_done()) return;
+    signal_all(sig);
+    const auto deadline = std::chrono::steady_clock::now() + grace;
+    while (!all_done() && std::chrono::steady_clock::now() < deadline) {
+      reap();
+      if (all_done()) break;
+      if (relay) {
+        relay->wait(milliseconds(20));  // SIGCHLD wakes it early
+      } else {
+        ::usleep(10'000);
+      }
+    }
+    if (all_done()) return;
+    std::vector<int> stuck;
+    for (const auto& w : workers_)
+      if (w.running) stuck.push_back(w.rank);
+    say("ranks {} did not stop within {} ms of {}; sending SIGKILL", fmt::join(stuck, ", "),
+        grace.count(), signal_name(sig));
+    signal_all(SIGKILL);
+    for (auto& w : workers_) {
+      if (!w.running) continue;
+      ::waitpid(w.pid, &w.status, 0);  // SIGKILL cannot be caught: this returns promptly
+      w.running = false;
+    }
+  }
+
+ private:
+  void start(Worker& w) {
+    Env env = env_;
+    env["RANK"] = std::to_string(w.rank);
+    env["LOCAL_RANK"] = std::to_string(w.local_rank);
+    env["GROUP_RANK"] = std::to_string(options_.node_rank);
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e; ++e) {
+      const std::string kv(*e);
+      const auto eq = kv.find('=');
+      if (eq != std::string::npos && env.count(kv.substr(0, eq))) continue;  // replaced below
+      env_strings.push_back(kv);
+    }
+    for (const auto& [k, v] : env) env_strings.push_back(fmt::format("{}={}", k, v));
+    std::vector<char*> envp, argv;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> args = options_.command;
+    for (auto& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+
+    // The child reports a failed exec through this pipe; a successful exec closes it.
+    int report[2];
+    TS_CHECK(::pipe2(report, O_CLOEXEC) == 0, RuntimeError,
+             "launch: could not create a pipe for rank {}: {}", w.rank, std::strerror(errno));
+    const pid_t pid = ::fork();
+    if (pid < 0) {
+      const int err = errno;
+      ::close(report[0]);
+      ::close(report[1]);
+      TS_THROW(RuntimeError, "launch: could not fork rank {}: {}", w.rank, std::strerror(err));
+    }
+    if (pid == 0) {  // only async-signal-safe calls from here to exec
+      ::setpgid(0, 0);
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      for (int sig : SignalRelay::kSignals) ::sigaction(sig, &dfl, nullptr);
+      ::sigaction(SIGPIPE, &dfl, nullptr);
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      ::execvpe(argv[0], argv.data(), envp.data());
+      const int err = errno;
+      [[maybe_unused]] auto n = ::write(report[1], &err, sizeof(err));
+      ::_exit(127);
+    }
+    ::setpgid(pid, pid);  // also here, so a kill(-pid) right after fork reaches the child
+    ::close(report[1]);
+    int err = 0;
+    ssize_t n;
+    do {
+      n = ::read(report[0], &err, sizeof(err));
+    } while (n < 0 && errno == EINTR);
+    ::close(report[0]);
+    w.pid = pid;
+    w.running = true;
+    if (n == static_cast<ssize_t>(sizeof(err))) {
+      ::waitpid(pid, &w.status, 0);
+      w.running = false;
+      stop(SIGKILL, milliseconds(1000));
+      TS_THROW(ValueError, "launch: cannot run '{}' for rank {}: {}", options_.command[0], w.rank,
+               std::strerror(err));
+    }
+  }
+
+  const LaunchOptions& options_;
+  const Env env_;
+  std::vector<Worker> workers_;
+};
+
+void check_options(const LaunchOptions& o) {
+  TS_CHECK(o.nproc_per_node >= 1, ValueError,
+           "launch: --nproc-per-node must be at least 1, but got {}", o.nproc_per_node);
+  TS_CHECK(o.nnodes >= 1, ValueError, "launch: --nnodes must be at least 1, but got {}", o.nnodes);
+  TS_CHECK(o.node_rank >= 0 && o.node_rank < o.nnodes, ValueError,
+           "launch: --node-rank must be in [0, {}) for --nnodes {}, but got {}", o.nnodes, o.nnodes,
+           o.node_rank);
+  TS_CHECK(o.master_port >= 0 && o.master_port <= 65535, ValueError,
+           "launch: --master-port must be in [0, 65535], but got {}", o.master_port);
+  TS_CHECK(o.master_port != 0 || o.nnodes == 1, ValueError,
+           "launch: --master-port 0 (any free port) works only with --nnodes 1, but got --nnodes "
+           "{}: every node must know the port",
+           o.nnodes);
+  TS_CHECK(!o.master_addr.empty(), ValueError, "launch: --master-addr must not be empty");
+  TS_CHECK(o.max_restarts >= 0, ValueError,
+           "launch: --max-restarts must not be negative, but got {}", o.max_restarts);
+  TS_CHECK(o.term_timeout.count() > 0, ValueError,
+           "launch: the termination timeout must be positive, but got {} ms",
+           o.term_timeout.count());
+  TS_CHECK(!o.command.empty() && !o.command[0].empty(), ValueError,
+           "launch: no program given (usage: tessera launch [options] -- PROGRAM ARGS)");
+  if (o.nnodes > 1) {
+    // Agents on several nodes would first have to agree on each restart round (a rendezvous
+    // among launchers); without it a restart on one node would meet stale workers elsewhere.
+    TS_CHECK(o.max_restarts == 0, NotImplementedError,
+             "launch: --max-restarts {} with --nnodes {} is not implemented yet (restarts across "
+             "nodes need a rendezvous among the launchers); use --max-restarts 0",
+             o.max_restarts, o.nnodes);
+  }
+}
+
+bool is_loopback(const std::string& addr) {
+  return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+}  // namespace
+
+int launch(const LaunchOptions& options) {
+  check_options(options);
+  std::string secret;
+  if (options.nnodes > 1) {
+    const char* s = std::getenv(kJobSecretEnv);
+    TS_CHECK(s && *s, ValueError,
+             "launch: --nnodes {} needs the job's secret in {} on every node (the same value; "
+             "e.g. from `openssl rand -hex 32`), but it is not set",
+             options.nnodes, kJobSecretEnv);
+    secret = s;
+  } else {
+    secret = random_hex(32);
+  }
+  const std::string job_id = options.run_id.empty() ? random_hex(8) : options.run_id;
+  const int world_size = options.nnodes * options.nproc_per_node;
+  const bool serves_store = options.node_rank == 0;
+
+  SignalRelay relay;
+  for (int attempt = 0;; ++attempt) {
+    // A fresh store per attempt: nothing of a failed attempt's rendezvous survives.
+    std::unique_ptr<TCPStore> store;
+    int port = options.master_port;
+    if (serves_store) {
+      TCPStoreOptions so;
+      so.port = static_cast<uint16_t>(options.master_port);
+      so.is_server = true;
+      so.num_workers = world_size;
+      so.multi_host = !is_loopback(options.master_addr);
+      so.secret = secret;
+      store = std::make_unique<TCPStore>(
+          is_loopback(options.master_addr) ? "127.0.0.1" : options.master_addr, so);
+      port = store->port();
+    }
+    Env env{{"WORLD_SIZE", std::to_string(world_size)},
+            {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
+            {"MASTER_ADDR", options.master_addr},
+            {"MASTER_PORT", std::to_string(port)},
+            {kJobSecretEnv, secret},
+            {"TESSERA_STORE_EXTERNAL", "1"},
+            {"TESSERA_JOB_ID", job_id},
+            {"TESSERA_RESTART_COUNT", std::to_string(attempt)}};
+    WorkerGroup group(options, std::move(env));
+    say("starting {} worker(s) (ranks {}..{} of {}){}", options.nproc_per_node,
+        options.node_rank * options.nproc_per_node,
+        (options.node_rank + 1) * options.nproc_per_node - 1, world_size,
+        attempt > 0 ? fmt::format(", restart {} of {}", attempt, options.max_restarts) : "");
+    group.start_all();
+
+    std::optional<Failure> failure;
+    int stop_signal = 0;
+    while (!failure && !stop_signal && !group.all_done()) {
+      failure = group.reap();
+      if (failure || group.all_done()) break;
+      stop_signal = relay.wait(milliseconds(100));
+    }
+    if (stop_signal) {
+      say("received {}; forwarding it to the workers", signal_name(stop_signal));
+      group.stop(stop_signal, options.term_timeout, &relay);
+      return 128 + stop_signal;
+    }
+    if (!failure) return 0;  // every worker exited with 0
+
+    say("rank {} (local rank {}, pid {}) {}; stopping the other workers", failure->worker.rank,
+        failure->worker.local_rank, failure->worker.pid, failure->why);
+    group.stop(SIGTERM, options.term_timeout, &relay);
+    if (attempt < options.max_restarts) {
+      say("restarting the group ({} of {} restarts left)", options.max_restarts - attempt,
+          options.max_restarts);
+      continue;
+    }
+    const int code = exit_code_of(failure->worker.status);
+    say("job failed: rank {} {}{}; exiting with code {}", failure->worker.rank, failure->why,
+        options.max_restarts > 0 ? fmt::format(" (after {} restarts)", options.max_restarts) : "",
+        code);
+    return code;
+  }
+}
+
+}  // namespace tessera::distributed
