@@ -18,6 +18,9 @@
 
 #include "tessera/distributed/backend.h"
 #include "tessera/distributed/errors.h"
+#include "tessera/distributed/flight_recorder.h"
+#include "tessera/distributed/hooks.h"
+#include "tessera/distributed/launch.h"
 #include "tessera/distributed/process_group.h"
 #include "tessera/distributed/shm.h"
 #include "tessera/distributed/store.h"
