@@ -87,11 +87,11 @@ WorkPtr ProcessGroup::run_op(const char* op_name, bool is_p2p,
   args.async_op = async_op;
   args.timeout = timeout.value_or(timeout_);
   describe(args);
-  for (const auto& [id, hook] : *pre) hook(args);
   WorkPtr work;
   try {
+    for (const auto& [id, hook] : *pre) hook(args);
     work = issue(b);
-  } catch (...) {
+  } catch (...) {  // a pre hook or the backend refused the op: the post hooks still see it
     const PostHookArgs failed{args, nullptr, std::current_exception()};
     for (const auto& [id, hook] : *post) hook(failed);
     throw;

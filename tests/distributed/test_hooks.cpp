@@ -144,16 +144,30 @@ TEST(Hooks, ARefusedOpReachesThePostHookWithItsError) {
   });
 }
 
-TEST(Hooks, AThrowingPreHookStopsTheOp) {
+TEST(Hooks, AThrowingPreHookStopsTheOpAndThePostHooksSeeItsError) {
   run_world(1, [](int) {
     auto g = dist::group_world();
-    int issued = 0;
+    int issued = 0, refused = 0;
+    std::string why;
     auto h1 = g->register_pre_hook([](const dist::PreHookArgs& a) {
       TS_CHECK(a.op_name != "barrier", ValueError, "the test's hook refuses {}", a.op_name);
     });
-    auto h2 = g->register_post_hook([&](const dist::PostHookArgs&) { ++issued; });
+    auto h2 = g->register_post_hook([&](const dist::PostHookArgs& a) {
+      if (a.work) {
+        ++issued;
+        return;
+      }
+      ++refused;
+      try {
+        std::rethrow_exception(a.error);
+      } catch (const std::exception& e) {
+        why = e.what();
+      }
+    });
     expect_error_mentions([&] { dist::barrier(); }, {"the test's hook refuses barrier"});
     EXPECT_EQ(issued, 0);
+    EXPECT_EQ(refused, 1);
+    EXPECT_NE(why.find("the test's hook refuses barrier"), std::string::npos) << why;
     Tensor x = empty({1}, TensorOptions(kFloat32));
     dist::all_reduce(x);
     EXPECT_EQ(issued, 1);

@@ -1,7 +1,10 @@
 // `tessera launch` with real processes: jobs that succeed, a rank that exits with an error, a
 // rank killed by a signal, a restart that succeeds, signal forwarding, bad options. Every run
 // is bounded by timeout(1), so a launcher that hangs fails the test instead of blocking it.
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -30,6 +33,21 @@ std::vector<pid_t> worker_pids(const std::filesystem::path& dir, int n) {
 
 bool process_exists(pid_t pid) {
   return ::kill(pid, 0) == 0 || errno != ESRCH;
+}
+
+// A port that was free a moment ago (the kernel's pick for a socket bound to port 0).
+int free_port() {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof(addr);
+  int port = 0;
+  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
+    port = ntohs(addr.sin_port);
+  if (fd >= 0) ::close(fd);
+  return port;
 }
 
 class Launch : public ::testing::TestWithParam<int> {};
@@ -184,7 +202,8 @@ TEST(LaunchOptions, BadOptionsAreExplained) {
 // Two launchers on this host, as node 0 and node 1 of one job: node 0 serves the store,
 // every rank knows its global rank, the all_reduce spans both.
 TEST(LaunchMultiNode, TwoNodesOfTwoRanks) {
-  const int port = 20000 + ::getpid() % 20000;
+  const int port = free_port();
+  ASSERT_GT(port, 0);
   const std::string common =
       fmt::format("--nnodes 2 --nproc-per-node 2 --master-addr 127.0.0.1 --master-port {}", port);
   const std::string cmd = fmt::format(

@@ -18,7 +18,10 @@
 
 #include "tessera/distributed/backend.h"
 #include "tessera/distributed/errors.h"
+#include "tessera/distributed/flight_recorder.h"
 #include "tessera/distributed/gloo.h"
+#include "tessera/distributed/hooks.h"
+#include "tessera/distributed/launch.h"
 #include "tessera/distributed/process_group.h"
 #include "tessera/distributed/shm.h"
 #include "tessera/distributed/store.h"

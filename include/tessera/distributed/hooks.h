@@ -12,8 +12,9 @@
 // Every rank counts the same collectives, so equal collective_seq_ids on two ranks name the
 // same collective. Ops that fail argument checks are counted too.
 //
-// A hook that throws: the exception propagates to the caller of the op (from a pre hook, the
-// op is not issued). Hooks must not call ops of the same group.
+// A hook that throws: the exception propagates to the caller of the op. From a pre hook, the
+// op is not issued and the post hooks run with that error and no Work (so every op whose pre
+// hooks ran gets its post hooks exactly once). Hooks must not call ops of the same group.
 //
 // Registration returns a HookHandle; handle.remove() unregisters the hook (idempotent; also
 // after the group is gone). Dropping a handle does not remove its hook.
