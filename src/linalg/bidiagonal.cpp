@@ -77,12 +77,20 @@ int64_t svd_bidiagonal_tall(int64_t m, int64_t n, T* ac, real_t<T>* sv, T* uc, i
     for (int64_t t = 0; t < len; ++t) {
       const T* cj = ac + (k + 1 + t) * m + k + 1;
       const T vt = x[t];
-      for (int64_t i = 0; i < rows; ++i) y[i] += mul(cj[i], vt);
+      if constexpr (!kIsComplex<T>) {
+        axpy_real(rows, vt, cj, y.data());
+      } else {
+        for (int64_t i = 0; i < rows; ++i) y[i] += mul(cj[i], vt);
+      }
     }
     for (int64_t t = 0; t < len; ++t) {
       T* cj = ac + (k + 1 + t) * m + k + 1;
       const T f = mul(tau, conj_of(x[t]));
-      for (int64_t i = 0; i < rows; ++i) cj[i] = fms(cj[i], f, y[i]);
+      if constexpr (!kIsComplex<T>) {
+        axpy_real(rows, -f, y.data(), cj);
+      } else {
+        for (int64_t i = 0; i < rows; ++i) cj[i] = fms(cj[i], f, y[i]);
+      }
     }
   }
   const bool vectors = uc != nullptr;

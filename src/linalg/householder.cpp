@@ -66,6 +66,14 @@ T householder_vector(int64_t n, T& alpha, T* x) {
 template <class T>
 void apply_householder(int64_t n, const T* v_tail, T tau, T* x, bool conj_tau) {
   if (tau == T(0) || n == 0) return;
+  if constexpr (!kIsComplex<T>) {
+    T dots[3];
+    dot3_real(n - 1, v_tail, x + 1, dots);
+    const T f = tau * (x[0] + dots[2]);
+    x[0] -= f;
+    axpy_real(n - 1, -f, v_tail, x + 1);
+    return;
+  }
   T d = x[0];
   for (int64_t i = 1; i < n; ++i) d += mul(conj_of(v_tail[i - 1]), x[i]);
   const T f = mul(conj_tau ? conj_of(tau) : tau, d);

@@ -60,10 +60,7 @@ int64_t heev_jacobi(int64_t n, T* a, real_t<T>* w, T* v) {
         }
         rotated = true;
         const T ph = apq / r;  // w
-        const R zeta = (aqq - app) / (2 * r);
-        const R t = std::abs(zeta) > R(1e15)
-                        ? R(0.5) / zeta
-                        : std::copysign(R(1), zeta) / (std::abs(zeta) + std::sqrt(1 + zeta * zeta));
+        const R t = jacobi_tangent(app, aqq, r);
         const R c = 1 / std::sqrt(1 + t * t), s = t * c;
         const T sw = ph * s, cw = ph * c;
         T* rp = a + p * n;

@@ -44,19 +44,30 @@ bool jacobi_columns(int64_t m, int64_t n, T* ac, T* vc) {
         T* aq = ac + q * m;
         R alpha = 0, beta = 0;
         T gamma = T(0);
-        for (int64_t i = 0; i < m; ++i) {
-          alpha += abs2(ap[i]);
-          beta += abs2(aq[i]);
-          gamma += mul(conj_of(ap[i]), aq[i]);
+        if constexpr (!kIsComplex<T>) {
+          R dots[3];
+          dot3_real(m, ap, aq, dots);
+          alpha = dots[0], beta = dots[1], gamma = dots[2];
+        } else {
+          for (int64_t i = 0; i < m; ++i) {
+            alpha += abs2(ap[i]);
+            beta += abs2(aq[i]);
+            gamma += mul(conj_of(ap[i]), aq[i]);
+          }
         }
         const R g = std::abs(gamma);
         if (!(g > tol * std::sqrt(alpha) * std::sqrt(beta))) continue;
         rotated = true;
+        if constexpr (!kIsComplex<T>) {
+          // Real: the signed gamma absorbs the phase, and the rows rotate by (c, s).
+          const R t = jacobi_tangent(alpha, beta, real_part(gamma));
+          const R c = 1 / std::sqrt(1 + t * t), s = t * c;
+          rotate_rows_real(m, ap, aq, c, s);
+          if (vc) rotate_rows_real(n, vc + p * n, vc + q * n, c, s);
+          continue;
+        }
         const T ph = gamma / g;
-        const R zeta = (beta - alpha) / (2 * g);
-        const R t = std::abs(zeta) > R(1e15)
-                        ? R(0.5) / zeta
-                        : std::copysign(R(1), zeta) / (std::abs(zeta) + std::sqrt(1 + zeta * zeta));
+        const R t = jacobi_tangent(alpha, beta, g);
         const R c = 1 / std::sqrt(1 + t * t), s = t * c;
         const T sw = conj_of(ph) * s, cw = conj_of(ph) * c;
         auto rotate = [&](T* x, T* y, int64_t len) {

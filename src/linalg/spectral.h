@@ -20,6 +20,7 @@
 // std::complex arithmetic; the tests compare every path with them and with LAPACK.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <vector>
 
@@ -66,6 +67,49 @@ using PlaneRotation = cpu::RowRotation<R>;
 template <class T>
 void apply_rotations(const std::vector<PlaneRotation<real_t<T>>>& rots, T* z, int64_t ncols,
                      int64_t ld);
+
+// Real rows through the per-ISA level-1 kernels (spectral_small_kernels.h): the library's own
+// code is compiled for the baseline ISA, where a dot product does not vectorize.
+template <class R>
+void dot3_real(int64_t n, const R* x, const R* y, R* out) {
+  const auto& k = TS_DISPATCH(spectral_small_kernels);
+  if constexpr (std::is_same_v<R, float>) {
+    k.dot3_f32(n, x, y, out);
+  } else {
+    k.dot3_f64(n, x, y, out);
+  }
+}
+template <class R>
+void axpy_real(int64_t n, R a, const R* x, R* y) {
+  const auto& k = TS_DISPATCH(spectral_small_kernels);
+  if constexpr (std::is_same_v<R, float>) {
+    k.axpy_f32(n, a, x, y);
+  } else {
+    k.axpy_f64(n, a, x, y);
+  }
+}
+// One rotation of two real rows (row_p := c row_p - s row_q, row_q := s row_p + c row_q).
+template <class R>
+void rotate_rows_real(int64_t n, R* x, R* y, R c, R s) {
+  const auto& k = TS_DISPATCH(spectral_small_kernels);
+  // Rows x and y of a matrix whose "ld" is their distance: rotation (0, 1).
+  const cpu::RowRotation<R> r{0, 1, c, s};
+  if constexpr (std::is_same_v<R, float>) {
+    k.rotate_f32(&r, 1, x, n, y - x);
+  } else {
+    k.rotate_f64(&r, 1, x, n, y - x);
+  }
+}
+
+// t = tan(theta) of the Jacobi rotation that diagonalizes [[a, g], [g, b]] (g != 0):
+// sign(zeta) / (|zeta| + sqrt(1 + zeta^2)), zeta = (b - a) / (2 g); ~ 1 / (2 zeta) when zeta^2
+// would overflow.
+template <class R>
+R jacobi_tangent(R a, R b, R g) {
+  const R zeta = (b - a) / (2 * g);
+  if (std::abs(zeta) > R(1e15)) return R(0.5) / zeta;
+  return std::copysign(R(1), zeta) / (std::abs(zeta) + std::sqrt(1 + zeta * zeta));
+}
 
 // ---- eigh -------------------------------------------------------------------------------------
 

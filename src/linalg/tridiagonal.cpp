@@ -46,12 +46,19 @@ void tridiagonalize(int64_t n, T* a, real_t<T>* d, real_t<T>* e, std::vector<T>&
     std::copy(x.begin() + 1, x.begin() + len, vs.begin() + k * n);
     if (tau == T(0)) continue;
     T* a22 = a + (k + 1) * n + (k + 1);
-    // y = tau A22 v
-    for (int64_t i = 0; i < len; ++i) {
-      const T* row = a22 + i * n;
-      T s = T(0);
-      for (int64_t j = 0; j < len; ++j) s += mul(row[j], x[j]);
-      y[i] = mul(tau, s);
+    // y = tau A22 v, as tau sum_i v_i A22(i, :) (A22 symmetric; axpys along rows); complex:
+    // A22 v = conj(sum_i conj(v_i) A22(i, :)).
+    std::fill(y.begin(), y.begin() + len, T(0));
+    if constexpr (!kIsComplex<T>) {
+      for (int64_t i = 0; i < len; ++i) axpy_real(len, x[i], a22 + i * n, y.data());
+      for (int64_t i = 0; i < len; ++i) y[i] *= tau;
+    } else {
+      for (int64_t i = 0; i < len; ++i) {
+        const T* row = a22 + i * n;
+        const T ci = conj_of(x[i]);
+        for (int64_t j = 0; j < len; ++j) y[j] += mul(ci, row[j]);
+      }
+      for (int64_t i = 0; i < len; ++i) y[i] = mul(tau, conj_of(y[i]));
     }
     T yv = T(0);
     for (int64_t i = 0; i < len; ++i) yv += mul(conj_of(y[i]), x[i]);
@@ -60,7 +67,12 @@ void tridiagonalize(int64_t n, T* a, real_t<T>* d, real_t<T>* e, std::vector<T>&
     for (int64_t i = 0; i < len; ++i) {
       T* row = a22 + i * n;
       const T vi = x[i], yi = y[i];
-      for (int64_t j = 0; j < len; ++j) row[j] -= mul(vi, conj_of(y[j])) + mul(yi, conj_of(x[j]));
+      if constexpr (!kIsComplex<T>) {
+        axpy_real(len, -vi, y.data(), row);
+        axpy_real(len, -yi, x.data(), row);
+      } else {
+        for (int64_t j = 0; j < len; ++j) row[j] -= mul(vi, conj_of(y[j])) + mul(yi, conj_of(x[j]));
+      }
     }
   }
   d[n - 1] = real_part(a[(n - 1) * n + n - 1]);

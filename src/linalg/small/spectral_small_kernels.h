@@ -13,6 +13,11 @@
 // within the sweep limit, or (svd with vectors) a singular value at the noise floor whose U
 // column the per-matrix kernel completes to an orthonormal basis.
 //
+// Level-1 pieces of the per-matrix kernels on real rows (the library's own code is compiled for
+// the baseline ISA, where a dot product does not vectorize):
+//   dot3   out = (x.x, y.y, x.y) over n elements.
+//   axpy   y += a x over n elements.
+//
 // rotate: applies `count` plane rotations (row_p := c row_p - s row_q, row_q := s row_p +
 // c row_q, in order) to the columns [0, ncols) of a matrix with ld elements per row.
 #pragma once
@@ -40,6 +45,10 @@ struct SpectralSmallKernels {
                      int64_t ld);
   void (*rotate_f64)(const RowRotation<double>* rots, int64_t count, double* z, int64_t ncols,
                      int64_t ld);
+  void (*dot3_f32)(int64_t n, const float* x, const float* y, float* out);
+  void (*dot3_f64)(int64_t n, const double* x, const double* y, double* out);
+  void (*axpy_f32)(int64_t n, float a, const float* x, float* y);
+  void (*axpy_f64)(int64_t n, double a, const double* x, double* y);
 };
 
 }  // namespace tessera::cpu
