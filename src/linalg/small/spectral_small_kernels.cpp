@@ -62,12 +62,14 @@ void heev_group(int64_t n, const T* a, T* w, T* v, int used, int32_t* info) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
   thread_local std::vector<T> abuf, vbuf;
-  T* buf = interleave_into(n, a, used, abuf);
-  T* vb = v ? interleaved_identity(n, vbuf) : nullptr;
+  // Rows padded to an odd length: the column operations stride by ld vectors.
+  const int64_t ld = n | 1;
+  T* buf = interleave_into(n, a, used, abuf, ld);
+  T* vb = v ? interleaved_identity(n, vbuf, ld) : nullptr;
   alignas(64) T scale[W];
-  scale_lanes(n * n, buf, scale);
-  auto at = [&](int64_t i, int64_t j) { return buf + (i * n + j) * W; };
-  auto vat = [&](int64_t i, int64_t j) { return vb + (i * n + j) * W; };
+  scale_lanes(n * ld, buf, scale);
+  auto at = [&](int64_t i, int64_t j) { return buf + (i * ld + j) * W; };
+  auto vat = [&](int64_t i, int64_t j) { return vb + (i * ld + j) * W; };
   const V eps(std::numeric_limits<T>::epsilon()), tiny(std::numeric_limits<T>::min());
   const V one(T(1)), zero(T(0));
   V still(T(0));  // lanes that rotated in the last sweep
@@ -134,13 +136,14 @@ void svd_group(int64_t n, const T* a, T* sv, T* u, T* vh, int used, int32_t* inf
   using V = Vec<T>;
   constexpr int W = V::kSize;
   thread_local std::vector<T> abuf, vbuf;
-  T* buf = interleave_into(n, a, used, abuf);
+  // Columns contiguous (the Jacobi pairs are columns), V likewise (the identity is symmetric).
+  T* buf = interleave_into(n, a, used, abuf, n, /*transpose=*/true);
   const bool vectors = u != nullptr;
   T* vb = vectors ? interleaved_identity(n, vbuf) : nullptr;
   alignas(64) T scale[W];
   scale_lanes(n * n, buf, scale);
-  auto at = [&](int64_t i, int64_t j) { return buf + (i * n + j) * W; };
-  auto vat = [&](int64_t i, int64_t j) { return vb + (i * n + j) * W; };
+  auto at = [&](int64_t i, int64_t j) { return buf + (j * n + i) * W; };
+  auto vat = [&](int64_t i, int64_t j) { return vb + (j * n + i) * W; };
   const V tol(std::numeric_limits<T>::epsilon() * std::sqrt(T(n)));
   const V one(T(1)), zero(T(0));
   V still(T(0));
