@@ -18,6 +18,7 @@
 #include <fmt/format.h>
 
 #include "cli/bench.h"
+#include "cli/bench_linalg_spectral.h"
 #include "cli/bench_util.h"
 #include "tessera/tessera.h"
 
@@ -167,6 +168,8 @@ int run_bench_linalg(const BenchOptions& options) {
                   tx.c_str());
     }
   }
+  // ---- eigh / svd (bench_linalg_spectral.cpp) ----
+  run_bench_linalg_spectral(options, threads, budget, rows, notes);
   return finish_bench("linalg", notes, options.json_path, rows);
 }
 

@@ -16,6 +16,9 @@
 // mode on) throws instead of silently returning a result without history.
 #pragma once
 
+#include <array>
+#include <optional>
+#include <string_view>
 #include <tuple>
 
 #include "tessera/core/error.h"
@@ -93,5 +96,44 @@ Tensor det(const Tensor& A);
 // (sign, logabsdet): det(A) = sign * exp(logabsdet); sign is +-1 (real) or a unit complex
 // number, 0 with logabsdet -inf for singular A. logabsdet is real.
 std::tuple<Tensor, Tensor> slogdet(const Tensor& A);
+
+// ---- eigendecomposition, SVD and what is built on them (eigh.cpp, svd.cpp, norms.cpp) ------
+
+// (eigenvalues [*, n] real ascending, eigenvectors [*, n, n] as columns) of Hermitian A
+// [*, n, n]; only the lower (UPLO "L") or upper ("U") triangle is read, and the imaginary parts
+// of the diagonal are ignored. Throws LinAlgError for NaN/Inf in the read triangle or when the
+// iteration does not converge.
+std::tuple<Tensor, Tensor> eigh(const Tensor& A, std::string_view UPLO = "L");
+Tensor eigvalsh(const Tensor& A, std::string_view UPLO = "L");
+
+// (U, S, Vh) with A = U diag(S) Vh for A [*, m, n], k = min(m, n): S [*, k] real descending,
+// U [*, m, m] and Vh [*, n, n] (full_matrices) or [*, m, k] and [*, k, n]. U and V have
+// orthonormal columns also for rank-deficient A. Throws LinAlgError for NaN/Inf in A.
+std::tuple<Tensor, Tensor, Tensor> svd(const Tensor& A, bool full_matrices = true);
+Tensor svdvals(const Tensor& A);
+
+// torch.linalg.pinv: the pseudo-inverse [*, n, m]. Singular values (|eigenvalues| when
+// `hermitian`, through eigh) at or below max(atol, rtol * largest) count as zero; rtol
+// defaults to eps * max(m, n) unless atol > 0 is given (then 0), atol to 0.
+Tensor pinv(const Tensor& A, std::optional<double> atol = std::nullopt,
+            std::optional<double> rtol = std::nullopt, bool hermitian = false);
+// torch.linalg.matrix_rank: the number of singular values above the same tolerance, int64 [*].
+Tensor matrix_rank(const Tensor& A, std::optional<double> atol = std::nullopt,
+                   std::optional<double> rtol = std::nullopt, bool hermitian = false);
+
+// torch.linalg.matrix_norm over the two dims `dim` (real result): ord "fro" or "nuc", or a
+// number 2, -2 (largest / smallest singular value), 1, -1 (max / min column sum of |a|), inf,
+// -inf (max / min row sum).
+Tensor matrix_norm(const Tensor& A, std::string_view ord = "fro",
+                   std::array<int64_t, 2> dim = {-2, -1}, bool keepdim = false);
+Tensor matrix_norm(const Tensor& A, double ord, std::array<int64_t, 2> dim = {-2, -1},
+                   bool keepdim = false);
+
+// torch.linalg.cond: with no p (or p = 2, -2) the ratio of the extreme singular values (any
+// m x n); other p ("fro", "nuc", 1, -1, inf, -inf) norm(A, p) * norm(A^-1, p) of square A, inf
+// where A is singular.
+Tensor cond(const Tensor& A);
+Tensor cond(const Tensor& A, double p);
+Tensor cond(const Tensor& A, std::string_view p);
 
 }  // namespace tessera::linalg

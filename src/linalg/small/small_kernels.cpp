@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/vec.h"
+#include "linalg/small/interleave.h"
 
 namespace tessera::cpu::TS_ISA {
 
@@ -21,17 +22,8 @@ using vec::TS_ISA::Vec;
 // `used` from a (row-major, n*n apart), the others the identity.
 template <class T>
 T* gather(int64_t n, const T* a, int used) {
-  constexpr int W = Vec<T>::kSize;
   thread_local std::vector<T> buf;
-  const int64_t nn = n * n;
-  buf.resize(static_cast<size_t>(nn * W));
-  // Lane-major: one matrix at a time is read sequentially. (Element-major order would read W
-  // streams n*n elements apart, a power of two for n = 8, 16, 32, which alias in the cache.)
-  for (int l = 0; l < W; ++l) {
-    const T* m = a + l * nn;
-    for (int64_t e = 0; e < nn; ++e) buf[e * W + l] = l < used ? m[e] : T(e % (n + 1) == 0);
-  }
-  return buf.data();
+  return interleave_into(n, a, used, buf);
 }
 
 // Writes the group's lanes below `used` to out (row-major, n*n apart); lower_only zeroes the

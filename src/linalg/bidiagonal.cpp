@@ -1,0 +1,244 @@
+// SVD for large matrices (spectral.h): Householder bidiagonalization, then the implicit-shift
+// QR iteration of Golub and Kahan on the real bidiagonal matrix.
+//
+// 1. Reduction (LAPACK's gebd2, m >= n, on columns-as-rows storage): for k = 0 .. n-1 a left
+//    reflector zeroes column k below the diagonal (d_k = beta), and for k < n-1 a right reflector
+//    G_k = H(conj(row k right of the superdiagonal)) zeroes row k right of the superdiagonal
+//    (e_k = beta), applied as A := A G_k = A - tau (A v) v^H. A = Q B P^H, Q = H_0 .. H_{n-1},
+//    P = G_0 .. G_{n-2}, B upper bidiagonal and real.
+// 2. U := Q (its first n columns, or all m for full_matrices), V := P, as columns-as-rows.
+// 3. QR sweeps on the unreduced blocks of B: negligible superdiagonals (|e_i| <= eps ||B||, the
+//    normwise test: this path is normwise accurate) are set to zero; a zero diagonal entry is
+//    chased out of its row (or column, for the last one) by rotations; otherwise one Golub-Kahan
+//    step with the Wilkinson shift of the trailing 2 x 2 block of B^T B chases the bulge down.
+//    Rotations on the right act on V's columns, those on the left on U's; both are recorded and
+//    applied in batches.
+// 4. Signs made positive (V's column negated), values sorted descending with the vectors.
+// U's columns are products of reflectors and rotations: orthonormal also for rank-deficient A.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "linalg/spectral.h"
+
+namespace tessera::linalg::detail {
+
+namespace {
+
+// A rotation (c, s) with c y - s z = r, s y + c z = 0 (the forms used below).
+template <class R>
+void givens(R y, R z, R& c, R& s, R& r) {
+  r = std::hypot(y, z);
+  if (r == R(0)) {
+    c = 1, s = 0;
+    return;
+  }
+  c = y / r;
+  s = -z / r;
+}
+
+}  // namespace
+
+template <class T>
+int64_t svd_bidiagonal_tall(int64_t m, int64_t n, T* ac, real_t<T>* sv, T* uc, int64_t ucount,
+                            T* vc) {
+  using R = real_t<T>;
+  if (n == 0) {
+    if (uc) {
+      std::fill(uc, uc + ucount * m, T(0));
+      for (int64_t j = 0; j < ucount; ++j) uc[j * m + j] = T(1);
+    }
+    return 0;
+  }
+  std::vector<R> d(static_cast<size_t>(n)), e(static_cast<size_t>(n), R(0));
+  std::vector<T> tauq(static_cast<size_t>(n)), taup(static_cast<size_t>(n), T(0));
+  std::vector<T> ps(static_cast<size_t>(n * n), T(0)), x(static_cast<size_t>(n)),
+      y(static_cast<size_t>(m));
+  for (int64_t k = 0; k < n; ++k) {
+    T* col = ac + k * m;
+    tauq[k] = householder_vector(m - k - 1, col[k], col + k + 1);
+    d[k] = real_part(col[k]);
+    for (int64_t j = k + 1; j < n; ++j)
+      apply_householder(m - k, col + k + 1, tauq[k], ac + j * m + k, /*conj_tau=*/true);
+    if (k + 1 >= n) continue;
+    const int64_t len = n - k - 1;
+    for (int64_t t = 0; t < len; ++t) x[t] = conj_of(ac[(k + 1 + t) * m + k]);
+    T alpha = x[0];
+    const T tau = householder_vector(len - 1, alpha, x.data() + 1);
+    e[k] = real_part(alpha);
+    taup[k] = tau;
+    std::copy(x.begin() + 1, x.begin() + len, ps.begin() + k * n);
+    x[0] = T(1);
+    if (tau == T(0)) continue;
+    // Rows k+1 .. m-1: y = A v, then A -= tau y v^H (column j -= tau conj(v_j) y).
+    const int64_t rows = m - k - 1;
+    std::fill(y.begin(), y.begin() + rows, T(0));
+    for (int64_t t = 0; t < len; ++t) {
+      const T* cj = ac + (k + 1 + t) * m + k + 1;
+      const T vt = x[t];
+      if constexpr (!kIsComplex<T>) {
+        axpy_real(rows, vt, cj, y.data());
+      } else {
+        for (int64_t i = 0; i < rows; ++i) y[i] += mul(cj[i], vt);
+      }
+    }
+    for (int64_t t = 0; t < len; ++t) {
+      T* cj = ac + (k + 1 + t) * m + k + 1;
+      const T f = mul(tau, conj_of(x[t]));
+      if constexpr (!kIsComplex<T>) {
+        axpy_real(rows, -f, y.data(), cj);
+      } else {
+        for (int64_t i = 0; i < rows; ++i) cj[i] = fms(cj[i], f, y[i]);
+      }
+    }
+  }
+  const bool vectors = uc != nullptr;
+  if (vectors) {
+    // U = Q [I; 0] (or Q), V = P, columns as rows; H_k and G_k leave e_j alone for j <= k.
+    std::fill(uc, uc + ucount * m, T(0));
+    for (int64_t j = 0; j < ucount; ++j) {
+      T* u = uc + j * m;
+      u[j] = T(1);
+      for (int64_t k = std::min(j, n - 1); k >= 0; --k)
+        apply_householder(m - k, ac + k * m + k + 1, tauq[k], u + k, /*conj_tau=*/false);
+    }
+    std::fill(vc, vc + n * n, T(0));
+    for (int64_t j = 0; j < n; ++j) {
+      T* v = vc + j * n;
+      v[j] = T(1);
+      for (int64_t k = std::min(j - 1, n - 2); k >= 0; --k)
+        apply_householder(n - k - 1, ps.data() + k * n, taup[k], v + k + 1, /*conj_tau=*/false);
+    }
+  }
+
+  const R eps = std::numeric_limits<R>::epsilon();
+  const R tiny = std::numeric_limits<R>::min();
+  R bnorm = 0;
+  for (int64_t i = 0; i < n; ++i) bnorm = std::max({bnorm, std::abs(d[i]), std::abs(e[i])});
+  std::vector<PlaneRotation<R>> left, right;
+  const size_t flush_at = static_cast<size_t>(std::max<int64_t>(4 * n, 256));
+  auto flush = [&] {
+    if (vectors) {
+      apply_rotations<T>(left, uc, m, m);
+      apply_rotations<T>(right, vc, n, n);
+    }
+    left.clear();
+    right.clear();
+  };
+  auto rot = [&](std::vector<PlaneRotation<R>>& list, int64_t p, int64_t q, R c, R s) {
+    if (vectors) list.push_back({static_cast<int32_t>(p), static_cast<int32_t>(q), c, s});
+  };
+  const int64_t max_steps = std::max<int64_t>(6 * n * n, 100);
+  int64_t steps = 0;
+  int64_t hi = n - 1;
+  while (hi > 0) {
+    // Negligible superdiagonals and diagonals.
+    for (int64_t i = 0; i < hi; ++i)
+      if (std::abs(e[i]) <= eps * bnorm || std::abs(e[i]) < tiny) e[i] = 0;
+    for (int64_t i = 0; i <= hi; ++i)
+      if (std::abs(d[i]) <= eps * bnorm) d[i] = 0;
+    while (hi > 0 && e[hi - 1] == R(0)) --hi;
+    if (hi == 0) break;
+    int64_t lo = hi - 1;
+    while (lo > 0 && e[lo - 1] != R(0)) --lo;
+    if (++steps > max_steps) {
+      flush();
+      return 1;
+    }
+    // A zero on the diagonal of the block: chase its superdiagonal out.
+    int64_t zero_at = -1;
+    for (int64_t i = lo; i <= hi; ++i)
+      if (d[i] == R(0)) {
+        zero_at = i;
+        break;
+      }
+    if (zero_at >= 0 && zero_at < hi) {
+      // Row i = zero_at holds f at column j; rotate rows (i, j) from the left to move it right.
+      const int64_t i = zero_at;
+      R f = e[i];
+      e[i] = 0;
+      for (int64_t j = i + 1; j <= hi && f != R(0); ++j) {
+        R r = std::hypot(d[j], f);
+        const R c = d[j] / r, s = f / r;
+        d[j] = r;
+        // rows: row_j' = c row_j + s row_i, row_i' = -s row_j + c row_i; U columns (i, j) alike.
+        rot(left, i, j, c, s);
+        if (j < hi) {
+          f = -s * e[j];
+          e[j] = c * e[j];
+        }
+      }
+      continue;
+    }
+    if (zero_at == hi) {
+      // Last diagonal zero: rotate columns (j, hi) from the right to move e_{hi-1} up and out.
+      R f = e[hi - 1];
+      e[hi - 1] = 0;
+      for (int64_t j = hi - 1; j >= lo && f != R(0); --j) {
+        const R r = std::hypot(d[j], f);
+        const R c = d[j] / r, s = f / r;
+        d[j] = r;
+        // columns: col_j' = c col_j + s col_hi, col_hi' = -s col_j + c col_hi.
+        rot(right, hi, j, c, s);
+        if (j > lo) {
+          f = -s * e[j - 1];
+          e[j - 1] = c * e[j - 1];
+        }
+      }
+      continue;
+    }
+    // Golub-Kahan step on [lo, hi] with the Wilkinson shift of the trailing 2 x 2 of B^T B.
+    const R dm = d[hi - 1], em = e[hi - 1], dn = d[hi];
+    const R emm = hi - 1 > lo ? e[hi - 2] : R(0);
+    const R t11 = dm * dm + emm * emm, t12 = dm * em, t22 = dn * dn + em * em;
+    const R half = (t11 - t22) / 2;
+    const R mu = t22 - t12 * t12 / (half + std::copysign(std::hypot(half, t12), half));
+    R yv = d[lo] * d[lo] - (std::isfinite(mu) ? mu : t22);
+    R zv = d[lo] * e[lo];
+    for (int64_t k = lo; k < hi; ++k) {
+      R c, s, r;
+      givens(yv, zv, c, s, r);
+      if (k > lo) e[k - 1] = r;
+      // Columns k, k+1 of B (and V): col_k' = c col_k - s col_k+1, col_k+1' = s col_k + c col_k+1.
+      const R dk = d[k], ek = e[k];
+      d[k] = c * dk - s * ek;
+      e[k] = s * dk + c * ek;
+      R bulge = -s * d[k + 1];
+      d[k + 1] = c * d[k + 1];
+      rot(right, k, k + 1, c, s);
+      // Rows k, k+1 (and U's columns), zeroing the bulge at (k+1, k).
+      givens(d[k], bulge, c, s, r);
+      d[k] = r;
+      const R ek2 = e[k], dk1 = d[k + 1];
+      e[k] = c * ek2 - s * dk1;
+      d[k + 1] = s * ek2 + c * dk1;
+      if (k + 1 < hi) {
+        zv = -s * e[k + 1];
+        e[k + 1] = c * e[k + 1];
+      }
+      yv = e[k];
+      rot(left, k, k + 1, c, s);
+    }
+    if (left.size() >= flush_at) flush();
+  }
+  flush();
+  for (int64_t i = 0; i < n; ++i) {
+    if (d[i] < R(0)) {
+      d[i] = -d[i];
+      if (vectors)
+        for (int64_t t = 0; t < n; ++t) vc[i * n + t] = -vc[i * n + t];
+    }
+    sv[i] = d[i];
+  }
+  sort_with_rows<R, T>(n, sv, /*ascending=*/false, vectors ? uc : nullptr, m,
+                       vectors ? vc : nullptr, n);
+  return 0;
+}
+
+#define TS_LINALG_INSTANTIATE(T) \
+  template int64_t svd_bidiagonal_tall<T>(int64_t, int64_t, T*, real_t<T>*, T*, int64_t, T*);
+TS_LINALG_FOR_EACH_TYPE(TS_LINALG_INSTANTIATE)
+#undef TS_LINALG_INSTANTIATE
+
+}  // namespace tessera::linalg::detail

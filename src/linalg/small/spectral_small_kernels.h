@@ -1,0 +1,56 @@
+// Per-ISA kernels of eigh and svd (spectral.h): batched small Jacobi, one matrix per SIMD lane,
+// and the rotation sweep of the large-n QR iterations.
+//
+// Batched (n <= kSmallMax, real dtypes, as small_kernels.h): a group of W matrices is
+// interleaved, element (i, j) of the W matrices side by side, and the cyclic Jacobi sweeps run
+// once on vectors; every lane takes the same (p, q) order and a lane whose pair is already
+// converged rotates by the identity. Sweeps stop when no lane rotated.
+//   heev   two-sided Jacobi of symmetric n x n matrices a (both triangles read): w (count x n)
+//          ascending, v (count x n x n, row-major, eigenvectors as columns) when non-null.
+//   svd    one-sided Jacobi of square n x n matrices: s (count x n) descending; u, vh
+//          (count x n x n) when non-null.
+// info[b] = 0, or 1 when the matrix must be redone by the per-matrix kernel: no convergence
+// within the sweep limit, or (svd with vectors) a singular value at the noise floor whose U
+// column the per-matrix kernel completes to an orthonormal basis.
+//
+// Level-1 pieces of the per-matrix kernels on real rows (the library's own code is compiled for
+// the baseline ISA, where a dot product does not vectorize):
+//   dot3   out = (x.x, y.y, x.y) over n elements.
+//   axpy   y += a x over n elements.
+//
+// rotate: applies `count` plane rotations (row_p := c row_p - s row_q, row_q := s row_p +
+// c row_q, in order) to the columns [0, ncols) of a matrix with ld elements per row.
+#pragma once
+
+#include <cstdint>
+
+#include "core/dispatch.h"
+
+namespace tessera::cpu {
+
+template <class R>
+struct RowRotation {
+  int32_t p, q;
+  R c, s;
+};
+
+struct SpectralSmallKernels {
+  void (*heev_f32)(int64_t n, int64_t count, const float* a, float* w, float* v, int32_t* info);
+  void (*heev_f64)(int64_t n, int64_t count, const double* a, double* w, double* v, int32_t* info);
+  void (*svd_f32)(int64_t n, int64_t count, const float* a, float* s, float* u, float* vh,
+                  int32_t* info);
+  void (*svd_f64)(int64_t n, int64_t count, const double* a, double* s, double* u, double* vh,
+                  int32_t* info);
+  void (*rotate_f32)(const RowRotation<float>* rots, int64_t count, float* z, int64_t ncols,
+                     int64_t ld);
+  void (*rotate_f64)(const RowRotation<double>* rots, int64_t count, double* z, int64_t ncols,
+                     int64_t ld);
+  void (*dot3_f32)(int64_t n, const float* x, const float* y, float* out);
+  void (*dot3_f64)(int64_t n, const double* x, const double* y, double* out);
+  void (*axpy_f32)(int64_t n, float a, const float* x, float* y);
+  void (*axpy_f64)(int64_t n, double a, const double* x, double* y);
+};
+
+}  // namespace tessera::cpu
+
+TS_DECLARE_ISA_TABLE(SpectralSmallKernels, spectral_small_kernels)

@@ -1,0 +1,170 @@
+// Internal kernels of eigh and svd on one matrix at a time (the ops are in eigh.cpp, svd.cpp).
+//
+// Storage: row-major, and "columns as rows" where an algorithm works on columns: a matrix M
+// (rows x cols) kept as Mc (cols x rows) with Mc[j * rows + i] = M(i, j), so that the column
+// operations of Jacobi rotations, Householder reflectors and QR sweeps run along contiguous
+// memory. T is float, double, complex64 or complex128; R = real_t<T>.
+//
+// Which algorithm runs (docs/linalg.md):
+//   heev   n <= kJacobiMaxOrder: cyclic two-sided Jacobi with a threshold strategy
+//          (jacobi_eigh.cpp); larger: Householder tridiagonalization, implicit QL with
+//          Wilkinson shifts whose rotations are applied to the eigenvectors in cache-sized
+//          column blocks (tridiagonal.cpp).
+//   gesvd  min(m, n) <= kJacobiMaxOrder: one-sided (Hestenes) Jacobi, preconditioned by a
+//          Householder QR when m > n (jacobi_svd.cpp); larger: Householder bidiagonalization
+//          and the implicit-shift bidiagonal QR of Golub and Kahan (bidiagonal.cpp).
+// Every path returns eigenvalues ascending / singular values descending with their vectors;
+// U and V have orthonormal columns also for rank-deficient input (null columns completed).
+//
+// The plain references (spectral_reference.cpp) are textbook cyclic Jacobi in long-hand
+// std::complex arithmetic; the tests compare every path with them and with LAPACK.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+#include "linalg/kernels.h"
+#include "linalg/scalar_ops.h"
+#include "linalg/small/spectral_small_kernels.h"
+
+namespace tessera::linalg::detail {
+
+inline constexpr int64_t kJacobiMaxOrder = 64;
+
+// ---- Householder pieces (householder.cpp)
+// --------------------------------------------------------
+
+// LAPACK's larfg: for x = (alpha, x[0 .. n-1)) finds H = I - tau v v^H (v = (1, x')) with
+// H^H (alpha, x) = (beta, 0), beta real. On return alpha = beta, x holds v's tail, and tau is
+// returned (0 when H = I).
+template <class T>
+T householder_vector(int64_t n, T& alpha, T* x);
+
+// x := H x, H = I - tau v v^H, v = (1, v_tail[0 .. n-1)), x of length n (conj_tau applies H^H).
+template <class T>
+void apply_householder(int64_t n, const T* v_tail, T tau, T* x, bool conj_tau);
+
+// Householder QR of the m x n matrix (m >= n) stored as columns-as-rows ac (n x m, ld lda):
+// on return ac[j][i] for i <= j is R(i, j) and ac[j][j+1 ..] the reflector tails, tau[0 .. n).
+// Unblocked (svd's preconditioner; blocked QR lives with qr()).
+template <class T>
+void qr_columns(int64_t m, int64_t n, T* ac, int64_t lda, T* tau);
+// x := Q x (length m) for Q = H_0 ... H_{n-1} from qr_columns.
+template <class T>
+void apply_q(int64_t m, int64_t n, const T* ac, int64_t lda, const T* tau, T* x);
+
+// ---- Jacobi rotations applied in cache-sized column blocks (rotations.cpp) -------------------
+
+// A plane rotation of rows p and q of a columns-as-rows matrix:
+//   row_p := c row_p - s row_q,   row_q := s row_p + c row_q   (c, s real).
+template <class R>
+using PlaneRotation = cpu::RowRotation<R>;
+
+// Applies rotations in order to the rows of z (rows x ncols scalars of type T, ld elements):
+// blocks of columns are swept through all rotations so that the rows stay in cache. Complex
+// rows are rotated as 2 * ncols reals (the rotations are real).
+template <class T>
+void apply_rotations(const std::vector<PlaneRotation<real_t<T>>>& rots, T* z, int64_t ncols,
+                     int64_t ld);
+
+// Real rows through the per-ISA level-1 kernels (spectral_small_kernels.h): the library's own
+// code is compiled for the baseline ISA, where a dot product does not vectorize.
+template <class R>
+void dot3_real(int64_t n, const R* x, const R* y, R* out) {
+  const auto& k = TS_DISPATCH(spectral_small_kernels);
+  if constexpr (std::is_same_v<R, float>) {
+    k.dot3_f32(n, x, y, out);
+  } else {
+    k.dot3_f64(n, x, y, out);
+  }
+}
+template <class R>
+void axpy_real(int64_t n, R a, const R* x, R* y) {
+  const auto& k = TS_DISPATCH(spectral_small_kernels);
+  if constexpr (std::is_same_v<R, float>) {
+    k.axpy_f32(n, a, x, y);
+  } else {
+    k.axpy_f64(n, a, x, y);
+  }
+}
+// One rotation of two real rows (row_p := c row_p - s row_q, row_q := s row_p + c row_q).
+template <class R>
+void rotate_rows_real(int64_t n, R* x, R* y, R c, R s) {
+  const auto& k = TS_DISPATCH(spectral_small_kernels);
+  // Rows x and y of a matrix whose "ld" is their distance: rotation (0, 1).
+  const cpu::RowRotation<R> r{0, 1, c, s};
+  if constexpr (std::is_same_v<R, float>) {
+    k.rotate_f32(&r, 1, x, n, y - x);
+  } else {
+    k.rotate_f64(&r, 1, x, n, y - x);
+  }
+}
+
+// t = tan(theta) of the Jacobi rotation that diagonalizes [[a, g], [g, b]] (g != 0):
+// sign(zeta) / (|zeta| + sqrt(1 + zeta^2)), zeta = (b - a) / (2 g); ~ 1 / (2 zeta) when zeta^2
+// would overflow.
+template <class R>
+R jacobi_tangent(R a, R b, R g) {
+  const R zeta = (b - a) / (2 * g);
+  if (std::abs(zeta) > R(1e15)) return R(0.5) / zeta;
+  return std::copysign(R(1), zeta) / (std::abs(zeta) + std::sqrt(1 + zeta * zeta));
+}
+
+// ---- eigh -------------------------------------------------------------------------------------
+
+// Eigenvalues w[0 .. n) ascending of the Hermitian matrix a (n x n row-major, both triangles
+// present, the diagonal's imaginary parts ignored); with vectors, v (n x n row-major) gets the
+// eigenvectors as columns. `a` is scratch. Returns 0, or k > 0 when the iteration did not
+// converge (then w and v are unspecified).
+template <class T>
+int64_t heev(int64_t n, T* a, real_t<T>* w, T* v);
+template <class T>
+int64_t heev_jacobi(int64_t n, T* a, real_t<T>* w, T* v);
+template <class T>
+int64_t heev_tridiagonal(int64_t n, T* a, real_t<T>* w, T* v);
+
+// ---- svd --------------------------------------------------------------------------------------
+
+// A = U diag(s) V^H of the m x n matrix a (row-major, ld lda; read only), k = min(m, n):
+// s[0 .. k) descending. With vectors (u and vh non-null): u is m x ucols (ucols = m when full,
+// else k), vh is vrows x n (vrows = n when full, else k), both row-major. Returns 0 or k > 0 on
+// non-convergence. Vectors are computed when either pointer is non-null (one may be null
+// when its factor is empty).
+template <class T>
+int64_t gesvd(int64_t m, int64_t n, const T* a, int64_t lda, real_t<T>* s, T* u, T* vh, bool full);
+
+// The two cores on a tall matrix (m >= n) in columns-as-rows form ac (n x m, ld m), which they
+// overwrite: s[0 .. n) descending; with vectors, uc (ucount x m, ucount = n or m for full) gets
+// U's columns as rows and vc (n x n) V's columns as rows.
+template <class T>
+int64_t svd_jacobi_tall(int64_t m, int64_t n, T* ac, real_t<T>* s, T* uc, int64_t ucount, T* vc);
+template <class T>
+int64_t svd_bidiagonal_tall(int64_t m, int64_t n, T* ac, real_t<T>* s, T* uc, int64_t ucount,
+                            T* vc);
+
+// Rows [k0, count) of uc (count x m) that are not orthonormal to rows [0, k0) (or to each
+// other) are replaced by an orthonormal completion: each is orthogonalized twice against the
+// rows before it (Gram-Schmidt) and, when little of it survives, replaced by the canonical
+// vector that survives best. Rows [0, k0) must be orthonormal.
+template <class T>
+void complete_orthonormal(int64_t m, int64_t k0, int64_t count, T* uc);
+
+// Sorts s[0 .. n) descending (ascending when `ascending`) and permutes the rows of each non-null
+// columns-as-rows matrix (n rows of length len each) alike.
+template <class R, class T>
+void sort_with_rows(int64_t n, R* s, bool ascending, T* rows1, int64_t len1, T* rows2,
+                    int64_t len2);
+
+// ---- references (spectral_reference.cpp) -------------------------------------------------------
+
+// Cyclic two-sided Jacobi on the full Hermitian matrix, std::complex arithmetic, no threshold:
+// eigenvalues ascending, vectors as columns of v (n x n row-major) when non-null.
+template <class T>
+int64_t heev_reference(int64_t n, const T* a, real_t<T>* w, T* v);
+// Cyclic one-sided Jacobi on the columns of a (m x n row-major, any m, n): singular values
+// only, descending (min(m, n) of them).
+template <class T>
+int64_t svdvals_reference(int64_t m, int64_t n, const T* a, real_t<T>* s);
+
+}  // namespace tessera::linalg::detail
