@@ -389,6 +389,17 @@ TEST(LinalgQr, ModesBatchesAndStrides) {
     EXPECT_TRUE(equal(std::get<1>(la::qr(sl)), std::get<1>(la::qr(sl.contiguous()))));
     const Tensor ex = A[0][1].expand({4, 45, 38});
     EXPECT_TRUE(equal(std::get<0>(la::qr(ex))[3], Q[0][1]));
+    // Every thread count gives the same bits (the GEMM engine never splits k).
+    const int saved = get_num_threads();
+    set_num_threads(1);
+    auto [Q1, R1] = la::qr(A);
+    const Tensor big = make_batch({}, 300, 260, dt, Shape::kRandom);
+    auto [Qb1, Rb1] = la::qr(big);
+    set_num_threads(2);
+    auto [Qb2, Rb2] = la::qr(big);
+    set_num_threads(saved);
+    EXPECT_TRUE(equal(Q1, Q) && equal(R1, R));
+    EXPECT_TRUE(equal(Qb1, Qb2) && equal(Rb1, Rb2));
     // Empty batch.
     auto [Qe, Re] = la::qr(empty({0, 5, 3}, dt), "complete");
     EXPECT_EQ(Qe.sizes(), (DimVector{0, 5, 5}));
