@@ -12,8 +12,8 @@
 // pool with OpenBLAS single-threaded inside each call (ARCHITECTURE.md: one pool); a single
 // matrix runs OpenBLAS with openblas_set_num_threads(t). GFLOP/s count n^3/3 (Cholesky) and
 // 2n^3/3 (LU), 4n^3/3 (geqrf) and 8n^3/3 (qr) per matrix.
-#include <cstdio>
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>

@@ -1,8 +1,9 @@
 // Householder QR: geqrf, orgqr, ormqr, geqp3 (qr_internal.h) and their plain references.
 //
-// Blocked form (Schreiber and Van Loan's compact WY): the reflectors of a kNb-wide panel,
-// H_j ... H_{j+nb-1} = I - V T V^H with V (rows x nb, unit lower trapezoidal) and T (nb x nb upper
-// triangular). Applying it to C costs two GEMMs through the engine:
+// Blocked form (Schreiber and Van Loan's compact WY): the reflectors of an nb-wide panel
+// (block_width: 32, or 64 for k >= 512), H_j ... H_{j+nb-1} = I - V T V^H with V (rows x nb,
+// unit lower trapezoidal) and T (nb x nb upper triangular). Applying it to C costs two GEMMs
+// through the engine:
 //   W = V^H C        (nb x ncols, k = rows)
 //   W = op(T) W      (small triangular product, in place)
 //   C -= V W         (rows x ncols, k = nb)
@@ -26,8 +27,12 @@ namespace tessera::linalg::detail {
 
 namespace {
 
-constexpr int64_t kNb = 32;            // panel / block width
-constexpr int64_t kUnblockedMax = 32;  // n up to this: unblocked on a column-major copy
+constexpr int64_t kUnblockedMax = 32;
+// Panel / block width for k reflectors: 32, and 64 from k = 512 on, where the wider rank-nb
+// GEMM updates gain more than the longer unblocked panels cost (measured at n = 1024, 2048).
+int64_t block_width(int64_t k) {
+  return k >= 512 ? 64 : 32;
+}  // n up to this: unblocked on a column-major copy
 
 template <class T>
 real_t<T> imag_part(T x) {
@@ -311,8 +316,9 @@ void geqrf(int64_t m, int64_t n, T* a, int64_t rs, int64_t cs, T* tau) {
     return;
   }
   BlockReflector<T>& ws = block_workspace<T>();
-  for (int64_t j = 0; j < k; j += kNb) {
-    const int64_t jb = std::min(kNb, k - j), rows = m - j;
+  const int64_t nb = block_width(k);
+  for (int64_t j = 0; j < k; j += nb) {
+    const int64_t jb = std::min(nb, k - j), rows = m - j;
     T* ajj = a + j * rs + j * cs;
     panel.resize(static_cast<size_t>(rows * jb));
     to_colmajor(rows, jb, ajj, rs, cs, panel.data());
@@ -340,8 +346,9 @@ void orgqr(int64_t m, int64_t n, int64_t k, T* a, int64_t rs, int64_t cs, const 
     for (int64_t i = 0; i < m; ++i) a[i * rs + j * cs] = i == j ? T(1) : T(0);
   if (k == 0) return;
   BlockReflector<T>& ws = block_workspace<T>();
-  for (int64_t i = (k - 1) / kNb * kNb; i >= 0; i -= kNb) {
-    const int64_t ib = std::min(kNb, k - i), rows = m - i;
+  const int64_t nb = block_width(k);
+  for (int64_t i = (k - 1) / nb * nb; i >= 0; i -= nb) {
+    const int64_t ib = std::min(nb, k - i), rows = m - i;
     T* aii = a + i * rs + i * cs;
     if (i + ib < n) {
       ws.build(rows, ib, aii, rs, cs, tau + i);
@@ -362,10 +369,11 @@ void ormqr(bool adjoint, int64_t m, int64_t nrhs, int64_t k, const T* a, int64_t
   if (m == 0 || nrhs == 0 || k == 0) return;
   BlockReflector<T>& ws = block_workspace<T>();
   // Q^H C = H_{k-1}^H ... H_0^H C: blocks forward; Q C: blocks backward.
-  const int64_t last = (k - 1) / kNb * kNb;
-  for (int64_t s = 0; s <= last; s += kNb) {
+  const int64_t nb = block_width(k);
+  const int64_t last = (k - 1) / nb * nb;
+  for (int64_t s = 0; s <= last; s += nb) {
     const int64_t i = adjoint ? s : last - s;
-    const int64_t ib = std::min(kNb, k - i), rows = m - i;
+    const int64_t ib = std::min(nb, k - i), rows = m - i;
     ws.build(rows, ib, a + i * rs + i * cs, rs, cs, tau + i);
     ws.apply(adjoint, nrhs, c + i * c_rs, c_rs, c_cs);
   }

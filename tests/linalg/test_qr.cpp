@@ -307,7 +307,8 @@ TEST(LinalgQrKernels, GeqrfOrgqrOrmqrMatchReferenceAndLapack) {
                       {130, 70},
                       {70, 130},
                       {200, 97},
-                      {257, 257}}) {
+                      {257, 257},
+                      {600, 530}}) {
     SCOPED_TRACE(fmt::format("{}x{}", m, n));
     check_kernels_vs_lapack<float>(m, n);
     check_kernels_vs_lapack<double>(m, n);
