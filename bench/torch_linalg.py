@@ -1,5 +1,6 @@
 #!/usr/bin/python3
-"""PyTorch 1.13 anchor for `tessera bench linalg`: torch.linalg.cholesky and lu_factor.
+"""PyTorch 1.13 anchor for `tessera bench linalg`: torch.linalg.cholesky, lu_factor, qr and
+torch.geqrf.
 
 Cases `<op>/<dtype>/<batch>x<n>x<n>` as in src/cli/bench_linalg.cpp: cholesky on B B^T / n + I
 and lu_factor on Gaussian matrices, one batched call per timing.
@@ -26,6 +27,10 @@ def main():
             if op == "cholesky":
                 a = a @ a.transpose(1, 2) / n + torch.eye(n, dtype=dt)
                 fn = lambda: torch.linalg.cholesky(a)  # noqa: E731
+            elif op == "geqrf":
+                fn = lambda: torch.geqrf(a)  # noqa: E731
+            elif op == "qr":
+                fn = lambda: torch.linalg.qr(a)  # noqa: E731
             else:
                 fn = lambda: torch.linalg.lu_factor(a)  # noqa: E731
             emit_timed("linalg", f"{op}/{dtype}/{batch}x{n}x{n}", t, fn, args)

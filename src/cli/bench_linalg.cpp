@@ -1,6 +1,8 @@
 // `tessera bench linalg`: tessera::linalg::cholesky and lu_factor against LAPACK (OpenBLAS's
 // potrf/getrf) and PyTorch 1.13 (bench/torch_linalg.py), float32 and float64, on single
-// matrices (n = 64, 256, 1024) and batches of 10,000 small ones (8, 16, 32).
+// matrices (n = 64, 256, 1024) and batches of 10,000 small ones (8, 16, 32). QR rows: geqrf
+// (against LAPACK's geqrf and torch.geqrf) and qr (Q and R: against geqrf + orgqr and
+// torch.linalg.qr) on n = 256, 1024, 2048 and batches of 10,000 of n = 4, 8, 16, 32.
 //
 // Case names: `<op>/<dtype>/<batch>x<n>x<n>`. Every implementation starts from the same input
 // and returns a new factor, so each LAPACK call is preceded by a copy of its matrix (potrf and
@@ -9,7 +11,8 @@
 // Threads: Tessera's pool at each thread count. The LAPACK anchor spreads a batch over the same
 // pool with OpenBLAS single-threaded inside each call (ARCHITECTURE.md: one pool); a single
 // matrix runs OpenBLAS with openblas_set_num_threads(t). GFLOP/s count n^3/3 (Cholesky) and
-// 2n^3/3 (LU) per matrix.
+// 2n^3/3 (LU), 4n^3/3 (geqrf) and 8n^3/3 (qr) per matrix.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -28,6 +31,13 @@ void dpotrf_(const char*, const int*, double*, const int*, int*);
 void sgetrf_(const int*, const int*, float*, const int*, int*, int*);
 void dgetrf_(const int*, const int*, double*, const int*, int*, int*);
 void openblas_set_num_threads(int);
+// QR rows (geqrf, qr).
+void sgeqrf_(const int*, const int*, float*, const int*, float*, float*, const int*, int*);
+void dgeqrf_(const int*, const int*, double*, const int*, double*, double*, const int*, int*);
+void sorgqr_(const int*, const int*, const int*, float*, const int*, const float*, float*,
+             const int*, int*);
+void dorgqr_(const int*, const int*, const int*, double*, const int*, const double*, double*,
+             const int*, int*);
 }
 
 namespace tessera::cli {
@@ -41,6 +51,8 @@ struct LinalgCase {
   std::string name() const { return fmt::format("{}/{}/{}x{}x{}", op, dtype, batch, n, n); }
   double flops() const {
     const double n3 = double(n) * double(n) * double(n);
+    if (op == "geqrf") return double(batch) * 4 * n3 / 3;
+    if (op == "qr") return double(batch) * 8 * n3 / 3;  // geqrf + orgqr
     return double(batch) * (op == "cholesky" ? n3 / 3 : 2 * n3 / 3);
   }
 };
@@ -67,15 +79,44 @@ void lapack_factor(const std::string& op, int n, T* a, int* ipiv) {
   }
 }
 
+// ---- QR rows: geqrf alone, and qr = geqrf + orgqr (Q in `q`, R left in `a`) -------------------
+
 template <class T>
-void lapack_batch(const LinalgCase& c, const Tensor& input, Tensor& work, Tensor& pivots) {
+void lapack_qr(const std::string& op, int n, T* a, T* q) {
+  thread_local std::vector<T> tau, work;
+  int info = 0, lwork = std::max(1, n) * 64;
+  tau.resize(static_cast<size_t>(n));
+  work.resize(static_cast<size_t>(lwork));
+  if constexpr (std::is_same_v<T, float>)
+    sgeqrf_(&n, &n, a, &n, tau.data(), work.data(), &lwork, &info);
+  if constexpr (std::is_same_v<T, double>)
+    dgeqrf_(&n, &n, a, &n, tau.data(), work.data(), &lwork, &info);
+  if (op != "qr") return;
+  std::memcpy(q, a, sizeof(T) * n * n);
+  if constexpr (std::is_same_v<T, float>)
+    sorgqr_(&n, &n, &n, q, &n, tau.data(), work.data(), &lwork, &info);
+  if constexpr (std::is_same_v<T, double>)
+    dorgqr_(&n, &n, &n, q, &n, tau.data(), work.data(), &lwork, &info);
+}
+
+bool is_qr_op(const std::string& op) {
+  return op == "geqrf" || op == "qr";
+}
+
+template <class T>
+void lapack_batch(const LinalgCase& c, const Tensor& input, Tensor& work, Tensor& pivots,
+                  Tensor& q) {
   const int n = static_cast<int>(c.n);
   const T* in = input.data_ptr<T>();
   T* out = work.data_ptr<T>();
   int* piv = pivots.data_ptr<int32_t>();
   auto one = [&](int64_t b) {
     std::memcpy(out + b * n * n, in + b * n * n, sizeof(T) * n * n);
-    lapack_factor(c.op, n, out + b * n * n, piv + b * n);
+    if (is_qr_op(c.op)) {
+      lapack_qr(c.op, n, out + b * n * n, q.data_ptr<T>() + b * n * n);
+    } else {
+      lapack_factor(c.op, n, out + b * n * n, piv + b * n);
+    }
   };
   if (c.batch == 1) {
     one(0);
@@ -97,6 +138,12 @@ int run_bench_linalg(const BenchOptions& options) {
       for (int64_t n : {64, 256, 1024}) cases.push_back({op, dt, 1, n});
       for (int64_t n : {8, 16, 32}) cases.push_back({op, dt, 10000, n});
     }
+  // QR rows: geqrf (R and the reflectors) and qr (with Q: geqrf + orgqr).
+  for (const char* op : {"geqrf", "qr"})
+    for (ScalarType dt : {kFloat32, kFloat64}) {
+      for (int64_t n : {256, 1024, 2048}) cases.push_back({op, dt, 1, n});
+      for (int64_t n : {4, 8, 16, 32}) cases.push_back({op, dt, 10000, n});
+    }
   if (options.quick)
     std::erase_if(cases, [](const LinalgCase& c) { return c.n == 64 || c.n == 16; });
   std::erase_if(cases, [&](const LinalgCase& c) {
@@ -113,6 +160,10 @@ int run_bench_linalg(const BenchOptions& options) {
           [&] {
             if (c.op == "cholesky") {
               (void)linalg::cholesky(a);
+            } else if (c.op == "geqrf") {
+              (void)linalg::geqrf(a);
+            } else if (c.op == "qr") {
+              (void)linalg::qr(a);
             } else {
               (void)linalg::lu_factor(a);
             }
@@ -123,13 +174,14 @@ int run_bench_linalg(const BenchOptions& options) {
 
       openblas_set_num_threads(c.batch == 1 ? th : 1);
       Tensor work = empty_like(a), pivots = empty({c.batch, c.n}, kInt32);
+      Tensor q = is_qr_op(c.op) ? empty_like(a) : Tensor();
       BenchRow lrow{"linalg", c.name(), "lapack", th};
       lrow.stats = measure(
           [&] {
             if (c.dtype == kFloat32) {
-              lapack_batch<float>(c, a, work, pivots);
+              lapack_batch<float>(c, a, work, pivots, q);
             } else {
-              lapack_batch<double>(c, a, work, pivots);
+              lapack_batch<double>(c, a, work, pivots, q);
             }
           },
           budget);

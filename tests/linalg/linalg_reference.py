@@ -33,6 +33,11 @@ OPS = {
     "inv": torch.linalg.inv,
     "det": torch.linalg.det,
     "slogdet": torch.linalg.slogdet,
+    # QR and least squares (qr.cpp, lstsq.cpp)
+    "qr": torch.linalg.qr,
+    "geqrf": torch.geqrf,
+    "householder_product": torch.linalg.householder_product,
+    "lstsq": torch.linalg.lstsq,
 }
 
 

@@ -292,5 +292,117 @@ TEST_F(LinalgVsTorch, EveryOpEveryDtype) {
   check_all();
 }
 
+// ---- QR and least squares
+// ------------------------------------------------------------------------
+
+// gelsy is compared on full-rank inputs only: PyTorch 1.13 hands LAPACK's gelsy an
+// uninitialized jpvt, whose nonzero entries pin columns to the front, so its rank (and
+// solution) for rank-deficient input or an explicit rcond changes from call to call
+// (pytorch/pytorch#71222, #92537). test_qr.cpp compares those cases with LAPACK directly.
+TEST_F(LinalgVsTorch, QrHouseholderProductAndLstsq) {
+  manual_seed(32);
+  for (ScalarType dt : {kFloat32, kFloat64, kComplex64, kComplex128}) {
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1},
+                        {6, 4},
+                        {4, 6},
+                        {17, 17},
+                        {70, 40},
+                        {40, 70},
+                        {130, 130}}) {
+      const std::string p = fmt::format("{}/{}x{}/", dt, m, n);
+      const Tensor A = gaussian({2, m, n}, dt), B = gaussian({2, m, 3}, dt),
+                   b = gaussian({2, m}, dt);
+      auto [a, tau] = la::geqrf(A);
+      for (auto& [key, v] :
+           std::map<std::string, Tensor>{{"A", A}, {"B", B}, {"b", b}, {"a", a}, {"tau", tau}})
+        put(p + key, v);
+      auto in = [&](std::initializer_list<const char*> names) {
+        std::vector<std::string> v;
+        for (const char* s : names) v.push_back(p + s);
+        return v;
+      };
+      auto pair = [](std::tuple<Tensor, Tensor> t) {
+        return Outputs{std::get<0>(t), std::get<1>(t)};
+      };
+      auto four = [](std::tuple<Tensor, Tensor, Tensor, Tensor> t) {
+        return Outputs{std::get<0>(t), std::get<1>(t), std::get<2>(t), std::get<3>(t)};
+      };
+      for (const char* mode : {"reduced", "complete", "r"})
+        add({p + "qr_" + mode,
+             "qr",
+             in({"A"}),
+             {{"mode", mode}},
+             [=] { return pair(la::qr(A, mode)); },
+             std::max(m, n)});
+      add({p + "geqrf",
+           "geqrf",
+           in({"A"}),
+           {},
+           [=] { return pair(la::geqrf(A)); },
+           std::max(m, n)});
+      if (m >= n)
+        add({p + "householder_product",
+             "householder_product",
+             in({"a", "tau"}),
+             {},
+             [=] { return Outputs{la::householder_product(a, tau)}; },
+             m});
+      for (const char* drv : {"gels", "gelsy"}) {
+        add({p + "lstsq_" + drv,
+             "lstsq",
+             in({"A", "B"}),
+             {{"driver", drv}},
+             [=] { return four(la::lstsq(A, B, std::nullopt, drv)); },
+             std::max(m, n)});
+        add({p + "lstsq_vector_" + drv,
+             "lstsq",
+             in({"A", "b"}),
+             {{"driver", drv}},
+             [=] { return four(la::lstsq(A, b, std::nullopt, drv)); },
+             std::max(m, n)});
+      }
+      add({p + "lstsq_default",
+           "lstsq",
+           in({"A", "B"}),
+           {},
+           [=] { return four(la::lstsq(A, B)); },
+           std::max(m, n)});
+    }
+    // Inputs PyTorch rejects.
+    const std::string p = fmt::format("{}/qr_bad/", dt);
+    Tensor sing = zeros({5, 3}, dt);
+    sing.select(1, 0).fill_(1);
+    const Tensor vec = ones({3}, dt), mat = ones({5, 3}, dt), rhs = ones({5, 2}, dt);
+    for (auto& [key, v] : std::map<std::string, Tensor>{{"sing", sing},
+                                                        {"vec", vec},
+                                                        {"mat", mat},
+                                                        {"rhs", rhs},
+                                                        {"rhs4", ones({4, 2}, dt)},
+                                                        {"tau4", ones({4}, dt)},
+                                                        {"rhs3d", ones({2, 5, 2}, dt)}})
+      put(p + key, v);
+    auto bad = [&](const std::string& id, const std::string& op, std::vector<std::string> names,
+                   Json kwargs, std::function<void()> fn) {
+      for (auto& s : names) s = p + s;
+      add({p + id, op, names, kwargs, [fn] {
+             fn();
+             return Outputs{};
+           }});
+    };
+    bad("qr_vector", "qr", {"vec"}, {}, [=] { la::qr(vec); });
+    bad("qr_mode", "qr", {"mat"}, {{"mode", "full"}}, [=] { la::qr(mat, "full"); });
+    bad("geqrf_vector", "geqrf", {"vec"}, {}, [=] { la::geqrf(vec); });
+    bad("householder_tau", "householder_product", {"mat", "tau4"}, {},
+        [=] { la::householder_product(mat, ones({4}, dt)); });
+    bad("lstsq_gels_rank", "lstsq", {"sing", "rhs"}, {{"driver", "gels"}},
+        [=] { la::lstsq(sing, rhs, std::nullopt, "gels"); });
+    bad("lstsq_driver", "lstsq", {"mat", "rhs"}, {{"driver", "gelsx"}},
+        [=] { la::lstsq(mat, rhs, std::nullopt, "gelsx"); });
+    bad("lstsq_rows", "lstsq", {"mat", "rhs4"}, {}, [=] { la::lstsq(mat, ones({4, 2}, dt)); });
+    bad("lstsq_dims", "lstsq", {"mat", "rhs3d"}, {}, [=] { la::lstsq(mat, ones({2, 5, 2}, dt)); });
+  }
+  check_all();
+}
+
 }  // namespace
 }  // namespace tessera::linalg_test

@@ -135,5 +135,39 @@ Tensor matrix_norm(const Tensor& A, double ord, std::array<int64_t, 2> dim = {-2
 Tensor cond(const Tensor& A);
 Tensor cond(const Tensor& A, double p);
 Tensor cond(const Tensor& A, std::string_view p);
+// ---- QR and least squares (qr.cpp, lstsq.cpp) --------------------------------------------------
+
+// (Q, R) with A = Q R for A [*, m, n], k = min(m, n): Householder QR (LAPACK's geqrf + orgqr).
+// mode "reduced": Q [*, m, k] with orthonormal columns, R [*, k, n] upper triangular;
+// "complete": Q [*, m, m] unitary, R [*, m, n]; "r": R only ([*, k, n]) and an empty Q (shape
+// [0]), as PyTorch. R's diagonal is real (also for complex A) and may be negative: the sign
+// convention is LAPACK's, not a positive diagonal.
+std::tuple<Tensor, Tensor> qr(const Tensor& A, std::string_view mode = "reduced");
+// torch.geqrf: (a, tau) in LAPACK's packed form: R on and above the diagonal of a [*, m, n], the
+// Householder vectors below it (unit first element implied), tau [*, min(m, n)];
+// Q = H_0 H_1 ... with H_i = I - tau_i v_i v_i^H.
+std::tuple<Tensor, Tensor> geqrf(const Tensor& A);
+// torch.linalg.householder_product (LAPACK's orgqr): the first n columns of H_0 ... H_{k-1} for
+// A [*, m, n] holding the vectors below its diagonal (as geqrf leaves them) and tau [*, k];
+// m >= n >= k, batch dims of tau equal to A's.
+Tensor householder_product(const Tensor& A, const Tensor& tau);
+
+// torch.linalg.lstsq: (solution, residuals, rank, singular_values) for min ||A X - B||_F, A
+// [*, m, n], B [*, m, k] or a batch of vectors [*, m] (B has one dim less than A); batch dims
+// broadcast. driver (default "gelsy"):
+//   "gels"   QR (LQ for m < n), A assumed of full rank; throws LinAlgError when R has an exact
+//            zero on its diagonal.
+//   "gelsy"  QR with column pivoting; rank = the largest r with the estimated condition number
+//            of R(0:r, 0:r) below 1 / rcond (LAPACK's incremental estimate); the minimum-norm
+//            solution of the rank-r problem.
+//   "gelsd", "gelss"  SVD based: not implemented yet (NotImplementedError naming the driver).
+// rcond defaults to eps(dtype) * max(m, n). As PyTorch 1.13: solution [*, n, k] ([*, n] for
+// vector B); residuals ||A x_j - b_j||^2 per column [*, k] (real) when m > n and the driver is
+// not gelsy (gelsd/gelss: only when every matrix has rank n), else an empty tensor (shape [0]);
+// rank [*] int64 for gelsy/gelsd/gelss, else empty; singular_values [*, min(m, n)] for
+// gelsd/gelss, else empty.
+std::tuple<Tensor, Tensor, Tensor, Tensor> lstsq(
+    const Tensor& A, const Tensor& B, std::optional<double> rcond = std::nullopt,
+    std::optional<std::string_view> driver = std::nullopt);
 
 }  // namespace tessera::linalg

@@ -1,0 +1,118 @@
+// torch.linalg.qr, torch.geqrf and torch.linalg.householder_product: geqrf / orgqr
+// (qr_kernels.cpp) on a contiguous copy of every matrix, one matrix per task for batches of
+// small matrices (for_each_matrix), each large matrix with its GEMMs spread over the pool.
+#include <algorithm>
+#include <cmath>
+
+#include "linalg/common.h"
+#include "linalg/qr_internal.h"
+#include "tessera/ops/factory.h"
+
+namespace tessera::linalg {
+
+using namespace detail;
+
+namespace {
+
+enum class QrMode { kReduced, kComplete, kR };
+
+QrMode parse_mode(std::string_view op, std::string_view mode) {
+  if (mode == "reduced") return QrMode::kReduced;
+  if (mode == "complete") return QrMode::kComplete;
+  if (mode == "r") return QrMode::kR;
+  throw RuntimeError(fmt::format(
+      "{}(): argument 'mode' expected one of 'reduced', 'complete' or 'r', but got '{}'", op,
+      mode));
+}
+
+// The order whose cube is the flop count of an m x n QR (for_each_matrix's cost hint).
+int64_t qr_order(int64_t m, int64_t n) {
+  const double mnk = double(m) * double(n) * double(std::min(m, n));
+  return static_cast<int64_t>(std::cbrt(mnk));
+}
+
+}  // namespace
+
+namespace detail {
+
+std::tuple<Tensor, Tensor> geqrf_work(const Tensor& A, std::string_view op) {
+  const DimVector batch_dims = batch_shape(A);
+  const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  Tensor a = contiguous_matrices(A, batch_dims);
+  Tensor tau = zeros(concat(batch_dims, {k}), A.dtype());
+  const int64_t batch = numel_of(batch_dims);
+  if (k == 0) return {a, tau};
+  visit_linalg_dtype(A.dtype(), op, [&]<class T>() {
+    T* ab = static_cast<T*>(a.data_ptr());
+    T* tb = static_cast<T*>(tau.data_ptr());
+    for_each_matrix(batch, qr_order(m, n),
+                    [&](int64_t b) { geqrf(m, n, ab + b * m * n, n, int64_t{1}, tb + b * k); });
+  });
+  return {a, tau};
+}
+
+Tensor orgqr_work(const Tensor& a, const Tensor& tau, int64_t nq, std::string_view op) {
+  const DimVector batch_dims = batch_shape(a);
+  const int64_t m = a.size(-2), k = tau.size(-1);
+  Tensor q = empty(concat(batch_dims, {m, nq}), a.dtype());
+  if (q.numel() == 0) return q;
+  if (k > 0) q.narrow(-1, 0, k).copy_(a.narrow(-1, 0, k));
+  const Tensor t = tau.contiguous();
+  const int64_t batch = numel_of(batch_dims);
+  visit_linalg_dtype(a.dtype(), op, [&]<class T>() {
+    T* qb = static_cast<T*>(q.data_ptr());
+    const T* tb = static_cast<const T*>(t.data_ptr());
+    for_each_matrix(batch, qr_order(m, nq), [&](int64_t b) {
+      orgqr(m, nq, k, qb + b * m * nq, nq, int64_t{1}, tb + b * k);
+    });
+  });
+  return q;
+}
+
+}  // namespace detail
+
+std::tuple<Tensor, Tensor> qr(const Tensor& A, std::string_view mode) {
+  constexpr std::string_view op = "linalg.qr";
+  check_no_grad(op, {A});
+  check_matrix_input(op, A, "A");
+  const QrMode md = parse_mode(op, mode);
+  const int64_t m = A.size(-2), k = std::min(m, A.size(-1));
+  auto [a, tau] = geqrf_work(A, op);
+  const Tensor R = a.narrow(-2, 0, md == QrMode::kComplete ? m : k).triu().contiguous();
+  if (md == QrMode::kR) return {empty({0}, A.dtype()), R};
+  return {orgqr_work(a, tau, md == QrMode::kComplete ? m : k, op), R};
+}
+
+std::tuple<Tensor, Tensor> geqrf(const Tensor& A) {
+  constexpr std::string_view op = "geqrf";
+  check_no_grad(op, {A});
+  check_matrix_input(op, A, "A");
+  return geqrf_work(A, op);
+}
+
+Tensor householder_product(const Tensor& A, const Tensor& tau) {
+  constexpr std::string_view op = "linalg.householder_product";
+  check_no_grad(op, {A, tau});
+  check_matrix_input(op, A, "A");
+  TS_CHECK(tau.defined(), ValueError, "{}(): argument 'tau' expected a tensor, but got undefined",
+           op);
+  check_same_dtype(op, A, "A", tau, "tau");
+  TS_CHECK(tau.dim() == A.dim() - 1, RuntimeError,
+           "{}(): argument 'tau' expected {} dimensions (one less than A), but got {}", op,
+           A.dim() - 1, tau.dim());
+  const DimVector batch_dims = batch_shape(A);
+  TS_CHECK(batch_shape(tau, 1) == batch_dims, RuntimeError,
+           "{}(): argument 'tau' expected batch dimensions {} (those of A), but got {}", op,
+           batch_dims, batch_shape(tau, 1));
+  const int64_t m = A.size(-2), n = A.size(-1), k = tau.size(-1);
+  TS_CHECK(m >= n, RuntimeError,
+           "{}(): argument 'A' expected at least as many rows as columns, but got {} by {} "
+           "matrices",
+           op, m, n);
+  TS_CHECK(k <= n, RuntimeError,
+           "{}(): argument 'tau' expected at most {} reflectors (A's columns), but got {}", op, n,
+           k);
+  return orgqr_work(A, tau, n, op);
+}
+
+}  // namespace tessera::linalg

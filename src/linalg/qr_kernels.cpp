@@ -1,0 +1,482 @@
+// Householder QR: geqrf, orgqr, ormqr, geqp3 (qr_internal.h) and their plain references.
+//
+// Blocked form (Schreiber and Van Loan's compact WY): the reflectors of an nb-wide panel
+// (block_width: 32, or 64 for k >= 512), H_j ... H_{j+nb-1} = I - V T V^H with V (rows x nb,
+// unit lower trapezoidal) and T (nb x nb upper triangular). Applying it to C costs two GEMMs
+// through the engine:
+//   W = V^H C        (nb x ncols, k = rows)
+//   W = op(T) W      (small triangular product, in place)
+//   C -= V W         (rows x ncols, k = nb)
+// T comes from the Gram matrix G = V^H V (one more GEMM): T(i, i) = tau_i and
+// T(0:i, i) = -tau_i T(0:i, 0:i) G(0:i, i) (LAPACK's larft, column by column).
+//
+// The unblocked pieces (geqr2 for a panel, org2r for a block of Q, laqp2 for pivoted QR) run on
+// column-major copies, so every reflector is a contiguous column and each application is a
+// dot product and an axpy down contiguous memory.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "linalg/kernels.h"
+#include "linalg/qr_internal.h"
+
+namespace tessera::linalg::detail {
+
+namespace {
+
+constexpr int64_t kUnblockedMax = 32;
+// Panel / block width for k reflectors: 32, and 64 from k = 512 on, where the wider rank-nb
+// GEMM updates gain more than the longer unblocked panels cost (measured at n = 1024, 2048).
+int64_t block_width(int64_t k) {
+  return k >= 512 ? 64 : 32;
+}  // n up to this: unblocked on a column-major copy
+
+template <class T>
+real_t<T> imag_part(T x) {
+  if constexpr (kIsComplex<T>) {
+    return x.imag();
+  } else {
+    (void)x;
+    return real_t<T>(0);
+  }
+}
+
+template <class T>
+T make_scalar(real_t<T> re, real_t<T> im) {
+  if constexpr (kIsComplex<T>) {
+    return T(re, im);
+  } else {
+    (void)im;
+    return re;
+  }
+}
+
+// sum_r conj(v[r]) c[r] over contiguous v and c; several partial sums so that the loop
+// vectorizes (the order of the additions is fixed, so results do not depend on the ISA).
+template <class T>
+T dotc(int64_t n, const T* v, const T* c) {
+  using R = real_t<T>;
+  constexpr int L = 8;
+  int64_t i = 0;
+  if constexpr (kIsComplex<T>) {
+    const R* x = reinterpret_cast<const R*>(v);
+    const R* y = reinterpret_cast<const R*>(c);
+    R re[L] = {}, im[L] = {};
+    for (; i + L <= n; i += L)
+      for (int l = 0; l < L; ++l) {
+        const R xr = x[2 * (i + l)], xi = x[2 * (i + l) + 1];
+        const R yr = y[2 * (i + l)], yi = y[2 * (i + l) + 1];
+        re[l] += xr * yr + xi * yi;
+        im[l] += xr * yi - xi * yr;
+      }
+    for (; i < n; ++i) {
+      re[0] += x[2 * i] * y[2 * i] + x[2 * i + 1] * y[2 * i + 1];
+      im[0] += x[2 * i] * y[2 * i + 1] - x[2 * i + 1] * y[2 * i];
+    }
+    R sr = 0, si = 0;
+    for (int l = 0; l < L; ++l) sr += re[l], si += im[l];
+    return T(sr, si);
+  } else {
+    T acc[L] = {};
+    for (; i + L <= n; i += L)
+      for (int l = 0; l < L; ++l) acc[l] += v[i + l] * c[i + l];
+    for (; i < n; ++i) acc[0] += v[i] * c[i];
+    T s = 0;
+    for (int l = 0; l < L; ++l) s += acc[l];
+    return s;
+  }
+}
+
+// sqrt(sum |x_i|^2) without overflow or harmful underflow (LAPACK's nrm2 contract): float
+// accumulates in double; double sums directly and rescales by the largest entry when the sum
+// overflowed or fell into the range where its square root loses digits.
+template <class T>
+real_t<T> norm2(int64_t n, const T* x, int64_t inc) {
+  using R = real_t<T>;
+  if constexpr (std::is_same_v<R, float>) {
+    double s = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const T v = x[i * inc];
+      const double re = real_part(v), im = imag_part(v);
+      s += re * re + im * im;
+    }
+    return static_cast<float>(std::sqrt(s));
+  } else {
+    R s = 0;
+    for (int64_t i = 0; i < n; ++i) s += abs2(x[i * inc]);
+    if (std::isnan(s)) return s;
+    constexpr R kTiny = std::numeric_limits<R>::min() / std::numeric_limits<R>::epsilon();
+    if (std::isfinite(s) && (s >= kTiny || s == R(0))) return std::sqrt(s);
+    R scale = 0;
+    for (int64_t i = 0; i < n; ++i)
+      scale = std::max({scale, std::abs(real_part(x[i * inc])), std::abs(imag_part(x[i * inc]))});
+    if (scale == R(0) || !std::isfinite(scale)) return scale;
+    R t = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const R re = real_part(x[i * inc]) / scale, im = imag_part(x[i * inc]) / scale;
+      t += re * re + im * im;
+    }
+    return scale * std::sqrt(t);
+  }
+}
+
+// c_j -= t v (v^H c_j) for the ncols contiguous columns c_j = c + j * ldc of length len (v
+// contiguous, v[0] == 1 as stored by the caller): H c with t = tau, H^H c with t = conj(tau).
+template <class T>
+void apply_reflector(int64_t len, int64_t ncols, const T* v, T t, T* c, int64_t ldc) {
+  if (t == T(0)) return;
+  for (int64_t j = 0; j < ncols; ++j) {
+    T* cj = c + j * ldc;
+    const T s = mul(t, dotc(len, v, cj));
+    for (int64_t r = 0; r < len; ++r) cj[r] = fms(cj[r], s, v[r]);
+  }
+}
+
+// The rows x cols block (a, rs, cs) to and from column-major p (leading dimension rows).
+template <class T>
+void to_colmajor(int64_t rows, int64_t cols, const T* a, int64_t rs, int64_t cs, T* p) {
+  if (cs == 1 && rs != 1) {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t c = 0; c < cols; ++c) p[c * rows + i] = a[i * rs + c];
+  } else {
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t i = 0; i < rows; ++i) p[c * rows + i] = a[i * rs + c * cs];
+  }
+}
+template <class T>
+void from_colmajor(int64_t rows, int64_t cols, const T* p, T* a, int64_t rs, int64_t cs) {
+  if (cs == 1 && rs != 1) {
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t c = 0; c < cols; ++c) a[i * rs + c] = p[c * rows + i];
+  } else {
+    for (int64_t c = 0; c < cols; ++c)
+      for (int64_t i = 0; i < rows; ++i) a[i * rs + c * cs] = p[c * rows + i];
+  }
+}
+
+// Unblocked QR (LAPACK's geqr2) of the column-major rows x cols matrix p: min(rows, cols)
+// reflectors, each applied to all the columns right of it. Step i of both: the reflector of column
+// i (rows x cols column-major p), applied as H^H to the columns right of it; returns tau_i.
+template <class T>
+T reduce_column(int64_t rows, int64_t cols, T* p, int64_t ld, int64_t i) {
+  T* col = p + i * ld + i;
+  const T tau = larfg(rows - i - 1, col[0], col + 1, int64_t{1});
+  if (i + 1 < cols) {
+    const T beta = col[0];
+    col[0] = T(1);
+    apply_reflector(rows - i, cols - i - 1, col, conj_of(tau), col + ld, ld);
+    col[0] = beta;
+  }
+  return tau;
+}
+
+template <class T>
+void geqr2_colmajor(int64_t rows, int64_t cols, T* p, int64_t ld, T* tau) {
+  const int64_t k = std::min(rows, cols);
+  for (int64_t i = 0; i < k; ++i) tau[i] = reduce_column(rows, cols, p, ld, i);
+}
+
+// Unblocked Q (LAPACK's org2r): the column-major rows x cols matrix p (cols <= rows) whose first
+// k columns hold reflectors becomes the first cols columns of H_0 ... H_{k-1}.
+template <class T>
+void org2r_colmajor(int64_t rows, int64_t cols, int64_t k, T* p, int64_t ld, const T* tau) {
+  for (int64_t j = k; j < cols; ++j)
+    for (int64_t i = 0; i < rows; ++i) p[j * ld + i] = i == j ? T(1) : T(0);
+  for (int64_t i = k - 1; i >= 0; --i) {
+    T* col = p + i * ld + i;
+    if (i + 1 < cols) {
+      col[0] = T(1);
+      apply_reflector(rows - i, cols - i - 1, col, tau[i], col + ld, ld);
+    }
+    const T neg = -tau[i];
+    for (int64_t r = 1; r < rows - i; ++r) col[r] = mul(neg, col[r]);
+    col[0] = T(1) - tau[i];
+    for (int64_t r = 0; r < i; ++r) p[i * ld + r] = T(0);
+  }
+}
+
+// One block reflector I - V T V^H: V explicit (column-major rows x nb, unit diagonal, zeros
+// above), its conjugate (complex only) and T (row-major nb x nb upper triangular).
+template <class T>
+struct BlockReflector {
+  int64_t rows = 0, nb = 0;
+  std::vector<T> v, vc, t, g, w;
+  const T* vconj() const { return kIsComplex<T> ? vc.data() : v.data(); }
+
+  // From the rows x nb reflectors stored below the diagonal of (a, rs, cs) and tau.
+  void build(int64_t rows_, int64_t nb_, const T* a, int64_t rs, int64_t cs, const T* tau) {
+    rows = rows_, nb = nb_;
+    v.assign(static_cast<size_t>(rows * nb), T(0));
+    for (int64_t c = 0; c < nb; ++c) {
+      T* vcol = v.data() + c * rows;
+      vcol[c] = T(1);
+      for (int64_t r = c + 1; r < rows; ++r) vcol[r] = a[r * rs + c * cs];
+    }
+    if constexpr (kIsComplex<T>) {
+      vc.resize(v.size());
+      for (size_t i = 0; i < v.size(); ++i) vc[i] = std::conj(v[i]);
+    }
+    // g = -V^H V (nb x nb, row-major).
+    g.assign(static_cast<size_t>(nb * nb), T(0));
+    gemm_minus(nb, nb, rows, vconj(), rows, int64_t{1}, v.data(), int64_t{1}, rows, false, g.data(),
+               nb, int64_t{1});
+    // T(0:i, i) = tau_i T(0:i, 0:i) g(0:i, i), T(i, i) = tau_i.
+    t.assign(static_cast<size_t>(nb * nb), T(0));
+    for (int64_t i = 0; i < nb; ++i) {
+      for (int64_t r = 0; r < i; ++r) {
+        T s(0);
+        for (int64_t q = r; q < i; ++q) s += mul(t[r * nb + q], g[q * nb + i]);
+        t[r * nb + i] = mul(tau[i], s);
+      }
+      t[i * nb + i] = tau[i];
+    }
+  }
+
+  // C := (I - V T V^H) C, or its adjoint (I - V T^H V^H) C, for the rows x ncols (c, c_rs, c_cs).
+  void apply(bool adjoint, int64_t ncols, T* c, int64_t c_rs, int64_t c_cs) {
+    if (ncols == 0 || rows == 0) return;
+    // w = -V^H C.
+    w.assign(static_cast<size_t>(nb * ncols), T(0));
+    gemm_minus(nb, ncols, rows, vconj(), rows, int64_t{1}, c, c_rs, c_cs, false, w.data(), ncols,
+               int64_t{1});
+    // w := -op(T) w in place: top-down for T (upper), bottom-up for T^H (lower).
+    for (int64_t s = 0; s < nb; ++s) {
+      const int64_t i = adjoint ? nb - 1 - s : s;
+      T* wi = w.data() + i * ncols;
+      const T d = -maybe_conj(t[i * nb + i], adjoint);
+      for (int64_t j = 0; j < ncols; ++j) wi[j] = mul(d, wi[j]);
+      const int64_t q0 = adjoint ? 0 : i + 1, q1 = adjoint ? i : nb;
+      for (int64_t q = q0; q < q1; ++q) {
+        const T coef = adjoint ? conj_of(t[q * nb + i]) : t[i * nb + q];
+        const T* wq = w.data() + q * ncols;
+        for (int64_t j = 0; j < ncols; ++j) wi[j] = fms(wi[j], coef, wq[j]);
+      }
+    }
+    // C -= V w.
+    gemm_minus(rows, ncols, nb, v.data(), int64_t{1}, rows, w.data(), ncols, int64_t{1}, false, c,
+               c_rs, c_cs);
+  }
+};
+
+template <class T>
+BlockReflector<T>& block_workspace() {
+  thread_local BlockReflector<T> ws;
+  return ws;
+}
+template <class T>
+std::vector<T>& panel_workspace() {
+  thread_local std::vector<T> panel;
+  return panel;
+}
+
+}  // namespace
+
+template <class T>
+T larfg(int64_t count, T& alpha, T* x, int64_t inc) {
+  using R = real_t<T>;
+  R xnorm = count > 0 ? norm2(count, x, inc) : R(0);
+  R alphr = real_part(alpha), alphi = imag_part(alpha);
+  if (xnorm == R(0) && alphi == R(0)) return T(0);
+  auto lapy3 = [](R a, R b, R c) { return std::hypot(std::hypot(a, b), c); };
+  R beta = -std::copysign(lapy3(alphr, alphi, xnorm), alphr);
+  constexpr R kSafmin = std::numeric_limits<R>::min() / std::numeric_limits<R>::epsilon();
+  int knt = 0;
+  if (std::abs(beta) < kSafmin) {
+    // xnorm and beta may be inaccurate: scale x and recompute them.
+    const R rsafmn = R(1) / kSafmin;
+    do {
+      ++knt;
+      for (int64_t i = 0; i < count; ++i) x[i * inc] *= rsafmn;
+      beta *= rsafmn, alphr *= rsafmn, alphi *= rsafmn;
+    } while (std::abs(beta) < kSafmin && knt < 20);
+    xnorm = norm2(count, x, inc);
+    beta = -std::copysign(lapy3(alphr, alphi, xnorm), alphr);
+  }
+  const T tau = make_scalar<T>((beta - alphr) / beta, -alphi / beta);
+  const T scale = T(1) / (make_scalar<T>(alphr, alphi) - T(beta));
+  for (int64_t i = 0; i < count; ++i) x[i * inc] = mul(x[i * inc], scale);
+  for (int j = 0; j < knt; ++j) beta *= kSafmin;
+  alpha = T(beta);
+  return tau;
+}
+
+template <class T>
+void geqrf(int64_t m, int64_t n, T* a, int64_t rs, int64_t cs, T* tau) {
+  const int64_t k = std::min(m, n);
+  if (k == 0) return;
+  std::vector<T>& panel = panel_workspace<T>();
+  if (n <= kUnblockedMax) {
+    panel.resize(static_cast<size_t>(m * n));
+    to_colmajor(m, n, a, rs, cs, panel.data());
+    geqr2_colmajor(m, n, panel.data(), m, tau);
+    from_colmajor(m, n, panel.data(), a, rs, cs);
+    return;
+  }
+  BlockReflector<T>& ws = block_workspace<T>();
+  const int64_t nb = block_width(k);
+  for (int64_t j = 0; j < k; j += nb) {
+    const int64_t jb = std::min(nb, k - j), rows = m - j;
+    T* ajj = a + j * rs + j * cs;
+    panel.resize(static_cast<size_t>(rows * jb));
+    to_colmajor(rows, jb, ajj, rs, cs, panel.data());
+    geqr2_colmajor(rows, jb, panel.data(), rows, tau + j);
+    from_colmajor(rows, jb, panel.data(), ajj, rs, cs);
+    if (j + jb < n) {
+      ws.build(rows, jb, panel.data(), int64_t{1}, rows, tau + j);
+      ws.apply(/*adjoint=*/true, n - j - jb, ajj + jb * cs, rs, cs);
+    }
+  }
+}
+
+template <class T>
+void orgqr(int64_t m, int64_t n, int64_t k, T* a, int64_t rs, int64_t cs, const T* tau) {
+  if (m == 0 || n == 0) return;
+  std::vector<T>& panel = panel_workspace<T>();
+  if (n <= kUnblockedMax) {
+    panel.resize(static_cast<size_t>(m * n));
+    to_colmajor(m, n, a, rs, cs, panel.data());
+    org2r_colmajor(m, n, k, panel.data(), m, tau);
+    from_colmajor(m, n, panel.data(), a, rs, cs);
+    return;
+  }
+  for (int64_t j = k; j < n; ++j)
+    for (int64_t i = 0; i < m; ++i) a[i * rs + j * cs] = i == j ? T(1) : T(0);
+  if (k == 0) return;
+  BlockReflector<T>& ws = block_workspace<T>();
+  const int64_t nb = block_width(k);
+  for (int64_t i = (k - 1) / nb * nb; i >= 0; i -= nb) {
+    const int64_t ib = std::min(nb, k - i), rows = m - i;
+    T* aii = a + i * rs + i * cs;
+    if (i + ib < n) {
+      ws.build(rows, ib, aii, rs, cs, tau + i);
+      ws.apply(/*adjoint=*/false, n - i - ib, aii + ib * cs, rs, cs);
+    }
+    panel.resize(static_cast<size_t>(rows * ib));
+    to_colmajor(rows, ib, aii, rs, cs, panel.data());
+    org2r_colmajor(rows, ib, ib, panel.data(), rows, tau + i);
+    from_colmajor(rows, ib, panel.data(), aii, rs, cs);
+    for (int64_t r = 0; r < i; ++r)
+      for (int64_t c = 0; c < ib; ++c) a[r * rs + (i + c) * cs] = T(0);
+  }
+}
+
+template <class T>
+void ormqr(bool adjoint, int64_t m, int64_t nrhs, int64_t k, const T* a, int64_t rs, int64_t cs,
+           const T* tau, T* c, int64_t c_rs, int64_t c_cs) {
+  if (m == 0 || nrhs == 0 || k == 0) return;
+  BlockReflector<T>& ws = block_workspace<T>();
+  // Q^H C = H_{k-1}^H ... H_0^H C: blocks forward; Q C: blocks backward.
+  const int64_t nb = block_width(k);
+  const int64_t last = (k - 1) / nb * nb;
+  for (int64_t s = 0; s <= last; s += nb) {
+    const int64_t i = adjoint ? s : last - s;
+    const int64_t ib = std::min(nb, k - i), rows = m - i;
+    ws.build(rows, ib, a + i * rs + i * cs, rs, cs, tau + i);
+    ws.apply(adjoint, nrhs, c + i * c_rs, c_rs, c_cs);
+  }
+}
+
+template <class T>
+void geqp3(int64_t m, int64_t n, T* a, int64_t lda, int64_t* jpvt, T* tau) {
+  using R = real_t<T>;
+  const int64_t k = std::min(m, n);
+  std::vector<R> vn1(static_cast<size_t>(n)), vn2(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) {
+    jpvt[j] = j;
+    vn1[j] = vn2[j] = norm2(m, a + j * lda, int64_t{1});
+  }
+  const R tol3z = std::sqrt(std::numeric_limits<R>::epsilon());
+  for (int64_t i = 0; i < k; ++i) {
+    // The remaining column of largest norm (the first of equals, as LAPACK's idamax).
+    int64_t p = i;
+    for (int64_t j = i + 1; j < n; ++j)
+      if (vn1[j] > vn1[p]) p = j;
+    if (p != i) {
+      std::swap_ranges(a + p * lda, a + p * lda + m, a + i * lda);
+      std::swap(jpvt[p], jpvt[i]);
+      vn1[p] = vn1[i], vn2[p] = vn2[i];
+    }
+    tau[i] = reduce_column(m, n, a, lda, i);
+    // Downdate the norms of the remaining columns (recompute when cancellation is feared).
+    for (int64_t j = i + 1; j < n; ++j) {
+      if (vn1[j] == R(0)) continue;
+      const R r = std::abs(a[j * lda + i]) / vn1[j];
+      const R temp = std::max(R(0), (R(1) + r) * (R(1) - r));
+      const R ratio = vn1[j] / vn2[j];
+      if (temp * ratio * ratio <= tol3z) {
+        vn1[j] = i + 1 < m ? norm2(m - i - 1, a + j * lda + i + 1, int64_t{1}) : R(0);
+        vn2[j] = vn1[j];
+      } else {
+        vn1[j] *= std::sqrt(temp);
+      }
+    }
+  }
+}
+
+// ---- references: the textbook Householder QR on the strided matrix, std::complex arithmetic --
+
+template <class T>
+void geqrf_reference(int64_t m, int64_t n, T* a, int64_t rs, int64_t cs, T* tau) {
+  using R = real_t<T>;
+  auto A = [&](int64_t i, int64_t j) -> T& { return a[i * rs + j * cs]; };
+  for (int64_t i = 0; i < std::min(m, n); ++i) {
+    R sum = 0;
+    for (int64_t r = i + 1; r < m; ++r) sum += std::norm(A(r, i));
+    const T alpha = A(i, i);
+    if (sum == R(0) && imag_part(alpha) == R(0)) {
+      tau[i] = T(0);
+      continue;
+    }
+    const R norm = std::sqrt(sum + std::norm(alpha));
+    const R beta = real_part(alpha) >= R(0) ? -norm : norm;
+    tau[i] = (T(beta) - alpha) / T(beta);
+    for (int64_t r = i + 1; r < m; ++r) A(r, i) /= alpha - T(beta);
+    A(i, i) = T(beta);
+    // A(i:m, i+1:n) -= conj(tau) v (v^H A(i:m, i+1:n)), v = (1, A(i+1:m, i)).
+    for (int64_t j = i + 1; j < n; ++j) {
+      T w = A(i, j);
+      for (int64_t r = i + 1; r < m; ++r) w += conj_of(A(r, i)) * A(r, j);
+      w *= conj_of(tau[i]);
+      A(i, j) -= w;
+      for (int64_t r = i + 1; r < m; ++r) A(r, j) -= A(r, i) * w;
+    }
+  }
+}
+
+template <class T>
+void orgqr_reference(int64_t m, int64_t n, int64_t k, T* a, int64_t rs, int64_t cs, const T* tau) {
+  // Q = H_0 ... H_{k-1} I(:, 0:n), applied from the last reflector to the first; the
+  // reflectors are read from a copy since Q overwrites them.
+  std::vector<T> v(static_cast<size_t>(m * k));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < k; ++j) v[i * k + j] = a[i * rs + j * cs];
+  auto Q = [&](int64_t i, int64_t j) -> T& { return a[i * rs + j * cs]; };
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) Q(i, j) = i == j ? T(1) : T(0);
+  for (int64_t h = k - 1; h >= 0; --h) {
+    auto vh = [&](int64_t r) { return r == h ? T(1) : v[r * k + h]; };
+    for (int64_t j = 0; j < n; ++j) {
+      T w = 0;
+      for (int64_t r = h; r < m; ++r) w += conj_of(vh(r)) * Q(r, j);
+      w *= tau[h];
+      for (int64_t r = h; r < m; ++r) Q(r, j) -= vh(r) * w;
+    }
+  }
+}
+
+#define TS_LINALG_INSTANTIATE(T)                                                                \
+  template T larfg<T>(int64_t, T&, T*, int64_t);                                                \
+  template void geqrf<T>(int64_t, int64_t, T*, int64_t, int64_t, T*);                           \
+  template void orgqr<T>(int64_t, int64_t, int64_t, T*, int64_t, int64_t, const T*);            \
+  template void ormqr<T>(bool, int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*, \
+                         T*, int64_t, int64_t);                                                 \
+  template void geqp3<T>(int64_t, int64_t, T*, int64_t, int64_t*, T*);                          \
+  template void geqrf_reference<T>(int64_t, int64_t, T*, int64_t, int64_t, T*);                 \
+  template void orgqr_reference<T>(int64_t, int64_t, int64_t, T*, int64_t, int64_t, const T*);
+TS_LINALG_FOR_EACH_TYPE(TS_LINALG_INSTANTIATE)
+#undef TS_LINALG_INSTANTIATE
+
+}  // namespace tessera::linalg::detail

@@ -1,0 +1,680 @@
+// Householder QR and least squares: the kernels against their references and LAPACK
+// (OpenBLAS's ?geqrf, ?orgqr/?ungqr, ?gels, ?gelsy on column-major copies), the ops' residuals
+// ||A - Q R||, ||Q^H Q - I|| per dtype on random, ill-conditioned, rank-deficient, diagonal,
+// identity and zero matrices of every shape, batched and strided, and every error.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "linalg/qr_internal.h"
+#include "linalg_test_util.h"
+#include "test_support.h"
+
+extern "C" {
+void sgeqrf_(const int*, const int*, float*, const int*, float*, float*, const int*, int*);
+void dgeqrf_(const int*, const int*, double*, const int*, double*, double*, const int*, int*);
+void cgeqrf_(const int*, const int*, std::complex<float>*, const int*, std::complex<float>*,
+             std::complex<float>*, const int*, int*);
+void zgeqrf_(const int*, const int*, std::complex<double>*, const int*, std::complex<double>*,
+             std::complex<double>*, const int*, int*);
+void sorgqr_(const int*, const int*, const int*, float*, const int*, const float*, float*,
+             const int*, int*);
+void dorgqr_(const int*, const int*, const int*, double*, const int*, const double*, double*,
+             const int*, int*);
+void cungqr_(const int*, const int*, const int*, std::complex<float>*, const int*,
+             const std::complex<float>*, std::complex<float>*, const int*, int*);
+void zungqr_(const int*, const int*, const int*, std::complex<double>*, const int*,
+             const std::complex<double>*, std::complex<double>*, const int*, int*);
+void sgels_(const char*, const int*, const int*, const int*, float*, const int*, float*, const int*,
+            float*, const int*, int*);
+void dgels_(const char*, const int*, const int*, const int*, double*, const int*, double*,
+            const int*, double*, const int*, int*);
+void cgels_(const char*, const int*, const int*, const int*, std::complex<float>*, const int*,
+            std::complex<float>*, const int*, std::complex<float>*, const int*, int*);
+void zgels_(const char*, const int*, const int*, const int*, std::complex<double>*, const int*,
+            std::complex<double>*, const int*, std::complex<double>*, const int*, int*);
+void sgelsy_(const int*, const int*, const int*, float*, const int*, float*, const int*, int*,
+             const float*, int*, float*, const int*, int*);
+void dgelsy_(const int*, const int*, const int*, double*, const int*, double*, const int*, int*,
+             const double*, int*, double*, const int*, int*);
+void cgelsy_(const int*, const int*, const int*, std::complex<float>*, const int*,
+             std::complex<float>*, const int*, int*, const float*, int*, std::complex<float>*,
+             const int*, float*, int*);
+void zgelsy_(const int*, const int*, const int*, std::complex<double>*, const int*,
+             std::complex<double>*, const int*, int*, const double*, int*, std::complex<double>*,
+             const int*, double*, int*);
+}
+
+namespace tessera::linalg_test {
+namespace {
+
+namespace la = tessera::linalg;
+namespace ld = tessera::linalg::detail;
+using tessera::testing::expect_error_mentions;
+
+const ScalarType kDtypes[] = {kFloat32, kFloat64, kComplex64, kComplex128};
+
+// ---- LAPACK on column-major buffers
+// ---------------------------------------------------------------
+
+template <class T>
+void lapack_geqrf(int m, int n, T* a, T* tau) {
+  int info = 0, lwork = std::max(1, n) * 64;
+  const int lda = std::max(1, m);
+  std::vector<T> work(static_cast<size_t>(lwork));
+  if constexpr (std::is_same_v<T, float>) sgeqrf_(&m, &n, a, &lda, tau, work.data(), &lwork, &info);
+  if constexpr (std::is_same_v<T, double>)
+    dgeqrf_(&m, &n, a, &lda, tau, work.data(), &lwork, &info);
+  if constexpr (std::is_same_v<T, complex64>)
+    cgeqrf_(&m, &n, a, &lda, tau, work.data(), &lwork, &info);
+  if constexpr (std::is_same_v<T, complex128>)
+    zgeqrf_(&m, &n, a, &lda, tau, work.data(), &lwork, &info);
+  ASSERT_EQ(info, 0);
+}
+
+template <class T>
+void lapack_orgqr(int m, int n, int k, T* a, const T* tau) {
+  int info = 0, lwork = std::max(1, n) * 64;
+  const int lda = std::max(1, m);
+  std::vector<T> work(static_cast<size_t>(lwork));
+  if constexpr (std::is_same_v<T, float>)
+    sorgqr_(&m, &n, &k, a, &lda, tau, work.data(), &lwork, &info);
+  if constexpr (std::is_same_v<T, double>)
+    dorgqr_(&m, &n, &k, a, &lda, tau, work.data(), &lwork, &info);
+  if constexpr (std::is_same_v<T, complex64>)
+    cungqr_(&m, &n, &k, a, &lda, tau, work.data(), &lwork, &info);
+  if constexpr (std::is_same_v<T, complex128>)
+    zungqr_(&m, &n, &k, a, &lda, tau, work.data(), &lwork, &info);
+  ASSERT_EQ(info, 0);
+}
+
+// gels / gelsy on A (m x n) and B (max(m, n) x nrhs), column-major; returns info (gels) or the
+// rank (gelsy).
+template <class T>
+int lapack_lstsq(bool gelsy, int m, int n, int nrhs, T* a, T* b, double rcond) {
+  using R = real_t<T>;
+  int info = 0, rank = 0, lwork = (std::max(m, n) + nrhs) * 64 + 64;
+  const int lda = std::max(1, m), ldb = std::max({1, m, n});
+  std::vector<T> work(static_cast<size_t>(lwork));
+  std::vector<R> rwork(static_cast<size_t>(2 * n + 1));
+  std::vector<int> jpvt(static_cast<size_t>(n), 0);
+  const R rc = static_cast<R>(rcond);
+  if (!gelsy) {
+    if constexpr (std::is_same_v<T, float>)
+      sgels_("N", &m, &n, &nrhs, a, &lda, b, &ldb, work.data(), &lwork, &info);
+    if constexpr (std::is_same_v<T, double>)
+      dgels_("N", &m, &n, &nrhs, a, &lda, b, &ldb, work.data(), &lwork, &info);
+    if constexpr (std::is_same_v<T, complex64>)
+      cgels_("N", &m, &n, &nrhs, a, &lda, b, &ldb, work.data(), &lwork, &info);
+    if constexpr (std::is_same_v<T, complex128>)
+      zgels_("N", &m, &n, &nrhs, a, &lda, b, &ldb, work.data(), &lwork, &info);
+    return info;
+  }
+  if constexpr (std::is_same_v<T, float>)
+    sgelsy_(&m, &n, &nrhs, a, &lda, b, &ldb, jpvt.data(), &rc, &rank, work.data(), &lwork, &info);
+  if constexpr (std::is_same_v<T, double>)
+    dgelsy_(&m, &n, &nrhs, a, &lda, b, &ldb, jpvt.data(), &rc, &rank, work.data(), &lwork, &info);
+  if constexpr (std::is_same_v<T, complex64>)
+    cgelsy_(&m, &n, &nrhs, a, &lda, b, &ldb, jpvt.data(), &rc, &rank, work.data(), &lwork,
+            rwork.data(), &info);
+  if constexpr (std::is_same_v<T, complex128>)
+    zgelsy_(&m, &n, &nrhs, a, &lda, b, &ldb, jpvt.data(), &rc, &rank, work.data(), &lwork,
+            rwork.data(), &info);
+  EXPECT_EQ(info, 0);
+  return rank;
+}
+
+// Row-major buffer of a 2-D tensor and back.
+template <class T>
+std::vector<T> values(const Tensor& t) {
+  const Tensor c = t.contiguous();
+  return std::vector<T>(c.data_ptr<T>(), c.data_ptr<T>() + c.numel());
+}
+template <class T>
+Tensor from_values(const std::vector<T>& v, int64_t rows, int64_t cols) {
+  Tensor t = empty({rows, cols}, scalar_type_of<T>);
+  std::copy(v.begin(), v.end(), t.data_ptr<T>());
+  return t;
+}
+// ||a - b||_F / max(||b||_F, 1) of two tensors of one shape.
+double rel_diff(const Tensor& a, const Tensor& b) {
+  const LMat x = to_lmat(a.reshape({-1, 1})), y = to_lmat(b.reshape({-1, 1}));
+  return double(frob_diff(x, y) / std::max<long double>(frob(y), 1));
+}
+
+// ---- test matrices of any shape
+// --------------------------------------------------------------------
+
+enum class Shape { kRandom, kIllConditioned, kRankDeficient, kDiagonal, kIdentity, kZero };
+const Shape kShapes[] = {Shape::kRandom,   Shape::kIllConditioned, Shape::kRankDeficient,
+                         Shape::kDiagonal, Shape::kIdentity,       Shape::kZero};
+const char* shape_name(Shape s) {
+  switch (s) {
+    case Shape::kRandom:
+      return "random";
+    case Shape::kIllConditioned:
+      return "ill-conditioned";
+    case Shape::kRankDeficient:
+      return "rank-deficient";
+    case Shape::kDiagonal:
+      return "diagonal";
+    case Shape::kIdentity:
+      return "identity";
+    case Shape::kZero:
+      return "zero";
+  }
+  return "?";
+}
+
+// One m x n matrix: ill-conditioned U(:, 0:k) diag(s) V(:, 0:k)^H with s from 1 to 1/cond (1e6
+// single, 1e12 double); rank-deficient of rank k / 2 (a product of Gaussian factors).
+Tensor make_rect(int64_t m, int64_t n, ScalarType dt, Shape s) {
+  const ScalarType wide = is_complex(dt) ? kComplex128 : kFloat64;
+  const int64_t k = std::min(m, n);
+  Tensor a;
+  switch (s) {
+    case Shape::kRandom:
+      a = gaussian({m, n}, wide);
+      break;
+    case Shape::kIllConditioned: {
+      const double cond = to_real_type(dt) == kFloat32 ? 1e6 : 1e12;
+      std::vector<double> sv(static_cast<size_t>(k));
+      for (int64_t i = 0; i < k; ++i)
+        sv[i] = k > 1 ? std::pow(cond, -double(i) / double(k - 1)) : 1;
+      const Tensor u = random_unitary(m, dt).narrow(1, 0, k);
+      const Tensor v = random_unitary(n, dt).narrow(1, 0, k);
+      a = u.mul(tensor<double>(sv).to(wide).unsqueeze(0)).mm(v.transpose(0, 1).conj());
+      break;
+    }
+    case Shape::kRankDeficient: {
+      const int64_t r = k / 2;
+      a = gaussian({m, r}, wide).mm(gaussian({r, n}, wide));
+      break;
+    }
+    case Shape::kDiagonal:
+      a = eye(m, n, wide).mul(randn({1, n}, kFloat64).to(wide));
+      break;
+    case Shape::kIdentity:
+      a = eye(m, n, wide);
+      break;
+    case Shape::kZero:
+      a = zeros({m, n}, wide);
+      break;
+  }
+  return a.to(dt);
+}
+
+Tensor make_batch(DimVector batch, int64_t m, int64_t n, ScalarType dt, Shape s) {
+  int64_t count = 1;
+  for (int64_t b : batch) count *= b;
+  DimVector shape = batch;
+  shape.push_back(m), shape.push_back(n);
+  Tensor out = empty(shape, dt);
+  Tensor flat = out.reshape({count, m, n});
+  for (int64_t b = 0; b < count; ++b) flat.select(0, b).copy_(make_rect(m, n, dt, s));
+  return out;
+}
+
+Tensor flat3(const Tensor& t) {
+  int64_t batch = 1;
+  for (int64_t d = 0; d < t.dim() - 2; ++d) batch *= t.size(d);
+  return t.reshape({batch, t.size(-2), t.size(-1)});
+}
+
+// Worst ||A - Q R|| / (max(m, n) eps ||A||) and ||Q^H Q - I|| / (m eps) over a batch.
+std::pair<double, double> qr_residuals(const Tensor& A, const Tensor& Q, const Tensor& R) {
+  const Tensor Af = flat3(A), Qf = flat3(Q), Rf = flat3(R);
+  const double eps = eps_of(A.dtype());
+  const int64_t m = A.size(-2), n = A.size(-1);
+  double fact = 0, orth = 0;
+  for (int64_t b = 0; b < Af.size(0); ++b) {
+    const LMat a = to_lmat(Af[b]), q = to_lmat(Qf[b]), r = to_lmat(Rf[b]);
+    const long double na = std::max<long double>(frob(a), std::numeric_limits<double>::min());
+    fact = std::max(fact, double(frob_diff(a, matmul(q, r)) / na) / (std::max(m, n) * eps));
+    LMat qq = matmul(adjoint(q), q);
+    for (int64_t i = 0; i < qq.rows; ++i) qq(i, i) -= 1;
+    orth = std::max(orth, double(frob(qq)) / (std::max<int64_t>(m, 1) * eps));
+  }
+  return {fact, orth};
+}
+
+const std::pair<int64_t, int64_t> kSizes[] = {{0, 0},    {0, 3},    {3, 0},   {1, 1},   {5, 3},
+                                              {3, 5},    {17, 17},  {40, 33}, {33, 40}, {64, 64},
+                                              {130, 70}, {70, 130}, {97, 97}};
+
+// ---- kernels
+// ----------------------------------------------------------------------------------------
+
+template <class T>
+void check_kernels_vs_lapack(int64_t m, int64_t n) {
+  const ScalarType dt = scalar_type_of<T>;
+  const int64_t k = std::min(m, n);
+  const double tol = 50.0 * double(std::max<int64_t>(std::max(m, n), 1)) * eps_of(dt);
+  const Tensor A = make_rect(m, n, dt, Shape::kRandom);
+  // Tessera's blocked kernel (row-major), its reference, and LAPACK (column-major).
+  std::vector<T> a = values<T>(A), a_ref = a, a_lap = transposed(a, m, n);
+  std::vector<T> tau(static_cast<size_t>(k)), tau_ref = tau, tau_lap = tau;
+  ld::geqrf(m, n, a.data(), n, int64_t{1}, tau.data());
+  ld::geqrf_reference(m, n, a_ref.data(), n, int64_t{1}, tau_ref.data());
+  lapack_geqrf(int(m), int(n), a_lap.data(), tau_lap.data());
+  const Tensor got = from_values(a, m, n);
+  EXPECT_LE(rel_diff(got, from_values(a_ref, m, n)), tol);
+  EXPECT_LE(rel_diff(got, from_values(transposed(a_lap, n, m), m, n)), tol);
+  if (k > 0) {
+    EXPECT_LE(rel_diff(from_values(tau, 1, k), from_values(tau_lap, 1, k)), tol);
+    EXPECT_LE(rel_diff(from_values(tau, 1, k), from_values(tau_ref, 1, k)), tol);
+  }
+  // The same factorization through column-major strides is bitwise the same.
+  std::vector<T> a_cm = transposed(values<T>(A), m, n), tau_cm(static_cast<size_t>(k));
+  ld::geqrf(m, n, a_cm.data(), int64_t{1}, m, tau_cm.data());
+  EXPECT_TRUE(equal(from_values(transposed(a_cm, n, m), m, n), got));
+  // Q from k, and from fewer, reflectors (m >= n only), against LAPACK's orgqr and the
+  // reference.
+  if (m < n) return;
+  for (int64_t kk : {k, k / 2}) {
+    std::vector<T> q = a, q_ref = a, q_lap = transposed(a, m, n);
+    ld::orgqr(m, n, kk, q.data(), n, int64_t{1}, tau.data());
+    ld::orgqr_reference(m, n, kk, q_ref.data(), n, int64_t{1}, tau.data());
+    lapack_orgqr(int(m), int(n), int(kk), q_lap.data(), tau.data());
+    const Tensor qt = from_values(q, m, n);
+    EXPECT_LE(rel_diff(qt, from_values(q_ref, m, n)), tol) << "k=" << kk;
+    EXPECT_LE(rel_diff(qt, from_values(transposed(q_lap, n, m), m, n)), tol) << "k=" << kk;
+    // ormqr: Q^H Q(:, 0:n) = I(:, 0:n) for the k-reflector Q, and Q I = Q.
+    if (kk == k && k > 0) {
+      std::vector<T> c = q;
+      ld::ormqr(true, m, n, k, a.data(), n, int64_t{1}, tau.data(), c.data(), n, int64_t{1});
+      EXPECT_LE(rel_diff(from_values(c, m, n), eye(m, n, dt)), tol);
+      ld::ormqr(false, m, n, k, a.data(), n, int64_t{1}, tau.data(), c.data(), n, int64_t{1});
+      EXPECT_LE(rel_diff(from_values(c, m, n), qt), tol);
+    }
+  }
+}
+
+TEST(LinalgQrKernels, GeqrfOrgqrOrmqrMatchReferenceAndLapack) {
+  manual_seed(51);
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{0, 0},
+                      {1, 1},
+                      {1, 4},
+                      {4, 1},
+                      {5, 3},
+                      {3, 5},
+                      {31, 31},
+                      {32, 32},
+                      {33, 33},
+                      {64, 40},
+                      {40, 64},
+                      {100, 100},
+                      {130, 70},
+                      {70, 130},
+                      {200, 97},
+                      {257, 257},
+                      {600, 530}}) {
+    SCOPED_TRACE(fmt::format("{}x{}", m, n));
+    check_kernels_vs_lapack<float>(m, n);
+    check_kernels_vs_lapack<double>(m, n);
+    check_kernels_vs_lapack<complex64>(m, n);
+    check_kernels_vs_lapack<complex128>(m, n);
+  }
+}
+
+TEST(LinalgQrKernels, LarfgConventionAndTinyColumns) {
+  // beta real and of sign opposite to Re(alpha); H^H (alpha; x) = (beta; 0).
+  for (double scale : {1.0, 1e-300, 1e300}) {
+    complex128 alpha(3 * scale, 4 * scale);
+    std::vector<complex128> x = {complex128(0, 12 * scale)};
+    const complex128 tau = ld::larfg(int64_t{1}, alpha, x.data(), int64_t{1});
+    EXPECT_EQ(alpha.imag(), 0.0);
+    EXPECT_NEAR(alpha.real() / scale, -13.0, 1e-13);
+    // Apply H^H = I - conj(tau) v v^H to (3, 4i, 12i) scaled: expect (beta, 0).
+    const complex128 a0(3 * scale, 4 * scale), a1(0, 12 * scale);
+    const complex128 w = (a0 + std::conj(x[0]) * a1) * std::conj(tau);
+    EXPECT_NEAR(std::abs((a0 - w) - alpha) / scale, 0.0, 1e-13);
+    EXPECT_NEAR(std::abs(a1 - x[0] * w) / scale, 0.0, 1e-13);
+  }
+  // A column that is already reduced: tau = 0 (H = I), as LAPACK.
+  double alpha = -2;
+  std::vector<double> x = {0, 0};
+  EXPECT_EQ(ld::larfg(int64_t{2}, alpha, x.data(), int64_t{1}), 0.0);
+  EXPECT_EQ(alpha, -2.0);
+}
+
+// ---- qr
+// ---------------------------------------------------------------------------------------------
+
+TEST(LinalgQr, ResidualsEveryShapeKindAndDtype) {
+  manual_seed(52);
+  for (ScalarType dt : kDtypes) {
+    for (auto [m, n] : kSizes) {
+      for (Shape s : kShapes) {
+        SCOPED_TRACE(fmt::format("{} {}x{} {}", dt, m, n, shape_name(s)));
+        const Tensor A = make_batch({2}, m, n, dt, s);
+        const int64_t k = std::min(m, n);
+        for (const char* mode : {"reduced", "complete"}) {
+          auto [Q, R] = la::qr(A, mode);
+          const bool complete = std::string(mode) == "complete";
+          ASSERT_EQ(Q.sizes(), (DimVector{2, m, complete ? m : k}));
+          ASSERT_EQ(R.sizes(), (DimVector{2, complete ? m : k, n}));
+          EXPECT_TRUE(Q.is_contiguous() && R.is_contiguous());
+          EXPECT_TRUE(R.tril(-1).eq(0).all().item<bool>());
+          auto [fact, orth] = qr_residuals(A, Q, R);
+          EXPECT_LE(fact, 10.0);
+          EXPECT_LE(orth, 10.0);
+          // R's diagonal is real.
+          if (is_complex(dt) && R.numel() > 0) {
+            EXPECT_TRUE(R.diagonal(0, -2, -1).imag().eq(0).all().item<bool>());
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(LinalgQr, ModesBatchesAndStrides) {
+  manual_seed(53);
+  for (ScalarType dt : kDtypes) {
+    const Tensor A = make_batch({2, 3}, 45, 38, dt, Shape::kRandom);
+    auto [Q, R] = la::qr(A);
+    auto [Q0, R0] = la::qr(A, "r");
+    EXPECT_EQ(Q0.sizes(), (DimVector{0}));
+    EXPECT_TRUE(equal(R0, R));
+    // Every matrix of the batch is factored alone.
+    EXPECT_TRUE(equal(std::get<1>(la::qr(A[1][2])), R[1][2]));
+    // Wide: complete and reduced agree.
+    const Tensor W = A.transpose(-2, -1);  // 38 x 45, a transposed view
+    auto [Qw, Rw] = la::qr(W);
+    auto [Qc, Rc] = la::qr(W, "complete");
+    EXPECT_TRUE(equal(Qw, Qc) && equal(Rw, Rc));
+    // Strided views give the result of their contiguous copies.
+    EXPECT_TRUE(equal(Qw, std::get<0>(la::qr(W.contiguous()))));
+    const Tensor sl = A.slice(-1, 0, 38, 2).slice(0, 1, 2);  // every other column
+    EXPECT_TRUE(equal(std::get<1>(la::qr(sl)), std::get<1>(la::qr(sl.contiguous()))));
+    const Tensor ex = A[0][1].expand({4, 45, 38});
+    EXPECT_TRUE(equal(std::get<0>(la::qr(ex))[3], Q[0][1]));
+    // Every thread count gives the same bits (the GEMM engine never splits k).
+    const int saved = get_num_threads();
+    set_num_threads(1);
+    auto [Q1, R1] = la::qr(A);
+    const Tensor big = make_batch({}, 300, 260, dt, Shape::kRandom);
+    auto [Qb1, Rb1] = la::qr(big);
+    set_num_threads(2);
+    auto [Qb2, Rb2] = la::qr(big);
+    set_num_threads(saved);
+    EXPECT_TRUE(equal(Q1, Q) && equal(R1, R));
+    EXPECT_TRUE(equal(Qb1, Qb2) && equal(Rb1, Rb2));
+    // Empty batch.
+    auto [Qe, Re] = la::qr(empty({0, 5, 3}, dt), "complete");
+    EXPECT_EQ(Qe.sizes(), (DimVector{0, 5, 5}));
+    EXPECT_EQ(Re.sizes(), (DimVector{0, 5, 3}));
+    // A with no columns: complete Q is the identity.
+    EXPECT_TRUE(equal(std::get<0>(la::qr(empty({4, 0}, dt), "complete")), eye(4, 4, dt)));
+  }
+}
+
+TEST(LinalgQr, GeqrfAndHouseholderProduct) {
+  manual_seed(54);
+  for (ScalarType dt : kDtypes) {
+    const Tensor A = make_batch({3}, 50, 36, dt, Shape::kRandom);
+    auto [a, tau] = la::geqrf(A);
+    ASSERT_EQ(a.sizes(), A.sizes());
+    ASSERT_EQ(tau.sizes(), (DimVector{3, 36}));
+    auto [Q, R] = la::qr(A);
+    EXPECT_TRUE(equal(a.triu().narrow(-2, 0, 36), R));
+    EXPECT_TRUE(equal(la::householder_product(a, tau), Q));
+    // Fewer reflectors than columns: Q's trailing columns are H_0 ... H_{k-1} e_j.
+    const Tensor tk = tau.narrow(-1, 0, 10);
+    const Tensor Pk = la::householder_product(a, tk);
+    auto [fact, orth] = qr_residuals(Pk, Pk, eye(36, 36, dt).expand({3, 36, 36}).contiguous());
+    EXPECT_LE(orth, 10.0);
+    (void)fact;
+    const Tensor Q10 = la::householder_product(a.narrow(-1, 0, 10), tk);
+    EXPECT_LE(rel_diff(Pk.narrow(-1, 0, 10), Q10), 100 * 50 * eps_of(dt));
+    // A transposed (column-major) input gives the same.
+    const Tensor at = a.transpose(-2, -1).contiguous().transpose(-2, -1);
+    EXPECT_TRUE(equal(la::householder_product(at, tau), Q));
+  }
+}
+
+TEST(LinalgQr, Errors) {
+  expect_error_mentions([] { la::qr(ones({3})); },
+                        {"linalg.qr", "argument 'A'", "at least 2 dimensions", "1 dims"});
+  expect_error_mentions(
+      [] {
+        la::qr(ones({3, 3}, kInt32));
+      },
+      {"linalg.qr", "argument 'A'", "floating point or complex", "int32"});
+  expect_error_mentions(
+      [] {
+        la::qr(ones({3, 3}), "full");
+      },
+      {"linalg.qr", "argument 'mode'", "'reduced', 'complete' or 'r'", "'full'"});
+  expect_error_mentions([] { la::geqrf(ones({3})); }, {"geqrf", "at least 2 dimensions"});
+  expect_error_mentions([] { la::geqrf(ones({3, 3}, kInt64)); }, {"geqrf", "int64"});
+  const Tensor A = ones({5, 3}, kFloat64);
+  expect_error_mentions([&] { la::householder_product(A, ones({4}, kFloat64)); },
+                        {"linalg.householder_product", "argument 'tau'", "at most 3", "got 4"});
+  expect_error_mentions(
+      [&] { la::householder_product(A.t(), ones({2}, kFloat64)); },
+      {"linalg.householder_product", "argument 'A'", "at least as many rows as columns", "3 by 5"});
+  expect_error_mentions([&] { la::householder_product(A, ones({2}, kFloat32)); },
+                        {"linalg.householder_product", "same dtype", "float64", "float32"});
+  expect_error_mentions(
+      [&] {
+        la::householder_product(A, ones({2, 2}, kFloat64));
+      },
+      {"linalg.householder_product", "argument 'tau'", "1 dimensions", "got 2"});
+  expect_error_mentions(
+      [&] {
+        la::householder_product(A.expand({2, 5, 3}), ones({3, 2}, kFloat64));
+      },
+      {"linalg.householder_product", "batch dimensions [2]", "got [3]"});
+  expect_error_mentions([&] { la::householder_product(ones({5}), ones({1})); },
+                        {"linalg.householder_product", "at least 2 dimensions"});
+}
+
+// ---- lstsq
+// ------------------------------------------------------------------------------------------
+
+// LAPACK's solution (n x nrhs) and rank (gelsy) or info (gels) for one matrix.
+template <class T>
+std::pair<Tensor, int> lapack_solution(bool gelsy, const Tensor& A, const Tensor& B, double rcond) {
+  const int64_t m = A.size(0), n = A.size(1), nrhs = B.size(1), mx = std::max(m, n);
+  std::vector<T> a = transposed(values<T>(A), m, n);
+  Tensor Bp = zeros({mx, nrhs}, A.dtype());
+  Bp.narrow(0, 0, m).copy_(B);
+  std::vector<T> b = transposed(values<T>(Bp), mx, nrhs);
+  const int r = lapack_lstsq(gelsy, int(m), int(n), int(nrhs), a.data(), b.data(), rcond);
+  return {from_values(transposed(b, nrhs, mx), mx, nrhs).narrow(0, 0, n).contiguous(), r};
+}
+
+template <class T>
+void check_lstsq_vs_lapack(int64_t m, int64_t n, Shape s) {
+  const ScalarType dt = scalar_type_of<T>;
+  SCOPED_TRACE(fmt::format("{} {}x{} {}", dt, m, n, shape_name(s)));
+  const Tensor A = make_batch({2}, m, n, dt, s);
+  // Consistent right-hand sides for ill-conditioned A (the error then grows like cond, not
+  // cond^2), Gaussian ones otherwise.
+  const Tensor B =
+      s == Shape::kIllConditioned ? A.matmul(gaussian({2, n, 3}, dt)) : gaussian({2, m, 3}, dt);
+  const double eps = eps_of(dt), rcond = eps * double(std::max(m, n));
+  // Two backward-stable solvers differ by up to cond(A) eps in X.
+  const double cond = s != Shape::kIllConditioned ? 1.0 : to_real_type(dt) == kFloat32 ? 1e6 : 1e12;
+  const double tol = 100.0 * double(std::max(m, n)) * eps;
+  for (bool gelsy : {false, true}) {
+    if (!gelsy && (s == Shape::kRankDeficient || s == Shape::kIllConditioned)) continue;
+    auto [X, res, rank, sv] = la::lstsq(A, B, std::nullopt, gelsy ? "gelsy" : "gels");
+    ASSERT_EQ(X.sizes(), (DimVector{2, n, 3}));
+    EXPECT_EQ(sv.sizes(), (DimVector{0}));
+    for (int64_t b = 0; b < 2; ++b) {
+      auto [want, r] = lapack_solution<T>(gelsy, A[b], B[b], rcond);
+      EXPECT_LE(rel_diff(X[b], want), tol * cond) << (gelsy ? "gelsy" : "gels");
+      if (s == Shape::kIllConditioned) {
+        // Consistent systems: the residual is at the rounding level (backward stability).
+        const double scale = double(frob(to_lmat(A[b])) * frob(to_lmat(X[b])));
+        EXPECT_LE(rel_diff(A[b].matmul(X[b]), B[b]) * double(frob(to_lmat(B[b]))) /
+                      std::max(scale, 1e-300),
+                  tol);
+      }
+      if (gelsy) {
+        EXPECT_EQ(rank[b].item<int64_t>(), r);
+      }
+    }
+    if (gelsy) {
+      EXPECT_EQ(res.sizes(), (DimVector{0}));
+      EXPECT_EQ(rank.dtype(), kInt64);
+    } else {
+      EXPECT_EQ(rank.sizes(), (DimVector{0}));
+      if (m > n) {
+        // residuals = ||A x_j - b_j||^2.
+        const Tensor r = A.matmul(X).sub(B);
+        // A == 0: LAPACK's gels zeroes B, so PyTorch reports zero residuals.
+        const Tensor want = s == Shape::kZero ? zeros({2, 3}, dt) : r.mul(r.conj()).real().sum(-2);
+        ASSERT_EQ(res.sizes(), (DimVector{2, 3}));
+        EXPECT_LE(rel_diff(res, want.to(res.dtype())), tol * 10);
+      } else {
+        EXPECT_EQ(res.sizes(), (DimVector{0}));
+      }
+    }
+  }
+}
+
+TEST(LinalgLstsq, GelsAndGelsyMatchLapack) {
+  manual_seed(55);
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1},
+                      {6, 4},
+                      {4, 6},
+                      {20, 20},
+                      {70, 33},
+                      {33, 70},
+                      {130, 100},
+                      {100, 130}}) {
+    for (Shape s : kShapes) {
+      check_lstsq_vs_lapack<float>(m, n, s);
+      check_lstsq_vs_lapack<double>(m, n, s);
+      check_lstsq_vs_lapack<complex64>(m, n, s);
+      check_lstsq_vs_lapack<complex128>(m, n, s);
+    }
+  }
+}
+
+TEST(LinalgLstsq, RankAndRcond) {
+  manual_seed(56);
+  for (ScalarType dt : kDtypes) {
+    // Rank 4 of 10 columns; the minimum-norm solution is orthogonal to A's null space.
+    const Tensor A =
+        make_rect(30, 4, dt, Shape::kRandom).matmul(make_rect(4, 10, dt, Shape::kRandom));
+    const Tensor B = gaussian({30, 2}, dt);
+    auto [X, res, rank, sv] = la::lstsq(A, B);
+    EXPECT_EQ(rank.item<int64_t>(), 4);
+    EXPECT_EQ(rank.dim(), 0);
+    // Normal equations A^H (A X - B) = 0, and X in the row space of A (min norm): X = A^H Y.
+    const Tensor Ah = A.transpose(0, 1).conj();
+    const double eps = eps_of(dt);
+    EXPECT_LE(rel_diff(Ah.matmul(A.matmul(X).sub(B)), zeros({10, 2}, dt)), 1e3 * eps * 30 * 30);
+    auto [Y, r2, k2, s2] = la::lstsq(Ah, X, std::nullopt, "gelsy");
+    EXPECT_LE(rel_diff(Ah.matmul(Y), X), 1e3 * eps * 30);
+    // A large rcond cuts the rank; rcond = 0 keeps every nonzero direction.
+    EXPECT_EQ(std::get<2>(la::lstsq(A, B, 0.9)).item<int64_t>(), 1);
+    const Tensor D = make_rect(6, 6, dt, Shape::kIdentity)
+                         .mul(tensor<double>({1, 1, 1, 1e-3, 1e-3, 1e-3}).to(dt).unsqueeze(0));
+    EXPECT_EQ(std::get<2>(la::lstsq(D, B.narrow(0, 0, 6), 1e-2)).item<int64_t>(), 3);
+    EXPECT_EQ(std::get<2>(la::lstsq(D, B.narrow(0, 0, 6), 0.0)).item<int64_t>(), 6);
+    // Zero A: rank 0 and X = 0; gels: zero residuals (LAPACK zeroes B), as PyTorch.
+    auto [Xz, rz, kz, sz] = la::lstsq(zeros({5, 3}, dt), B.narrow(0, 0, 5));
+    EXPECT_TRUE(Xz.eq(0).all().item<bool>());
+    EXPECT_EQ(kz.item<int64_t>(), 0);
+    auto [Xg, rg, kg, sg] = la::lstsq(zeros({5, 3}, dt), B.narrow(0, 0, 5), std::nullopt, "gels");
+    EXPECT_TRUE(Xg.eq(0).all().item<bool>() && rg.eq(0).all().item<bool>());
+    EXPECT_EQ(rg.sizes(), (DimVector{2}));
+  }
+}
+
+TEST(LinalgLstsq, VectorsBroadcastStridesAndEmpty) {
+  manual_seed(57);
+  for (ScalarType dt : kDtypes) {
+    const Tensor A = make_batch({4}, 9, 5, dt, Shape::kRandom);
+    const Tensor b = gaussian({4, 9}, dt);
+    auto [x, res, rank, sv] = la::lstsq(A, b, std::nullopt, "gels");
+    ASSERT_EQ(x.sizes(), (DimVector{4, 5}));
+    ASSERT_EQ(res.sizes(), (DimVector{4, 1}));  // not squeezed, as PyTorch
+    auto [xm, resm, rm, svm] = la::lstsq(A, b.unsqueeze(-1), std::nullopt, "gels");
+    EXPECT_TRUE(equal(x, xm.squeeze(-1)) && equal(res, resm));
+    // Batch dims broadcast: [4] with [1].
+    const Tensor B1 = gaussian({1, 9, 2}, dt);
+    auto [xb, rb, kb, sb] = la::lstsq(A, B1);
+    ASSERT_EQ(xb.sizes(), (DimVector{4, 5, 2}));
+    ASSERT_EQ(kb.sizes(), (DimVector{4}));
+    EXPECT_TRUE(equal(xb[2], std::get<0>(la::lstsq(A[2], B1[0]))));
+    // Transposed and expanded inputs give the result of contiguous copies.
+    const Tensor At = A.transpose(-2, -1).contiguous().transpose(-2, -1);
+    EXPECT_TRUE(equal(std::get<0>(la::lstsq(At, B1)), xb));
+    // Empty shapes (PyTorch 1.13's results).
+    auto [x0, r0, k0, s0] = la::lstsq(empty({0, 3}, dt), empty({0, 2}, dt));
+    EXPECT_EQ(x0.sizes(), (DimVector{3, 2}));
+    EXPECT_TRUE(x0.eq(0).all().item<bool>());
+    EXPECT_EQ(k0.item<int64_t>(), 0);
+    auto [x1, r1, k1, s1] = la::lstsq(empty({4, 0}, dt), ones({4, 2}, dt), std::nullopt, "gels");
+    EXPECT_EQ(x1.sizes(), (DimVector{0, 2}));
+    EXPECT_EQ(r1.sizes(), (DimVector{2}));
+    auto [x2, r2, k2, s2] =
+        la::lstsq(empty({0, 4, 3}, dt), empty({0, 4, 2}, dt), std::nullopt, "gels");
+    EXPECT_EQ(x2.sizes(), (DimVector{0, 3, 2}));
+    EXPECT_EQ(r2.sizes(), (DimVector{0, 2}));
+    auto [x3, r3, k3, s3] = la::lstsq(ones({2, 4, 3}, dt), empty({2, 4, 0}, dt));
+    EXPECT_EQ(x3.sizes(), (DimVector{2, 3, 0}));
+  }
+}
+
+TEST(LinalgLstsq, Errors) {
+  const Tensor A = ones({5, 3}, kFloat64), B = ones({5, 2}, kFloat64);
+  expect_error_mentions(
+      [&] { la::lstsq(A, B, std::nullopt, "gelsx"); },
+      {"linalg.lstsq", "argument 'driver'", "'gels', 'gelsy', 'gelsd' or 'gelss'", "'gelsx'"});
+  for (const char* drv : {"gelsd", "gelss"}) {
+    expect_error_mentions([&] { la::lstsq(A, B, std::nullopt, drv); },
+                          {"linalg.lstsq", fmt::format("driver '{}'", drv), "not implemented"});
+    try {
+      la::lstsq(A, B, std::nullopt, drv);
+    } catch (const NotImplementedError&) {
+    } catch (...) {
+      ADD_FAILURE() << "expected NotImplementedError";
+    }
+  }
+  expect_error_mentions([&] { la::lstsq(A, B.to(kFloat32)); },
+                        {"linalg.lstsq", "same dtype", "float64", "float32"});
+  expect_error_mentions([&] { la::lstsq(A.select(1, 0), B.select(1, 0)); },
+                        {"linalg.lstsq", "argument 'A'", "at least 2 dimensions"});
+  expect_error_mentions(
+      [&] {
+        la::lstsq(ones({3, 3}, kInt32), ones({3, 3}, kInt32));
+      },
+      {"linalg.lstsq", "floating point or complex", "int32"});
+  expect_error_mentions([&] { la::lstsq(A, B.narrow(0, 0, 4)); },
+                        {"linalg.lstsq", "A has 5 rows but B has 4"});
+  expect_error_mentions(
+      [&] {
+        la::lstsq(A, B.expand({4, 5, 2}));
+      },
+      {"linalg.lstsq", "argument 'B'", "2 dimensions", "got 3"});
+  expect_error_mentions(
+      [&] {
+        la::lstsq(A.expand({2, 5, 3}), B.expand({3, 5, 2}));
+      },
+      {"linalg.lstsq", "[2]", "[3]"});
+  // gels on a matrix with an exactly zero column after the first: R(2, 2) == 0.
+  Tensor S = zeros({2, 5, 3}, kFloat64);
+  S.select(-1, 0).fill_(1);
+  S[0].fill_(1);
+  S[0].diagonal(0, -2, -1).fill_(2);
+  expect_error_mentions(
+      [&] { la::lstsq(S, B.unsqueeze(0), std::nullopt, "gels"); },
+      {"linalg.lstsq", "(Batch element 1)", "does not have full rank", "error code: 2"});
+  try {
+    la::lstsq(S[1], B, std::nullopt, "gels");
+    ADD_FAILURE() << "no error";
+  } catch (const la::LinAlgError& e) {
+    EXPECT_EQ(std::string(e.what()).find("Batch"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace tessera::linalg_test
