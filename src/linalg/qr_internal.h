@@ -7,7 +7,7 @@
 // diagonal of column i; R on and above the diagonal, its diagonal real (beta) also for complex
 // T. tau_i = 0 when column i is already reduced (H_i = I).
 //
-//   geqrf   blocked: 32- or 64-wide panels factored unblocked (geqr2) on a column-major copy, the
+//   geqrf   blocked: 32-wide panels factored unblocked (geqr2) on a column-major copy, the
 //           compact-WY factor T of each panel (larft, from the Gram matrix V^H V taken by the
 //           GEMM engine), and the trailing update C -= V (T^H (V^H C)) as two engine GEMMs;
 //           small matrices run geqr2 on a column-major copy of the whole matrix.

@@ -1,7 +1,7 @@
 // Householder QR: geqrf, orgqr, ormqr, geqp3 (qr_internal.h) and their plain references.
 //
 // Blocked form (Schreiber and Van Loan's compact WY): the reflectors of an nb-wide panel
-// (block_width: 32, or 64 for k >= 512), H_j ... H_{j+nb-1} = I - V T V^H with V (rows x nb,
+// (block_width: 32), H_j ... H_{j+nb-1} = I - V T V^H with V (rows x nb,
 // unit lower trapezoidal) and T (nb x nb upper triangular). Applying it to C costs two GEMMs
 // through the engine:
 //   W = V^H C        (nb x ncols, k = rows)
@@ -28,10 +28,11 @@ namespace tessera::linalg::detail {
 namespace {
 
 constexpr int64_t kUnblockedMax = 32;
-// Panel / block width for k reflectors: 32, and 64 from k = 512 on, where the wider rank-nb
-// GEMM updates gain more than the longer unblocked panels cost (measured at n = 1024, 2048).
+// Panel / block width for k reflectors (LAPACK's nb for geqrf). 64 for large k looked faster
+// at n = 2048 in a rough timing but is not yet confirmed by `tessera bench linalg`.
 int64_t block_width(int64_t k) {
-  return k >= 512 ? 64 : 32;
+  (void)k;
+  return 32;
 }  // n up to this: unblocked on a column-major copy
 
 template <class T>
