@@ -208,6 +208,39 @@ void TensorIterator::allocate_or_check_outputs(const TensorIteratorConfig& cfg) 
   }
 }
 
+namespace {
+
+// Whether d (elements) is a sum of c_j * stride_j with |c_j| < size_j, over `dims` sorted by
+// stride, largest first, each stride larger than the span of the smaller ones (a layout without
+// internal overlap). Then at each level only floor(d / s) and the next integer can leave a
+// remainder the smaller dims reach.
+bool offset_reachable(int64_t d, const std::vector<std::pair<int64_t, int64_t>>& dims, size_t j) {
+  if (j == dims.size()) return d == 0;
+  const auto [s, n] = dims[j];
+  const int64_t q = d / s - (d % s != 0 && (d < 0) != (s < 0) ? 1 : 0);  // floor
+  for (const int64_t c : {q, q + 1})
+    if (c > -n && c < n && offset_reachable(d - c * s, dims, j + 1)) return true;
+  return false;
+}
+
+// Two views of one storage whose memory ranges intersect: do they share an element? Exact when
+// both have the same sizes, strides and dtype and no internal overlap (sibling slices such as
+// two columns of a matrix, interleaved in memory); otherwise assume they do.
+bool views_share_elements(const Tensor& a, const Tensor& b) {
+  if (a.sizes() != b.sizes() || a.strides() != b.strides() || a.dtype() != b.dtype() ||
+      has_internal_overlap(a))
+    return true;
+  const auto diff = static_cast<const char*>(b.data_ptr()) - static_cast<const char*>(a.data_ptr());
+  if (diff % a.element_size() != 0) return true;
+  std::vector<std::pair<int64_t, int64_t>> dims;  // (stride, size), largest stride first
+  for (int64_t k = 0; k < a.dim(); ++k)
+    if (a.sizes()[k] > 1) dims.emplace_back(a.strides()[k], a.sizes()[k]);
+  std::sort(dims.begin(), dims.end(), [](const auto& x, const auto& y) { return x > y; });
+  return offset_reachable(diff / a.element_size(), dims, 0);
+}
+
+}  // namespace
+
 void TensorIterator::check_overlap() const {
   for (const auto& out : ops_) {
     if (!out.is_output || !out.tensor.defined()) continue;
@@ -227,7 +260,7 @@ void TensorIterator::check_overlap() const {
       const char* ob = static_cast<const char*>(o.data_ptr());
       const char* ie = ib + storage_extent(i.sizes(), i.strides()) * i.element_size();
       const char* oe = ob + storage_extent(o.sizes(), o.strides()) * o.element_size();
-      TS_CHECK(ie <= ob || oe <= ib, RuntimeError,
+      TS_CHECK(ie <= ob || oe <= ib || !views_share_elements(i, o), RuntimeError,
                "{}(): unsupported operation: some elements of the input tensor and the "
                "written-to tensor refer to a single memory location. Please clone() the tensor "
                "before performing the operation.",

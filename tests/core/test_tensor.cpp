@@ -180,6 +180,23 @@ TEST(Tensor, CopyBroadcastsTheSourceToTheDestination) {
   EXPECT_TRUE(ts::equal(x, ts::ones({2, 3})));
 }
 
+TEST(Tensor, InterleavedSiblingViewsAreNotAnOverlap) {
+  // Two columns of one matrix share no element although their memory ranges interleave.
+  auto m = ts::arange(12, ts::kFloat32).reshape({4, 3});
+  m.select(1, 2).copy_(m.select(1, 0));
+  EXPECT_TRUE(ts::equal(m.select(1, 2), m.select(1, 0)));
+  EXPECT_EQ(m[1][1].item<float>(), 4.0f);  // the middle column is untouched
+  auto v = ts::arange(10, ts::kFloat64);
+  v.slice(0, 0, 10, 2).add_(v.slice(0, 1, 10, 2));  // evens += odds
+  EXPECT_TRUE(ts::equal(v.slice(0, 0, 10, 2), ts::tensor<double>({1, 5, 9, 13, 17})));
+  // Shifted by a whole row they do share elements: still refused.
+  auto x = ts::arange(12, ts::kFloat32).reshape({4, 3});
+  EXPECT_THAT(error_of([&] { x.slice(0, 1, 4).copy_(x.slice(0, 0, 3)); }),
+              HasSubstr("refer to a single memory location"));
+  EXPECT_THAT(error_of([&] { x.slice(1, 1, 3).copy_(x.slice(1, 0, 2)); }),
+              HasSubstr("refer to a single memory location"));
+}
+
 TEST(Tensor, ErrorsNameTheOpAndValues) {
   auto x = ts::zeros({2, 3});
   EXPECT_THAT(
