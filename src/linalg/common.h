@@ -31,6 +31,11 @@ decltype(auto) visit_linalg_dtype(ScalarType t, std::string_view op, Fn&& fn) {
 // yet, and a result without history would drop gradients silently.
 void check_no_grad(std::string_view op, std::initializer_list<Tensor> inputs);
 
+// conj(t)^T over the last two dims.
+inline Tensor adjoint_of(const Tensor& t) {
+  return t.conj().transpose(-2, -1);
+}
+
 // A has at least 2 dims and a linalg dtype.
 void check_matrix_input(std::string_view op, const Tensor& A, std::string_view name);
 // ... and its matrices are square.

@@ -10,7 +10,7 @@
 //          C = Q^H B; the minimum-norm solution of R(0:r, :) y = C(0:r): with [R11 R12]^H =
 //          Qw Rw (a second QR, in place of LAPACK's tzrzf: the same complete orthogonal
 //          decomposition), y = Qw (Rw^{-H} C(0:r); 0); X = P y.
-//   gelsd, gelss (SVD): not implemented yet.
+//   gelsd, gelss (SVD): the minimum-norm solution through Tessera's SVD (lstsq_svd below).
 // A == 0 gives X = 0 (and, for gels, zero residuals: LAPACK zeroes B), as PyTorch 1.13.
 #include <algorithm>
 #include <cmath>
@@ -20,7 +20,9 @@
 #include "linalg/common.h"
 #include "linalg/kernels.h"
 #include "linalg/qr_internal.h"
+#include "linalg/svd_internal.h"
 #include "tessera/ops/factory.h"
+#include "tessera/ops/pointwise.h"
 
 namespace tessera::linalg {
 
@@ -187,6 +189,33 @@ int64_t gelsy_one(int64_t m, int64_t n, int64_t nrhs, T* a, T* b, real_t<T> rcon
   return rank;
 }
 
+// gelsd / gelss: X = V diag(1 / s_i) U^H B over the singular values s_i > rcond * s_max (the
+// others count as zero, as LAPACK's drivers do); rank is their number. Residuals
+// ||A X - B||^2 per column when m > n and every matrix has full rank, as PyTorch reports them.
+// (LAPACK's gelsd reaches the same minimum-norm solution by divide and conquer; Tessera uses
+// its one SVD for both names.)
+std::tuple<Tensor, Tensor, Tensor, Tensor> lstsq_svd(const Tensor& A, const Tensor& B, double rcond,
+                                                     std::string_view op) {
+  const int64_t m = A.size(-2), n = A.size(-1);
+  const ScalarType real_type = to_real_type(A.dtype());
+  if (std::min(m, n) == 0) {
+    DimVector xs = batch_shape(A);
+    xs.push_back(n);
+    xs.push_back(B.size(-1));
+    return {zeros(xs, A.dtype()), empty({0}, real_type), zeros(batch_shape(A), kInt64),
+            empty(concat(batch_shape(A), {0}), real_type)};
+  }
+  auto [U, S, Vh] = detail::svd_work(A, /*full_matrices=*/false, /*compute_uv=*/true, op);
+  const Tensor keep = S.gt(S.amax({-1}, true).mul(rcond));
+  const Tensor sinv = where(keep, ones_like(S).div(S), 0.0).to(A.dtype());
+  const Tensor X = adjoint_of(Vh).matmul(sinv.unsqueeze(-1).mul(adjoint_of(U).matmul(B)));
+  const Tensor rank = keep.sum({-1}, false, kInt64);
+  Tensor residuals = empty({0}, real_type);
+  if (m > n && rank.eq(n).all().item<bool>())
+    residuals = square(A.matmul(X).sub(B).abs()).sum({-2}, false).to(real_type);
+  return {X, residuals, rank, S};
+}
+
 }  // namespace
 
 std::tuple<Tensor, Tensor, Tensor, Tensor> lstsq(const Tensor& A, const Tensor& B,
@@ -209,14 +238,16 @@ std::tuple<Tensor, Tensor, Tensor, Tensor> lstsq(const Tensor& A, const Tensor& 
            "{}(): incompatible shapes of A and B: A has {} rows but B has {} (B's dim {})", op, m,
            Bm.size(-2), vector_case ? -1 : -2);
   const DimVector batch = broadcast_batch(op, batch_shape(A), batch_shape(Bm));
-  TS_CHECK(drv != Driver::kGelsd && drv != Driver::kGelss, NotImplementedError,
-           "{}(): driver '{}' (SVD based) is not implemented yet; use driver 'gelsy' (QR with "
-           "column pivoting, rank-revealing) or 'gels' (QR, full rank)",
-           op, drv == Driver::kGelsd ? "gelsd" : "gelss");
   const ScalarType real_type = to_real_type(A.dtype());
   const double eps = real_type == kFloat32 ? std::numeric_limits<float>::epsilon()
                                            : std::numeric_limits<double>::epsilon();
   const double rc = rcond.value_or(eps * double(std::max(m, n)));
+  if (drv == Driver::kGelsd || drv == Driver::kGelss) {
+    auto [X, residuals, rank, S] =
+        lstsq_svd(A.expand(concat(batch, {m, n})), Bm.expand(concat(batch, {m, nrhs})), rc, op);
+    // As PyTorch 1.13, residuals keep their [*, 1] for a vector B.
+    return {vector_case ? X.squeeze(-1) : X, residuals, rank, S};
+  }
   const int64_t mx = std::max(m, n), count = numel_of(batch);
 
   // gels works on row-major copies of A, gelsy on column-major ones (A^T row-major).

@@ -14,11 +14,6 @@ using namespace detail;
 
 namespace {
 
-// conj(t)^T over the last two dims.
-Tensor adjoint_of(const Tensor& t) {
-  return t.conj().transpose(-2, -1);
-}
-
 // PyTorch's get_atol_rtol: atol defaults to 0; rtol to eps * max(m, n), or to 0 when a positive
 // atol is given.
 std::pair<double, double> tolerances(const Tensor& A, std::optional<double> atol,

@@ -624,21 +624,50 @@ TEST(LinalgLstsq, VectorsBroadcastStridesAndEmpty) {
   }
 }
 
+TEST(LinalgLstsq, SvdDriversGiveTheMinimumNormSolutionAndTheRank) {
+  for (ScalarType dt : {kFloat32, kFloat64, kComplex64, kComplex128}) {
+    const double tol = to_real_type(dt) == kFloat32 ? 1e-4 : 1e-10;
+    // Rank 2 of 3: the third column repeats the second.
+    Tensor A = gaussian({2, 6, 3}, dt);
+    A.select(-1, 2).copy_(A.select(-1, 1));  // sibling columns: no overlap
+    const Tensor B = gaussian({2, 6, 2}, dt);
+    for (const char* drv : {"gelsd", "gelss"}) {
+      auto [X, res, rank, S] = la::lstsq(A, B, std::nullopt, drv);
+      EXPECT_EQ(rank.sizes(), (DimVector{2}));
+      EXPECT_TRUE(rank.eq(2).all().item<bool>()) << drv;
+      EXPECT_EQ(res.numel(), 0) << "no residuals for rank-deficient A";
+      EXPECT_EQ(S.sizes(), (DimVector{2, 3}));
+      // The minimum-norm solution is pinv(A) B, and it puts equal weight on the twin columns.
+      const Tensor want = la::pinv(A).matmul(B);
+      EXPECT_LT((X - want).abs().amax().item<double>(),
+                tol * (1 + want.abs().amax().item<double>()))
+          << drv << " " << dtype_name(dt);
+      EXPECT_LT((X.select(-2, 1) - X.select(-2, 2)).abs().amax().item<double>(), tol);
+    }
+    // Full rank and tall: residuals ||AX - B||^2 per column, as gels reports them.
+    const Tensor F = gaussian({7, 3}, dt), C = gaussian({7, 2}, dt);
+    auto [xg, rg, kg, sg] = la::lstsq(F, C, std::nullopt, "gels");
+    auto [xd, rd, kd, sd] = la::lstsq(F, C, std::nullopt, "gelsd");
+    EXPECT_EQ(kd.item<int64_t>(), 3);
+    EXPECT_LT((xd - xg).abs().amax().item<double>(), tol * 10);
+    EXPECT_LT((rd - rg).abs().amax().item<double>(),
+              tol * 10 * (1 + rg.abs().amax().item<double>()));
+    // rcond decides the rank: with rcond above s_min / s_max the smallest value is dropped.
+    const Tensor svals = std::get<3>(la::lstsq(F, C, std::nullopt, "gelss"));
+    const double ratio = svals[2].item<double>() / svals[0].item<double>();
+    EXPECT_EQ(std::get<2>(la::lstsq(F, C, ratio * 1.01, "gelss")).item<int64_t>(), 2);
+    // A vector B.
+    auto [xv, rv, kv, sv] = la::lstsq(F, C.select(-1, 0), std::nullopt, "gelsd");
+    EXPECT_EQ(xv.sizes(), (DimVector{3}));
+    EXPECT_EQ(rv.sizes(), (DimVector{1}));  // not squeezed, as PyTorch 1.13
+  }
+}
+
 TEST(LinalgLstsq, Errors) {
   const Tensor A = ones({5, 3}, kFloat64), B = ones({5, 2}, kFloat64);
   expect_error_mentions(
       [&] { la::lstsq(A, B, std::nullopt, "gelsx"); },
       {"linalg.lstsq", "argument 'driver'", "'gels', 'gelsy', 'gelsd' or 'gelss'", "'gelsx'"});
-  for (const char* drv : {"gelsd", "gelss"}) {
-    expect_error_mentions([&] { la::lstsq(A, B, std::nullopt, drv); },
-                          {"linalg.lstsq", fmt::format("driver '{}'", drv), "not implemented"});
-    try {
-      la::lstsq(A, B, std::nullopt, drv);
-    } catch (const NotImplementedError&) {
-    } catch (...) {
-      ADD_FAILURE() << "expected NotImplementedError";
-    }
-  }
   expect_error_mentions([&] { la::lstsq(A, B.to(kFloat32)); },
                         {"linalg.lstsq", "same dtype", "float64", "float32"});
   expect_error_mentions([&] { la::lstsq(A.select(1, 0), B.select(1, 0)); },

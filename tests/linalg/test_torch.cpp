@@ -347,7 +347,7 @@ TEST_F(LinalgVsTorch, QrHouseholderProductAndLstsq) {
              {},
              [=] { return Outputs{la::householder_product(a, tau)}; },
              m});
-      for (const char* drv : {"gels", "gelsy"}) {
+      for (const char* drv : {"gels", "gelsy", "gelsd", "gelss"}) {
         add({p + "lstsq_" + drv,
              "lstsq",
              in({"A", "B"}),
