@@ -134,7 +134,8 @@ TEST(PointwiseMath, LargeStreamedOutputsAreExact) {
     for (int64_t i = 0; i < n; ++i) bad += o[i] != static_cast<float>(i) + 0.5f;
     EXPECT_EQ(bad, 0) << threads << " threads";
     Tensor d = neg(arange(n / 2 + 3, kFloat64));  // float64, 32 MiB + 168 B: also streamed
-    const double* p = relu(neg(d)).data_ptr<double>();
+    const Tensor r = relu(neg(d));
+    const double* p = r.data_ptr<double>();
     for (int64_t i : {int64_t{0}, int64_t{1}, n / 4, n / 2 + 2}) EXPECT_EQ(p[i], double(i));
   }
   set_num_threads(saved);
