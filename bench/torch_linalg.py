@@ -1,9 +1,10 @@
 #!/usr/bin/python3
-"""PyTorch 1.13 anchor for `tessera bench linalg`: torch.linalg.cholesky, lu_factor, qr and
-torch.geqrf.
+"""PyTorch 1.13 anchor for `tessera bench linalg`: torch.linalg.cholesky, lu_factor, qr, eigh,
+svd and torch.geqrf.
 
-Cases `<op>/<dtype>/<batch>x<n>x<n>` as in src/cli/bench_linalg.cpp: cholesky on B B^T / n + I
-and lu_factor on Gaussian matrices, one batched call per timing.
+Cases `<op>/<dtype>/<batch>x<n>x<n>` as in src/cli/bench_linalg.cpp and bench_linalg_spectral.cpp:
+cholesky on B B^T / n + I, eigh on B + B^T, the others (svd with full_matrices=True) on
+Gaussian matrices, one batched call per timing.
 """
 import sys
 
@@ -31,6 +32,11 @@ def main():
                 fn = lambda: torch.geqrf(a)  # noqa: E731
             elif op == "qr":
                 fn = lambda: torch.linalg.qr(a)  # noqa: E731
+            elif op == "eigh":
+                a = a + a.transpose(1, 2)
+                fn = lambda: torch.linalg.eigh(a)  # noqa: E731
+            elif op == "svd":
+                fn = lambda: torch.linalg.svd(a)  # noqa: E731
             else:
                 fn = lambda: torch.linalg.lu_factor(a)  # noqa: E731
             emit_timed("linalg", f"{op}/{dtype}/{batch}x{n}x{n}", t, fn, args)

@@ -1,6 +1,6 @@
 // `tessera bench linalg`, eigh and svd: tessera::linalg::eigh / svd (full_matrices) against
 // LAPACK (OpenBLAS's ?syevd and ?gesdd with vectors; ?gesvj, LAPACK's own one-sided Jacobi, for
-// single matrices) and PyTorch 1.13's batched calls (bench/torch_linalg_spectral.py), float32
+// single matrices) and PyTorch 1.13's batched calls (bench/torch_linalg.py), float32
 // and float64.
 //
 // Cases `eigh/<dtype>/<batch>x<n>x<n>`, `svd/<dtype>/<batch>x<n>x<n>`: batches of 10,000 with
@@ -232,8 +232,8 @@ void run_bench_linalg_spectral(const BenchOptions& options, const std::vector<in
   std::string list;
   for (const SpectralCase& c : cases)
     list += fmt::format("{}{}:{}:{}:{}", list.empty() ? "" : ",", c.op, c.dtype, c.batch, c.n);
-  for (auto& r : run_torch_anchor("torch_linalg_spectral.py", {"--cases", list}, threads, budget,
-                                  "torch", notes))
+  for (auto& r :
+       run_torch_anchor("torch_linalg.py", {"--cases", list}, threads, budget, "torch", notes))
     rows.push_back(r);
   for (int th : threads) {
     std::printf(

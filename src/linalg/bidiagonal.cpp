@@ -57,7 +57,7 @@ int64_t svd_bidiagonal_tall(int64_t m, int64_t n, T* ac, real_t<T>* sv, T* uc, i
       y(static_cast<size_t>(m));
   for (int64_t k = 0; k < n; ++k) {
     T* col = ac + k * m;
-    tauq[k] = householder_vector(m - k - 1, col[k], col + k + 1);
+    tauq[k] = larfg(m - k - 1, col[k], col + k + 1, 1);
     d[k] = real_part(col[k]);
     for (int64_t j = k + 1; j < n; ++j)
       apply_householder(m - k, col + k + 1, tauq[k], ac + j * m + k, /*conj_tau=*/true);
@@ -65,7 +65,7 @@ int64_t svd_bidiagonal_tall(int64_t m, int64_t n, T* ac, real_t<T>* sv, T* uc, i
     const int64_t len = n - k - 1;
     for (int64_t t = 0; t < len; ++t) x[t] = conj_of(ac[(k + 1 + t) * m + k]);
     T alpha = x[0];
-    const T tau = householder_vector(len - 1, alpha, x.data() + 1);
+    const T tau = larfg(len - 1, alpha, x.data() + 1, 1);
     e[k] = real_part(alpha);
     taup[k] = tau;
     std::copy(x.begin() + 1, x.begin() + len, ps.begin() + k * n);

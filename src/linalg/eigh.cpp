@@ -92,13 +92,18 @@ std::tuple<Tensor, Tensor> eigh_work(const Tensor& A, bool lower, bool compute_v
     }
     for_each_matrix(batch, n, one);
   });
-  for (int64_t b = 0; b < batch; ++b)
+  throw_if_not_converged(op, A.dim() - 2, info, "eigenvalues");
+  return {W, V};
+}
+
+void throw_if_not_converged(std::string_view op, int64_t batch_dims,
+                            const std::vector<int32_t>& info, std::string_view repeated) {
+  for (size_t b = 0; b < info.size(); ++b)
     if (info[b])
       throw LinAlgError(
           fmt::format("{}(): {}The algorithm failed to converge because the input matrix is "
-                      "ill-conditioned or has too many repeated eigenvalues (error code: {}).",
-                      op, batch_prefix(A.dim() - 2, b), info[b]));
-  return {W, V};
+                      "ill-conditioned or has too many repeated {} (error code: {}).",
+                      op, batch_prefix(batch_dims, static_cast<int64_t>(b)), repeated, info[b]));
 }
 
 }  // namespace detail

@@ -10,9 +10,9 @@
 // accuracy. A sweep without a rotation ends the iteration. Then sigma_j = |a_j|, u_j =
 // a_j / sigma_j.
 //
-// Tall matrices (m > n) are first reduced by a Householder QR (qr_columns, unblocked: to be
-// replaced by the blocked QR of qr()), and Jacobi runs on the n x n R: fewer rows per rotation
-// and faster convergence; U = Q [U_R; 0] (or Q [[U_R, 0], [0, I]] for full_matrices).
+// Tall matrices (m > n) are first reduced by the blocked Householder QR of qr() (geqrf), and
+// Jacobi runs on the n x n R: fewer rows per rotation and faster convergence; U = Q [U_R; 0]
+// (or Q [[U_R, 0], [0, I]] for full_matrices), applied to all columns at once by ormqr.
 //
 // Null columns: where sigma_j is at the noise floor a_j / sigma_j is not a reliable direction
 // (or is 0 / 0), so those columns of U are completed to an orthonormal basis
@@ -98,7 +98,7 @@ int64_t svd_jacobi_tall(int64_t m, int64_t n, T* ac, real_t<T>* sv, T* uc, int64
   int64_t rows = m;
   if (precondition) {
     tau.resize(static_cast<size_t>(n));
-    qr_columns(m, n, ac, m, tau.data());
+    geqrf(m, n, ac, /*rs=*/1, /*cs=*/m, tau.data());  // columns-as-rows: A(i, j) = ac[j * m + i]
     rc.assign(static_cast<size_t>(n * n), T(0));
     for (int64_t j = 0; j < n; ++j) std::copy(ac + j * m, ac + j * m + j + 1, rc.begin() + j * n);
     work = rc.data();
@@ -142,8 +142,8 @@ int64_t svd_jacobi_tall(int64_t m, int64_t n, T* ac, real_t<T>* sv, T* uc, int64
     } else {
       u[j] = T(1);
     }
-    apply_q(m, n, ac, m, tau.data(), u);
   }
+  ormqr(/*adjoint=*/false, m, ucount, n, ac, 1, m, tau.data(), uc, 1, m);
   return 0;
 }
 

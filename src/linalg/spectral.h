@@ -22,9 +22,11 @@
 
 #include <cmath>
 #include <cstdint>
+#include <string_view>
 #include <vector>
 
 #include "linalg/kernels.h"
+#include "linalg/qr_internal.h"
 #include "linalg/scalar_ops.h"
 #include "linalg/small/spectral_small_kernels.h"
 
@@ -35,24 +37,16 @@ inline constexpr int64_t kJacobiMaxOrder = 64;
 // ---- Householder pieces (householder.cpp)
 // --------------------------------------------------------
 
-// LAPACK's larfg: for x = (alpha, x[0 .. n-1)) finds H = I - tau v v^H (v = (1, x')) with
-// H^H (alpha, x) = (beta, 0), beta real. On return alpha = beta, x holds v's tail, and tau is
-// returned (0 when H = I).
-template <class T>
-T householder_vector(int64_t n, T& alpha, T* x);
-
+// Reflectors come from larfg (qr_internal.h), beta real so that the tridiagonal and
+// bidiagonal forms of complex matrices are real.
 // x := H x, H = I - tau v v^H, v = (1, v_tail[0 .. n-1)), x of length n (conj_tau applies H^H).
 template <class T>
 void apply_householder(int64_t n, const T* v_tail, T tau, T* x, bool conj_tau);
 
-// Householder QR of the m x n matrix (m >= n) stored as columns-as-rows ac (n x m, ld lda):
-// on return ac[j][i] for i <= j is R(i, j) and ac[j][j+1 ..] the reflector tails, tau[0 .. n).
-// Unblocked (svd's preconditioner; blocked QR lives with qr()).
-template <class T>
-void qr_columns(int64_t m, int64_t n, T* ac, int64_t lda, T* tau);
-// x := Q x (length m) for Q = H_0 ... H_{n-1} from qr_columns.
-template <class T>
-void apply_q(int64_t m, int64_t n, const T* ac, int64_t lda, const T* tau, T* x);
+// Throws LinAlgError for the first batch element whose info is nonzero (the iteration did not
+// converge), in PyTorch's words; `repeated` is "eigenvalues" or "singular values" (eigh.cpp).
+void throw_if_not_converged(std::string_view op, int64_t batch_dims,
+                            const std::vector<int32_t>& info, std::string_view repeated);
 
 // ---- Jacobi rotations applied in cache-sized column blocks (rotations.cpp) -------------------
 

@@ -75,12 +75,7 @@ std::tuple<Tensor, Tensor, Tensor> svd_work(const Tensor& A, bool full_matrices,
     }
     for_each_matrix(batch, k, one);
   });
-  for (int64_t b = 0; b < batch; ++b)
-    if (info[b])
-      throw LinAlgError(
-          fmt::format("{}(): {}The algorithm failed to converge because the input matrix is "
-                      "ill-conditioned or has too many repeated singular values (error code: {}).",
-                      op, batch_prefix(A.dim() - 2, b), info[b]));
+  throw_if_not_converged(op, A.dim() - 2, info, "singular values");
   return {U, S, Vh};
 }
 

@@ -39,7 +39,7 @@ void tridiagonalize(int64_t n, T* a, real_t<T>* d, real_t<T>* e, std::vector<T>&
     const int64_t len = n - k - 1;
     for (int64_t i = 0; i < len; ++i) x[i] = a[(k + 1 + i) * n + k];
     T alpha = x[0];
-    const T tau = householder_vector(len - 1, alpha, x.data() + 1);
+    const T tau = larfg(len - 1, alpha, x.data() + 1, 1);
     e[k] = real_part(alpha);
     taus[k] = tau;
     x[0] = T(1);

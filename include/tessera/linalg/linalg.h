@@ -160,7 +160,8 @@ Tensor householder_product(const Tensor& A, const Tensor& tau);
 //   "gelsy"  QR with column pivoting; rank = the largest r with the estimated condition number
 //            of R(0:r, 0:r) below 1 / rcond (LAPACK's incremental estimate); the minimum-norm
 //            solution of the rank-r problem.
-//   "gelsd", "gelss"  SVD based: not implemented yet (NotImplementedError naming the driver).
+//   "gelsd", "gelss"  SVD based (one path for both): singular values <= rcond * s_max count as
+//            zero; the minimum-norm solution V S^+ U^H B.
 // rcond defaults to eps(dtype) * max(m, n). As PyTorch 1.13: solution [*, n, k] ([*, n] for
 // vector B); residuals ||A x_j - b_j||^2 per column [*, k] (real) when m > n and the driver is
 // not gelsy (gelsd/gelss: only when every matrix has rank n), else an empty tensor (shape [0]);
