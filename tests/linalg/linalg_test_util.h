@@ -4,6 +4,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
+#include <functional>
 
 #include <cmath>
 #include <complex>
@@ -135,6 +136,19 @@ inline const char* kind_name(Kind k) {
 
 // Standard normal values of any linalg dtype (complex: real and imaginary parts each with
 // variance 1/2).
+// A [batch.., m, n] tensor whose b-th matrix (in row-major batch order) is make(b).
+inline Tensor batch_from(DimVector batch, int64_t m, int64_t n, ScalarType dtype,
+                         const std::function<Tensor(int64_t)>& make) {
+  int64_t count = 1;
+  for (int64_t b : batch) count *= b;
+  DimVector shape = batch;
+  shape.push_back(m), shape.push_back(n);
+  Tensor out = empty(shape, dtype);
+  Tensor flat = out.reshape({count, m, n});
+  for (int64_t b = 0; b < count; ++b) flat.select(0, b).copy_(make(b));
+  return out;
+}
+
 inline Tensor gaussian(DimVector shape, ScalarType dtype) {
   if (!is_complex(dtype)) return randn(shape, dtype);
   const ScalarType r = to_real_type(dtype);

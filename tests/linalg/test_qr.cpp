@@ -205,14 +205,7 @@ Tensor make_rect(int64_t m, int64_t n, ScalarType dt, Shape s) {
 }
 
 Tensor make_batch(DimVector batch, int64_t m, int64_t n, ScalarType dt, Shape s) {
-  int64_t count = 1;
-  for (int64_t b : batch) count *= b;
-  DimVector shape = batch;
-  shape.push_back(m), shape.push_back(n);
-  Tensor out = empty(shape, dt);
-  Tensor flat = out.reshape({count, m, n});
-  for (int64_t b = 0; b < count; ++b) flat.select(0, b).copy_(make_rect(m, n, dt, s));
-  return out;
+  return batch_from(batch, m, n, dt, [&](int64_t) { return make_rect(m, n, dt, s); });
 }
 
 Tensor flat3(const Tensor& t) {

@@ -25,15 +25,9 @@ Tensor flat3(const Tensor& t) {
 
 // [batch.., m, n] of mixed kinds.
 Tensor batch_of(DimVector batch, int64_t m, int64_t n, ScalarType dt, bool hermitian) {
-  int64_t count = 1;
-  for (int64_t b : batch) count *= b;
-  DimVector shape = batch;
-  shape.push_back(m), shape.push_back(n);
-  Tensor out = empty(shape, dt);
-  Tensor f = out.reshape({count, m, n});
-  for (int64_t b = 0; b < count; ++b)
-    f.select(0, b).copy_(spectral_matrix(m, n, dt, kAllKinds[b % 7], hermitian));
-  return out;
+  return batch_from(batch, m, n, dt, [&](int64_t b) {
+    return spectral_matrix(m, n, dt, kAllKinds[b % 7], hermitian);
+  });
 }
 
 // max over the batch of ||A V - V diag(w)|| / (n eps ||A||) and ||V^H V - I|| / (n eps).

@@ -156,6 +156,18 @@ WorkPtr OpBackend::allgather_into_tensor(const Tensor& output, const Tensor& inp
   return enqueue(std::move(op), {output, input}, opts.timeout);
 }
 
+void OpBackend::check_root_list(std::string_view op, std::string_view arg,
+                                const std::vector<Tensor>& list, const Tensor& like, int root,
+                                std::string_view role, std::string_view root_arg) const {
+  if (rank_ == root) {
+    check_list(op, arg, list, size_, like.dtype(), like.numel(), "tensor");
+    return;
+  }
+  TS_CHECK(list.empty(), ValueError,
+           "{}(): argument '{}' must be empty on non-{} ranks (rank {}, {} {}), but got {} tensors",
+           op, arg, role, rank_, root_arg, root, list.size());
+}
+
 WorkPtr OpBackend::gather(const std::vector<Tensor>& outputs, const Tensor& input,
                           const GatherOptions& opts) {
   check_tensor("gather", "tensor", input);
@@ -166,15 +178,8 @@ WorkPtr OpBackend::gather(const std::vector<Tensor>& outputs, const Tensor& inpu
   op.root = static_cast<int>(opts.root_rank);
   op.count = input.numel();
   op.in = bytes_of(input);
-  if (rank_ == op.root) {
-    check_list("gather", "gather_list", outputs, size_, input.dtype(), input.numel(), "tensor");
-    for (const auto& t : outputs) op.outs.push_back(bytes_of(t));
-  } else {
-    TS_CHECK(outputs.empty(), ValueError,
-             "gather(): argument 'gather_list' must be empty on non-destination ranks (rank {}, "
-             "dst {}), but got {} tensors",
-             rank_, op.root, outputs.size());
-  }
+  check_root_list("gather", "gather_list", outputs, input, op.root, "destination", "dst");
+  for (const auto& t : outputs) op.outs.push_back(bytes_of(t));
   auto keep = outputs;
   keep.push_back(input);
   return enqueue(std::move(op), std::move(keep), opts.timeout);
@@ -190,15 +195,8 @@ WorkPtr OpBackend::scatter(const Tensor& output, const std::vector<Tensor>& inpu
   op.root = static_cast<int>(opts.root_rank);
   op.count = output.numel();
   op.out = bytes_of(output);
-  if (rank_ == op.root) {
-    check_list("scatter", "scatter_list", inputs, size_, output.dtype(), output.numel(), "tensor");
-    for (const auto& t : inputs) op.ins.push_back(bytes_of(t));
-  } else {
-    TS_CHECK(inputs.empty(), ValueError,
-             "scatter(): argument 'scatter_list' must be empty on non-source ranks (rank {}, src "
-             "{}), but got {} tensors",
-             rank_, op.root, inputs.size());
-  }
+  check_root_list("scatter", "scatter_list", inputs, output, op.root, "source", "src");
+  for (const auto& t : inputs) op.ins.push_back(bytes_of(t));
   auto keep = inputs;
   keep.insert(keep.begin(), output);
   return enqueue(std::move(op), std::move(keep), opts.timeout);

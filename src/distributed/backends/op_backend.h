@@ -3,6 +3,7 @@
 #pragma once
 
 #include <optional>
+#include <string_view>
 #include <vector>
 
 #include "distributed/backends/op.h"
@@ -41,6 +42,12 @@ class OpBackend : public Backend {
   // Queues a validated op and returns its Work; `keep` are the tensors the Work holds until it
   // completes (the op's outputs first). An unset timeout takes the backend's default.
   virtual WorkPtr enqueue(Op op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout) = 0;
+
+ private:
+  // gather's and scatter's list: on the root one tensor per rank like `like`; elsewhere empty.
+  void check_root_list(std::string_view op, std::string_view arg, const std::vector<Tensor>& list,
+                       const Tensor& like, int root, std::string_view role,
+                       std::string_view root_arg) const;
 };
 
 }  // namespace tessera::distributed
