@@ -6,6 +6,10 @@ JOBS        ?= $(shell nproc)
 CMAKE_FLAGS ?=
 LAUNCHER    := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
+# ccache keys on paths relative to the checkout, so every clone (CI clones afresh) shares hits.
+export CCACHE_BASEDIR   ?= $(CURDIR)
+export CCACHE_NOHASHDIR ?= 1
+
 .PHONY: all deps build demo test test-release test-asan format format-check bench clean
 
 all: build

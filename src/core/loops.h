@@ -105,32 +105,15 @@ inline void stream_fence() {
 #endif
 }
 
-// One row where output is contiguous and each input is contiguous or broadcast (stride 0).
-// `stream`: whole vectors of a float32/float64 output go around the cache (outputs too large
-// for it: the lines are not read for ownership first).
-template <class S, int kIn, class ScalarOp, class VecOp>
-inline void vec_row(char** p, const int64_t* s, int64_t n, ScalarOp& sop, VecOp& vop, bool stream) {
+// Writes out[0, n) = compute(i, cnt), a Vec<compute_t<S>> whose first cnt lanes are valid
+// (cnt == W but at the tail). With `stream`, whole vectors of a float32/float64 output at
+// vector-aligned addresses go around the cache (outputs too large for it: their lines are not
+// read for ownership first); the caller fences with stream_fence() before handing the output
+// to another thread. Other dtypes ignore `stream`.
+template <class S, class Compute>
+inline void store_row(S* out, int64_t n, bool stream, Compute&& compute) {
   using C = compute_t<S>;
-  using V = Vec<C>;
-  constexpr int W = V::kSize;
-  S* out = reinterpret_cast<S*>(p[0]);
-  const S* in[kIn];
-  V bcast[kIn] = {};
-  bool is_bcast[kIn];
-  for (int k = 0; k < kIn; ++k) {
-    in[k] = reinterpret_cast<const S*>(p[k + 1]);
-    is_bcast[k] = s[k + 1] == 0;
-    if (is_bcast[k]) bcast[k] = V(static_cast<C>(in[k][0]));
-  }
-  auto load = [&](int k, int64_t i, int cnt) -> V {
-    if (is_bcast[k]) return bcast[k];
-    return cnt == W ? V::load_convert(in[k] + i) : V::load_convert(in[k] + i, cnt);
-  };
-  auto compute = [&](int64_t i, int cnt) -> V {
-    if constexpr (kIn == 1) return vop(load(0, i, cnt));
-    if constexpr (kIn == 2) return vop(load(0, i, cnt), load(1, i, cnt));
-    if constexpr (kIn == 3) return vop(load(0, i, cnt), load(1, i, cnt), load(2, i, cnt));
-  };
+  constexpr int W = Vec<C>::kSize;
   int64_t i = 0;
   if constexpr (std::is_same_v<S, C>) {
     constexpr uintptr_t kAlign = sizeof(S) * W;
@@ -147,6 +130,31 @@ inline void vec_row(char** p, const int64_t* s, int64_t n, ScalarOp& sop, VecOp&
     const int cnt = static_cast<int>(n - i);
     compute(i, cnt).store_convert(out + i, cnt);
   }
+}
+
+// One row where output is contiguous and each input is contiguous or broadcast (stride 0).
+template <class S, int kIn, class ScalarOp, class VecOp>
+inline void vec_row(char** p, const int64_t* s, int64_t n, ScalarOp& sop, VecOp& vop, bool stream) {
+  using C = compute_t<S>;
+  using V = Vec<C>;
+  constexpr int W = V::kSize;
+  const S* in[kIn];
+  V bcast[kIn] = {};
+  bool is_bcast[kIn];
+  for (int k = 0; k < kIn; ++k) {
+    in[k] = reinterpret_cast<const S*>(p[k + 1]);
+    is_bcast[k] = s[k + 1] == 0;
+    if (is_bcast[k]) bcast[k] = V(static_cast<C>(in[k][0]));
+  }
+  auto load = [&](int k, int64_t i, int cnt) -> V {
+    if (is_bcast[k]) return bcast[k];
+    return cnt == W ? V::load_convert(in[k] + i) : V::load_convert(in[k] + i, cnt);
+  };
+  store_row(reinterpret_cast<S*>(p[0]), n, stream, [&](int64_t i, int cnt) -> V {
+    if constexpr (kIn == 1) return vop(load(0, i, cnt));
+    if constexpr (kIn == 2) return vop(load(0, i, cnt), load(1, i, cnt));
+    if constexpr (kIn == 3) return vop(load(0, i, cnt), load(1, i, cnt), load(2, i, cnt));
+  });
   (void)sop;
 }
 
@@ -166,12 +174,6 @@ inline void scalar_row(char** p, const int64_t* s, int64_t n, ScalarOp& sop) {
 }
 
 }  // namespace detail
-
-// Output size from which cpu_kernel_vec<S, true> streams its stores (larger than the
-// last-level caches of the machines we run on). Only cheap ops ask for it: measured on 64M
-// float32 (one thread), non-temporal stores make add 1.35x faster but gelu 1.1x slower (the
-// stores then compete with a long computation).
-inline constexpr int64_t kStreamOutputBytes = int64_t{32} << 20;
 
 template <class S, bool kStreamLarge = false, class ScalarOp, class VecOp>
 void cpu_kernel_vec(TensorIterator& iter, ScalarOp sop, VecOp vop, int64_t grain = kGrainSize) {

@@ -8,6 +8,7 @@
 #include "autograd/record.h"
 #include "core/convert.h"
 #include "core/dtype_dispatch.h"
+#include "core/iterator.h"
 #include "ops/cpu/reduce_kernels.h"
 #include "ops/reduce_driver.h"
 #include "ops/reduce_plan.h"
@@ -45,6 +46,8 @@ Tensor softmax_impl(const Tensor& a, int64_t dim, std::optional<ScalarType> dtyp
   args.log = log;
   args.K = K;
   if (N == 1) {
+    // Large outputs are written around the cache when a row's scratch copy stays in L2.
+    args.stream = out.nbytes() >= kStreamOutputBytes && K * esize <= (int64_t{1} << 20);
     parallel_for(0, B, std::max<int64_t>(1, kGrainSize / K), [&](int64_t b0, int64_t b1) {
       cpu::SoftmaxArgs a2 = args;
       a2.in = in + b0 * K * esize;

@@ -64,6 +64,9 @@ struct SoftmaxArgs {
   int64_t rows = 0, K = 0, N = 0;  // cols kernels: K rows of N contiguous columns
   int64_t in_row_stride = 0, out_row_stride = 0;
   bool log = false;  // log_softmax
+  // rows kernel: the output is large (kStreamOutputBytes); float32/float64 rows then write it
+  // with non-temporal stores, the exp values staged in a row-sized scratch buffer.
+  bool stream = false;
 };
 
 // Scans along K (rows: contiguous; cols: across rows, vectorised over N columns). in and out

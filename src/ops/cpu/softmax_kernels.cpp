@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "core/dtype_dispatch.h"
+#include "core/loops.h"
 #include "core/vec.h"
 #include "ops/cpu/reduce_kernels.h"
 
@@ -56,8 +57,10 @@ float_acc_t<T> row_max(const T* x, int64_t n) {
 }
 
 // sum(exp(x - m)); when `y` is given (same type as compute), also writes exp(x - m) there.
+// `next` (optional, n elements) is prefetched meanwhile: the next row's max pass then reads
+// from cache instead of waiting on memory after this row's computation.
 template <class T>
-float_acc_t<T> row_exp_sum(const T* x, int64_t n, float_acc_t<T> m, T* y) {
+float_acc_t<T> row_exp_sum(const T* x, int64_t n, float_acc_t<T> m, T* y, const T* next = nullptr) {
   using C = float_acc_t<T>;
   using V = Vec<C>;
   constexpr int W = V::kSize;
@@ -65,6 +68,10 @@ float_acc_t<T> row_exp_sum(const T* x, int64_t n, float_acc_t<T> m, T* y) {
   V s0(C(0)), s1(C(0));
   int64_t j = 0;
   for (; j + 2 * W <= n; j += 2 * W) {
+    if (next) {
+      __builtin_prefetch(next + j);
+      __builtin_prefetch(next + j + W);
+    }
     const V e0 = (V::load_convert(x + j) - vm).exp();
     const V e1 = (V::load_convert(x + j + W) - vm).exp();
     if (y) {
@@ -93,44 +100,31 @@ float_acc_t<T> row_exp_sum(const T* x, int64_t n, float_acc_t<T> m, T* y) {
   return (s0 + s1).reduce_add();
 }
 
+// One row. `buf` (float32/float64 only) receives exp(x - max) before the scaled values are
+// stored: the output row itself, or a scratch row when `stream` writes the output around the
+// cache (its lines then never come in for ownership).
 template <class T>
-void softmax_row(const T* x, T* y, int64_t n, bool log) {
+void softmax_row(const T* x, T* y, int64_t n, bool log, bool stream, T* buf, const T* next) {
   using C = float_acc_t<T>;
   using V = Vec<C>;
   constexpr int W = V::kSize;
+  auto load = [](const T* p, int cnt) {
+    return cnt == W ? V::load_convert(p) : V::load_convert(p, cnt);
+  };
   const C m = row_max(x, n);
-  constexpr bool kExact = std::is_same_v<T, C>;
-  if (log || !kExact) {
-    const C s = row_exp_sum<T>(x, n, m, nullptr);
-    const V vm(m);
-    if (log) {
-      const V shift(m + std::log(s));
-      int64_t j = 0;
-      for (; j + W <= n; j += W) (V::load_convert(x + j) - shift).store_convert(y + j);
-      if (j < n) {
-        const int c = static_cast<int>(n - j);
-        (V::load_convert(x + j, c) - shift).store_convert(y + j, c);
-      }
-    } else {
-      const V inv(C(1) / s);
-      int64_t j = 0;
-      for (; j + W <= n; j += W) ((V::load_convert(x + j) - vm).exp() * inv).store_convert(y + j);
-      if (j < n) {
-        const int c = static_cast<int>(n - j);
-        ((V::load_convert(x + j, c) - vm).exp() * inv).store_convert(y + j, c);
-      }
-    }
+  if (log) {
+    const C s = row_exp_sum<T>(x, n, m, nullptr, next);
+    const V shift(m + std::log(s));
+    detail::store_row(y, n, stream, [&](int64_t j, int c) { return load(x + j, c) - shift; });
     return;
   }
-  if constexpr (kExact) {
-    const C s = row_exp_sum<T>(x, n, m, y);
-    const V inv(C(1) / s);
-    int64_t j = 0;
-    for (; j + W <= n; j += W) (V::load(y + j) * inv).store(y + j);
-    if (j < n) {
-      const int c = static_cast<int>(n - j);
-      (V::load(y + j, c) * inv).store(y + j, c);
-    }
+  if constexpr (std::is_same_v<T, C>) {
+    const V inv(C(1) / row_exp_sum<T>(x, n, m, buf, next));
+    detail::store_row(y, n, stream, [&](int64_t j, int c) { return load(buf + j, c) * inv; });
+  } else {  // 16-bit rows recompute exp rather than round an intermediate
+    const V vm(m), inv(C(1) / row_exp_sum<T>(x, n, m, nullptr, next));
+    detail::store_row(y, n, stream,
+                      [&](int64_t j, int c) { return (load(x + j, c) - vm).exp() * inv; });
   }
 }
 
@@ -138,8 +132,14 @@ void softmax_rows(const SoftmaxArgs& a) {
   visit_dtype<kKernelFloat>(a.dtype, "softmax", [&]<class T>() {
     const T* in = static_cast<const T*>(a.in);
     T* out = static_cast<T*>(a.out);
-    for (int64_t r = 0; r < a.rows; ++r)
-      softmax_row(in + r * a.in_row_stride, out + r * a.out_row_stride, a.K, a.log);
+    std::vector<T> scratch(a.stream && !a.log && std::is_same_v<T, float_acc_t<T>> ? a.K : 0);
+    for (int64_t r = 0; r < a.rows; ++r) {
+      T* y = out + r * a.out_row_stride;
+      const T* x = in + r * a.in_row_stride;
+      softmax_row(x, y, a.K, a.log, a.stream, scratch.empty() ? y : scratch.data(),
+                  r + 1 < a.rows ? x + a.in_row_stride : nullptr);
+    }
+    if (a.stream) detail::stream_fence();
   });
 }
 
