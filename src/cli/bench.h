@@ -47,4 +47,21 @@ int run_bench_attention(const BenchOptions& options);
 // batches of 10,000 8x8, 16x16, 32x32) against LAPACK (OpenBLAS) and PyTorch 1.13.
 int run_bench_linalg(const BenchOptions& options);
 
+// `tessera bench comm`: all_reduce, all_gather, reduce_scatter and all_to_all on 2 and 4 ranks
+// (--threads gives the rank counts) from 8 B to 64 MiB, latency and bus bandwidth, against
+// Gloo and PyTorch 1.13's gloo, with the same run's read bandwidth.
+int run_bench_comm(const BenchOptions& options);
+
+// One rank of a `bench comm` job (started by tessera launch; the hidden `bench-comm-worker`
+// command): times the ops and sizes given, rank 0 writes JSON lines to out_path.
+struct CommWorkerOptions {
+  std::string backend = "shm";
+  std::string impl = "tessera";  // the rows' impl
+  std::string ops;               // comma-separated op names
+  std::string sizes;             // comma-separated byte counts
+  int trials = 5;
+  std::string out_path;
+};
+int run_bench_comm_worker(const CommWorkerOptions& options);
+
 }  // namespace tessera::cli

@@ -241,6 +241,29 @@ std::vector<BenchRow> measure_peak(const std::string& suite, int threads) {
   return rows;
 }
 
+std::vector<BenchRow> parse_json_rows(const std::string& text) {
+  std::vector<BenchRow> rows;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = text.find('\n', pos);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(pos, end - pos);
+    pos = end + 1;
+    if (line.empty() || line[0] != '{') continue;
+    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.contains("case")) continue;
+    BenchRow row{j.value("suite", std::string("ops")), j["case"], j.value("impl", std::string()),
+                 j.value("threads", 1)};
+    if (j.contains("skipped") && j["skipped"].is_string()) {
+      row.skipped = j["skipped"];
+    } else {
+      row.stats = Stats{j["median_s"], j["min_s"], j["max_s"], j["reps"]};
+    }
+    rows.push_back(row);
+  }
+  return rows;
+}
+
 std::vector<BenchRow> run_python_anchor(const std::string& script,
                                         const std::vector<std::string>& args,
                                         const std::vector<std::pair<std::string, std::string>>& env,
@@ -268,24 +291,7 @@ std::vector<BenchRow> run_python_anchor(const std::string& script,
     err.assign(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
     std::remove(err_path.c_str());
   }
-  size_t pos = 0;
-  while (pos < out.size()) {
-    size_t end = out.find('\n', pos);
-    if (end == std::string::npos) end = out.size();
-    const std::string line = out.substr(pos, end - pos);
-    pos = end + 1;
-    if (line.empty() || line[0] != '{') continue;
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.contains("case")) continue;
-    BenchRow row{j.value("suite", std::string("ops")), j["case"], j.value("impl", std::string()),
-                 j.value("threads", 1)};
-    if (j.contains("skipped")) {
-      row.skipped = j["skipped"];
-    } else {
-      row.stats = Stats{j["median_s"], j["min_s"], j["max_s"], j["reps"]};
-    }
-    rows.push_back(row);
-  }
+  rows = parse_json_rows(out);
   if (status != 0) {
     const size_t cut = err.size() > 600 ? err.size() - 600 : 0;
     *note = fmt::format("{} exited with status {}: {}", script, status, err.substr(cut));

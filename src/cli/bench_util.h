@@ -67,6 +67,10 @@ BenchRow measure_membw(const std::string& suite, int threads, const Budget& budg
 // float32 FMA peak (GFLOP/s) and, where the CPU has AVX512-BF16, the vdpbf16ps peak.
 std::vector<BenchRow> measure_peak(const std::string& suite, int threads);
 
+// The rows of JSON lines (BenchRow's format; lines that are not JSON objects with a "case"
+// are ignored).
+std::vector<BenchRow> parse_json_rows(const std::string& text);
+
 // Runs `python script args...` with extra environment variables, collecting the JSON lines
 // it prints (rows with "suite", "case", "impl", "threads", "median_s", ... or "skipped").
 // When the script cannot run, returns no rows and sets *note.

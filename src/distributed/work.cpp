@@ -1,6 +1,8 @@
 // Work and Future: status published exactly once, callbacks run exactly once.
 #include "tessera/distributed/work.h"
 
+#include <thread>
+
 #include <fmt/chrono.h>
 
 #include <algorithm>
@@ -157,6 +159,11 @@ void Work::set_on_stuck(std::function<void(const std::exception_ptr&)> fn) {
   on_stuck_ = std::move(fn);
 }
 
+void Work::set_run_inline(std::function<void()> fn) {
+  std::lock_guard lock(mutex_);
+  run_inline_ = std::move(fn);
+}
+
 bool Work::publish(WorkStatus status, std::exception_ptr error) {
   {
     std::lock_guard lock(mutex_);
@@ -175,6 +182,21 @@ bool Work::publish(WorkStatus status, std::exception_ptr error) {
 }
 
 bool Work::wait(std::optional<Milliseconds> timeout) {
+  if (!is_completed()) {
+    std::function<void()> run_inline;
+    {
+      std::lock_guard lock(mutex_);
+      run_inline.swap(run_inline_);
+    }
+    if (run_inline) run_inline();
+  }
+  // Spin a few microseconds first: small ops finish within that, and a thread woken from the
+  // condition variable takes longer to run again (tens of microseconds on a busy VM).
+  const auto spin_end = Clock::now() + std::chrono::microseconds(20);
+  for (int i = 1; !is_completed(); ++i) {
+    std::this_thread::yield();
+    if ((i & 7) == 0 && Clock::now() > spin_end) break;
+  }
   std::unique_lock lock(mutex_);
   const auto done = [&] { return is_completed(); };
   if (timeout) {

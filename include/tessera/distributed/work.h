@@ -117,6 +117,10 @@ class Work {
   // Called once when wait() gives up on the backend after the deadline (it publishes
   // TIMED_OUT first); backends use it to abort the communicator.
   void set_on_stuck(std::function<void(const std::exception_ptr&)> fn);
+  // Called (at most once, by the first waiter, in its thread) when wait() finds the work
+  // not completed: a backend whose progress thread is idle runs the op there, saving two
+  // thread hand-offs on small ops. It must return promptly when it cannot.
+  void set_run_inline(std::function<void()> fn);
 
  private:
   bool publish(WorkStatus status, std::exception_ptr error);
@@ -134,6 +138,7 @@ class Work {
   std::condition_variable cv_;
   std::exception_ptr error_;
   std::function<void(const std::exception_ptr&)> on_stuck_;
+  std::function<void()> run_inline_;
   std::shared_ptr<Future> future_;
 };
 

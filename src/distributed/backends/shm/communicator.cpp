@@ -34,6 +34,14 @@ std::string reason_of(const RankControl& c) {
 
 void Communicator::sleep(uint32_t seen, int64_t max_ns) {
   RankControl& me = segment_->control(rank_);
+  // Spin first, as wait_for does: the next op of a loop of small collectives usually comes
+  // within microseconds, and waking a sleeping thread costs far more than that.
+  const int64_t spin_end = now_ns() + std::min(kSpinNs, max_ns);
+  for (int i = 1;; ++i) {
+    if (me.doorbell.load(std::memory_order_acquire) != seen) return;
+    cpu_relax();
+    if ((i & 7) == 0 && now_ns() > spin_end) break;
+  }
   me.sleepers.fetch_add(1, std::memory_order_seq_cst);
   if (me.doorbell.load(std::memory_order_seq_cst) == seen) sleep_on(me, seen, max_ns);
   me.sleepers.fetch_sub(1, std::memory_order_seq_cst);

@@ -12,6 +12,8 @@
 // the state, increments the doorbell and wakes when it sees a sleeper. All seq_cst.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstdint>
 
@@ -28,10 +30,10 @@ void ring(RankControl& c);
 // Sleeps while c.doorbell == seen, at most `max_ns` (futex; shared between processes).
 void sleep_on(RankControl& c, uint32_t seen, int64_t max_ns);
 
+// One step of a spin: gives the core to another runnable thread if there is one (a rank's
+// caller and progress thread often share a core), else returns at once.
 inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#endif
+  sched_yield();
 }
 
 // How long wait_for spins before it sleeps, and the longest sleep between health checks.
@@ -54,7 +56,7 @@ void wait_for(RankControl& me, Ready&& ready, FunctionRef<void()> between_slices
   for (int i = 1;; ++i) {
     if (ready()) return;
     cpu_relax();
-    if ((i & 63) == 0 && now_ns() > spin_end) break;
+    if ((i & 7) == 0 && now_ns() > spin_end) break;
   }
   for (;;) {
     try {

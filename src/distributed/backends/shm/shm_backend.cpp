@@ -94,18 +94,44 @@ WorkPtr ShmBackend::enqueue(Op op, std::vector<Tensor> outputs,
       abort(ex.what());
     }
   });
+  if (op.kind != OpKind::SEND && op.kind != OpKind::RECV)
+    work->set_run_inline([this, w = work.get()] { run_inline(w); });
   comm_->wake_self();
   return work;
 }
 
 // ---- progress thread -------------------------------------------------------------------------
 
+void ShmBackend::run_inline(const Work* work) {
+  Entry e;
+  {
+    std::lock_guard lock(mutex_);
+    if (driver_ != Driver::kNone || error_ || stopping_ || queue_.empty() ||
+        queue_.front().work.get() != work)
+      return;
+    e = std::move(queue_.front());
+    queue_.pop_front();
+    driver_ = Driver::kCaller;
+  }
+  run_front(e);  // publishes the Work's status; never throws
+  {
+    std::lock_guard lock(mutex_);
+    driver_ = Driver::kNone;
+  }
+  comm_->wake_self();  // for ops queued meanwhile
+}
+
 void ShmBackend::progress_loop() {
   for (;;) {
     const uint32_t seen = comm_->doorbell();
     std::exception_ptr error;
     {
-      std::lock_guard lock(mutex_);
+      std::unique_lock lock(mutex_);
+      if (driver_ == Driver::kCaller) {  // it rings when done
+        lock.unlock();
+        comm_->sleep(seen, kSliceNs);
+        continue;
+      }
       error = error_;
       while (!queue_.empty()) {
         Entry e = std::move(queue_.front());
@@ -129,6 +155,7 @@ void ShmBackend::progress_loop() {
         if (stopping_) return;
       }
       if (stopping_ && collectives_.empty() && p2p_.empty()) return;
+      driver_ = collectives_.empty() && p2p_.empty() ? Driver::kNone : Driver::kProgress;
     }
     if (error) {
       comm_->sleep(seen, 100'000'000);

@@ -4,7 +4,9 @@
 // Life of an op: the caller's thread checks the arguments (errors are thrown at once, as
 // PyTorch does), creates the Work and queues the op; the progress thread runs collectives one
 // at a time in queue order and keeps every posted send/recv moving (also while a collective
-// waits), then publishes each Work's status.
+// waits), then publishes each Work's status. A caller that waits on a collective while the
+// progress thread is idle runs it itself (run_inline): a small op then costs no thread
+// hand-off, only the exchange with the peers.
 //
 // Failure: a failed collective or send/recv publishes its error on its Work first, then
 // aborts: the error is recorded, every queued and in-flight Work fails with it, and the
@@ -42,6 +44,9 @@ class ShmBackend : public OpBackend {
   };
   WorkPtr enqueue(Op op, std::vector<Tensor> outputs, std::optional<Milliseconds> timeout) override;
   void progress_loop();
+  // Runs `work` in the calling thread (Work::wait) when it is the next op, a collective, and
+  // the progress thread is idle (nothing taken, no send/recv posted); else returns.
+  void run_inline(const Work* work);
   void run_front(Entry& e);
   void finish_p2p(const std::vector<Communicator::P2PDone>& done);
   // Publishes `error` on `failed` (when given) first, then aborts everything else.
@@ -56,7 +61,10 @@ class ShmBackend : public OpBackend {
   std::deque<Entry> collectives_;  // progress thread only
   std::map<uint64_t, Entry> p2p_;  // progress thread only: posted sends/recvs by op number
   WorkPtr current_;                // the running collective (guarded by mutex_)
-  std::exception_ptr error_;       // set once, by the first abort
+  // Who drives the communicator (guarded by mutex_): nobody, the progress thread (it holds
+  // taken ops or posted sends/recvs), or a caller running its op inline.
+  enum class Driver { kNone, kProgress, kCaller } driver_ = Driver::kNone;
+  std::exception_ptr error_;  // set once, by the first abort
   bool stopping_ = false;
   uint64_t next_seq_ = 0;
   std::thread progress_;
