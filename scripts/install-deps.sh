@@ -16,7 +16,7 @@ packages=(
   # tests and benchmarks
   googletest libgtest-dev libgmock-dev libbenchmark-dev
   # outside oracles and benchmark anchors (test/bench time only, never in the library)
-  python3 python3-numpy python3-torch libblis-dev libdnnl-dev
+  python3 python3-numpy python3-torch libblis-dev libdnnl-dev openmpi-bin libopenmpi-dev
 )
 
 missing=()

@@ -16,13 +16,13 @@
 #include <fstream>
 #include <functional>
 #include <iterator>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include <fmt/format.h>
 
 #include "cli/bench.h"
+#include "cli/bench_comm_cases.h"
 #include "cli/bench_util.h"
 #include "tessera/distributed/distributed.h"
 #include "tessera/distributed/launch.h"
@@ -33,48 +33,21 @@ namespace {
 
 namespace dist = tessera::distributed;
 using Clock = std::chrono::steady_clock;
+using bench_comm::big_numel;
+using bench_comm::case_name;
+using bench_comm::iterations;
+using bench_comm::split_csv;
 
 const std::vector<std::string> kOps = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
 
-std::string size_label(int64_t bytes) {
-  if (bytes >= (int64_t{1} << 20)) return fmt::format("{}MiB", bytes >> 20);
-  if (bytes >= 1024) return fmt::format("{}KiB", bytes >> 10);
-  return fmt::format("{}B", bytes);
-}
-
-std::string case_name(const std::string& op, int64_t bytes) {
-  return fmt::format("{}/float32/{}", op, size_label(bytes));
-}
-
-// float32 elements of the op's largest buffer: the size rounded down to a multiple of n
-// elements (the ops that split it need equal parts), at least n.
-int64_t big_numel(int64_t bytes, int n) {
-  return std::max<int64_t>(n, bytes / 4 / n * n);
-}
-
 double busbw_factor(const std::string& op, int n) {
   return op == "all_reduce" ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
-}
-
-std::vector<std::string> split_csv(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string item;
-  while (std::getline(ss, item, ','))
-    if (!item.empty()) out.push_back(item);
-  return out;
 }
 
 std::string join_csv(const std::vector<std::string>& v) {
   std::string s;
   for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
   return s;
-}
-
-// Repetitions per trial: enough that the shortest ops are timed over milliseconds.
-int iterations(int64_t bytes) {
-  return static_cast<int>(
-      std::clamp<int64_t>((int64_t{32} << 20) / std::max<int64_t>(bytes, 4096), 2, 500));
 }
 
 std::string self_exe() {
@@ -206,9 +179,24 @@ int run_bench_comm(const BenchOptions& options) {
         fmt::format("{} {} ({} ranks) skipped: {}", r.impl, op, r.threads, r.skipped);
     if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
   }
+#if defined(TS_MPI_COMM_ANCHOR)
+  for (int n : ranks) {
+    // Shared memory (vader) between the ranks, as OpenMPI runs on one host; root is allowed
+    // (CI containers), more ranks than cores too.
+    const std::string cmd = fmt::format(
+        "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 '{}' --oversubscribe -np {} "
+        "--mca btl self,vader '{}' --ops {} --sizes {} --trials {}",
+        TS_MPIRUN, n, TS_MPI_COMM_ANCHOR, join_csv(ops), join_csv(size_args), trials);
+    std::string note;
+    for (auto& r : run_anchor_command(cmd, "mpirun", &note))
+      if (wanted(r)) rows.push_back(std::move(r));
+    if (!note.empty()) notes.push_back(fmt::format("openmpi ({} ranks): {}", n, note));
+  }
+#else
   notes.push_back(
-      "openmpi: not measured (OpenMPI is not among the installed packages yet); gloo rows run "
-      "Gloo's algorithms through Tessera's gloo backend");
+      "openmpi: skipped (this build found no MPI; scripts/install-deps.sh installs it)");
+#endif
+  notes.push_back("gloo rows run Gloo's algorithms through Tessera's gloo backend");
   // busbw of every measured row, from its case.
   for (BenchRow& r : rows) {
     if (!r.stats || r.impl == "membw") continue;
@@ -224,8 +212,9 @@ int run_bench_comm(const BenchOptions& options) {
     const double membw = bw && bw->gbps ? *bw->gbps : NAN;
     std::printf("\ncomm, %d ranks: membw %.1f GB/s (%d thread%s); latency in us, busbw in GB/s\n",
                 n, membw, std::min(n, cores), std::min(n, cores) == 1 ? "" : "s");
-    std::printf("%-28s %10s %8s %6s %10s %8s %8s %10s %8s %8s\n", "case", "us", "busbw", "% bw",
-                "gloo us", "busbw", "x gloo", "torch us", "busbw", "x torch");
+    std::printf("%-28s %10s %8s %6s %10s %8s %8s %10s %8s %8s %10s %8s %8s\n", "case", "us",
+                "busbw", "% bw", "gloo us", "busbw", "x gloo", "torch us", "busbw", "x torch",
+                "mpi us", "busbw", "x mpi");
     for (const auto& op : kOps) {
       for (int64_t b : sizes) {
         const std::string name = case_name(op, b);
@@ -237,9 +226,10 @@ int run_bench_comm(const BenchOptions& options) {
           return fmt::format("{:10.1f} {:8.2f} {:7.2f}x", a->stats->median_s * 1e6, *a->gbps,
                              a->stats->median_s / ts->stats->median_s);
         };
-        std::printf("%-28s %10.1f %8.2f %5.0f%% %s %s\n", name.c_str(), ts->stats->median_s * 1e6,
-                    *ts->gbps, 100 * *ts->gbps / membw, anchor("gloo").c_str(),
-                    anchor("torch-gloo").c_str());
+        std::printf("%-28s %10.1f %8.2f %5.0f%% %s %s %s\n", name.c_str(),
+                    ts->stats->median_s * 1e6, *ts->gbps, 100 * *ts->gbps / membw,
+                    anchor("gloo").c_str(), anchor("torch-gloo").c_str(),
+                    anchor("openmpi").c_str());
       }
     }
   }

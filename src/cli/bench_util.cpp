@@ -264,17 +264,11 @@ std::vector<BenchRow> parse_json_rows(const std::string& text) {
   return rows;
 }
 
-std::vector<BenchRow> run_python_anchor(const std::string& script,
-                                        const std::vector<std::string>& args,
-                                        const std::vector<std::pair<std::string, std::string>>& env,
-                                        std::string* note) {
+std::vector<BenchRow> run_anchor_command(const std::string& command, const std::string& label,
+                                         std::string* note) {
   std::vector<BenchRow> rows;
-  std::string cmd = "env";
-  for (const auto& [k, v] : env) cmd += fmt::format(" {}='{}'", k, v);
-  cmd += fmt::format(" '{}' '{}'", TS_ORACLE_PYTHON, script);
-  for (const auto& a : args) cmd += fmt::format(" '{}'", a);
   const std::string err_path = fmt::format("/tmp/tessera-bench-{}.err", ::getpid());
-  cmd += fmt::format(" 2>'{}'", err_path);
+  const std::string cmd = fmt::format("{} 2>'{}'", command, err_path);
   FILE* p = ::popen(cmd.c_str(), "r");
   if (!p) {
     *note = "could not start " + cmd;
@@ -294,9 +288,20 @@ std::vector<BenchRow> run_python_anchor(const std::string& script,
   rows = parse_json_rows(out);
   if (status != 0) {
     const size_t cut = err.size() > 600 ? err.size() - 600 : 0;
-    *note = fmt::format("{} exited with status {}: {}", script, status, err.substr(cut));
+    *note = fmt::format("{} exited with status {}: {}", label, status, err.substr(cut));
   }
   return rows;
+}
+
+std::vector<BenchRow> run_python_anchor(const std::string& script,
+                                        const std::vector<std::string>& args,
+                                        const std::vector<std::pair<std::string, std::string>>& env,
+                                        std::string* note) {
+  std::string cmd = "env";
+  for (const auto& [k, v] : env) cmd += fmt::format(" {}='{}'", k, v);
+  cmd += fmt::format(" '{}' '{}'", TS_ORACLE_PYTHON, script);
+  for (const auto& a : args) cmd += fmt::format(" '{}'", a);
+  return run_anchor_command(cmd, script, note);
 }
 
 std::vector<BenchRow> run_torch_anchor(const std::string& script,

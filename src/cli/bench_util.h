@@ -71,6 +71,12 @@ std::vector<BenchRow> measure_peak(const std::string& suite, int threads);
 // are ignored).
 std::vector<BenchRow> parse_json_rows(const std::string& text);
 
+// Runs a shell command that prints JSON rows (as parse_json_rows reads them) on stdout; its
+// stderr is kept for the note. When it exits non-zero, sets *note ("<label> exited with
+// status N: <the end of its stderr>").
+std::vector<BenchRow> run_anchor_command(const std::string& command, const std::string& label,
+                                         std::string* note);
+
 // Runs `python script args...` with extra environment variables, collecting the JSON lines
 // it prints (rows with "suite", "case", "impl", "threads", "median_s", ... or "skipped").
 // When the script cannot run, returns no rows and sets *note.

@@ -1,6 +1,7 @@
 // The torch.distributed-style free functions: resolve the group, translate global ranks,
 // call the ProcessGroup, and wait unless async_op.
 #include "tessera/distributed/distributed.h"
+#include "tessera/ops/shape.h"
 
 namespace tessera::distributed {
 
@@ -138,6 +139,75 @@ void send(const Tensor& tensor, int dst, GroupRef group, int64_t tag) {
 
 void recv(const Tensor& tensor, int src, GroupRef group, int64_t tag) {
   recv_op(tensor, src, group, tag, false)->wait();
+}
+
+std::vector<WorkPtr> batch_isend_irecv(const std::vector<P2POp>& p2p_op_list) {
+  TS_CHECK(!p2p_op_list.empty(), ValueError,
+           "batch_isend_irecv(): argument 'p2p_op_list' must hold at least one P2POp");
+  const ProcessGroupPtr group = group_or_world(p2p_op_list.front().group);
+  std::vector<int> peers;
+  for (size_t i = 0; i < p2p_op_list.size(); ++i) {
+    const P2POp& p = p2p_op_list[i];
+    TS_CHECK(group_or_world(p.group) == group, ValueError,
+             "batch_isend_irecv(): every op must use the same group, but op {} uses '{}' and op 0 "
+             "'{}'",
+             i, group_or_world(p.group)->name(), group->name());
+    TS_CHECK(p.tensor.defined(), ValueError, "batch_isend_irecv(): op {} has no tensor", i);
+    peers.push_back(group->group_rank(p.peer));
+  }
+  std::vector<WorkPtr> works;
+  for (size_t i = 0; i < p2p_op_list.size(); ++i) {
+    const P2POp& p = p2p_op_list[i];
+    const SendRecvOptions o = p2p_options(p.tag, true);
+    works.push_back(p.op == P2POp::Kind::kIsend ? group->send(p.tensor, peers[i], o)
+                                                : group->recv(p.tensor, peers[i], o));
+  }
+  return works;
+}
+
+WorkPtr all_reduce_coalesced(const std::vector<Tensor>& tensors, ReduceOp op, GroupRef group,
+                             bool async_op) {
+  TS_CHECK(!tensors.empty(), ValueError,
+           "all_reduce_coalesced(): argument 'tensors' must hold at least one tensor");
+  std::vector<Tensor> flat;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    TS_CHECK(tensors[i].defined(), ValueError,
+             "all_reduce_coalesced(): tensors[{}] is an undefined tensor", i);
+    TS_CHECK(tensors[i].dtype() == tensors[0].dtype(), TypeError,
+             "all_reduce_coalesced(): every tensor must have one dtype, but tensors[0] is {} and "
+             "tensors[{}] is {}",
+             tensors[0].dtype(), i, tensors[i].dtype());
+    flat.push_back(tensors[i].reshape({-1}));
+  }
+  const Tensor buffer = cat(flat);
+  AllreduceOptions o;
+  o.reduce_op = op;
+  o.async_op = async_op;
+  WorkPtr inner = group_or_world(group)->allreduce(buffer, o);
+  auto outer = std::make_shared<Work>("all_reduce_coalesced", tensors, inner->timeout(),
+                                      inner->sequence_number());
+  outer->mark_started();
+  inner->get_future()->then([outer, inner, buffer, tensors](Future& f) {
+    if (f.has_error()) {
+      outer->mark_failed(
+          inner->status() == WorkStatus::TIMED_OUT ? WorkStatus::TIMED_OUT : WorkStatus::ERROR,
+          f.exception());
+      return std::vector<Tensor>{};
+    }
+    try {
+      int64_t offset = 0;
+      for (const Tensor& t : tensors) {
+        t.copy_(buffer.narrow(0, offset, t.numel()).view(t.sizes()));
+        offset += t.numel();
+      }
+      outer->mark_completed();
+    } catch (...) {
+      outer->mark_failed(WorkStatus::ERROR, std::current_exception());
+    }
+    return std::vector<Tensor>{};
+  });
+  if (!async_op) inner->wait();  // runs it on this thread when the backend allows
+  return finish(outer, async_op);
 }
 
 }  // namespace tessera::distributed

@@ -1,5 +1,6 @@
 // The World: the default group, the groups made from it, and the backend registry.
 #include <fmt/chrono.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <charconv>
@@ -21,8 +22,10 @@ struct World {
   int rank = -1;
   int world_size = 0;
   ProcessGroupPtr default_group;
-  std::vector<ProcessGroupPtr> groups;  // made by new_group, in creation order
+  std::vector<ProcessGroupPtr> groups;  // made by new_group and split_group, in creation order
   int group_counter = 0;                // the same on every rank: new_group is collective
+  // split_group calls per parent group (the same on the parent's members, who all call it).
+  std::map<std::string, int> split_counters;
 };
 
 std::mutex g_world_mutex;  // guards g_process_world
@@ -246,6 +249,29 @@ int get_global_rank(const ProcessGroupPtr& group, int group_rank) {
   return resolve(group, "get_global_rank")->global_rank(group_rank);
 }
 
+namespace {
+
+// A group of the sorted global `ranks`; its backend is set up now (collectively among the
+// members, through `store`) when this rank is one of them. Registered with the World (for
+// destroy_process_group) and the Flight Recorder.
+ProcessGroupPtr make_group(const std::string& name, std::vector<int> ranks, int my_rank,
+                           const StorePtr& store, const std::string& backend_name,
+                           Milliseconds timeout) {
+  const auto it = std::find(ranks.begin(), ranks.end(), my_rank);
+  BackendPtr b;
+  if (it != ranks.end()) {
+    b = find_backend(backend_name)(store, static_cast<int>(it - ranks.begin()),
+                                   static_cast<int>(ranks.size()), timeout, name);
+  }
+  auto g = std::make_shared<ProcessGroup>(name, std::move(ranks), my_rank, std::move(b), timeout);
+  if (auto recorder = global_flight_recorder()) recorder->attach(g);
+  auto w = current_world();
+  w.world.groups.push_back(g);
+  return g;
+}
+
+}  // namespace
+
 ProcessGroupPtr new_group(std::vector<int> ranks, std::optional<Milliseconds> timeout,
                           const std::string& backend) {
   StorePtr store;
@@ -272,20 +298,55 @@ ProcessGroupPtr new_group(std::vector<int> ranks, std::optional<Milliseconds> ti
     t = timeout.value_or(w.world.timeout);
     my_rank = w.world.rank;
   }
-  const std::string name = fmt::format("group{}", counter);
-  const auto it = std::find(ranks.begin(), ranks.end(), my_rank);
-  BackendPtr b;
-  if (it != ranks.end()) {
-    const BackendFactory factory = find_backend(backend_name);
-    auto group_store = std::make_shared<PrefixStore>(fmt::format("group/{}", counter), store);
-    b = factory(group_store, static_cast<int>(it - ranks.begin()), static_cast<int>(ranks.size()),
-                t, name);
+  return make_group(fmt::format("group{}", counter), std::move(ranks), my_rank,
+                    std::make_shared<PrefixStore>(fmt::format("group/{}", counter), store),
+                    backend_name, t);
+}
+
+ProcessGroupPtr split_group(const ProcessGroupPtr& parent_group,
+                            std::vector<std::vector<int>> split_ranks,
+                            std::optional<Milliseconds> timeout) {
+  ProcessGroupPtr parent;
+  StorePtr store;
+  int my_rank = 0, counter = 0;
+  {
+    auto w = current_world();
+    parent = parent_group ? parent_group : require_default(w.world, "split_group");
+    TS_CHECK(parent->is_member(), ValueError,
+             "split_group(): rank {} is not a member of the parent group '{}'; only its members "
+             "call split_group",
+             w.world.rank, parent->name());
+    counter = ++w.world.split_counters[parent->name()];
+    store = w.world.store;
+    my_rank = w.world.rank;
   }
-  auto g = std::make_shared<ProcessGroup>(name, std::move(ranks), my_rank, std::move(b), t);
-  if (auto recorder = global_flight_recorder()) recorder->attach(g);
-  auto w = current_world();
-  w.world.groups.push_back(g);
-  return g;
+  TS_CHECK(!split_ranks.empty(), ValueError,
+           "split_group(): argument 'split_ranks' must hold at least one list of ranks");
+  const std::vector<int>& members = parent->global_ranks();
+  std::vector<int> seen;
+  int mine = -1;
+  for (size_t i = 0; i < split_ranks.size(); ++i) {
+    auto& ranks = split_ranks[i];
+    TS_CHECK(!ranks.empty(), ValueError, "split_group(): split_ranks[{}] is empty", i);
+    std::sort(ranks.begin(), ranks.end());
+    for (int r : ranks) {
+      TS_CHECK(std::find(members.begin(), members.end(), r) != members.end(), ValueError,
+               "split_group(): split_ranks[{}] holds rank {}, which is not in the parent group "
+               "'{}' (ranks {})",
+               i, r, parent->name(), fmt::join(members, ", "));
+      TS_CHECK(std::find(seen.begin(), seen.end(), r) == seen.end(), ValueError,
+               "split_group(): rank {} appears in more than one of split_ranks (the splits must "
+               "be disjoint)",
+               r);
+      seen.push_back(r);
+      if (r == my_rank) mine = static_cast<int>(i);
+    }
+  }
+  if (mine < 0) return nullptr;  // in no split: the "no color" call
+  const std::string prefix = fmt::format("{}/split{}", parent->name(), counter);
+  return make_group(fmt::format("{}.{}", prefix, mine), std::move(split_ranks[mine]), my_rank,
+                    std::make_shared<PrefixStore>(fmt::format("split/{}/{}", prefix, mine), store),
+                    parent->backend_name(), timeout.value_or(parent->timeout()));
 }
 
 WorldScope::WorldScope() {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/distributed/backend.h"
@@ -67,6 +68,14 @@ std::string get_backend(const ProcessGroupPtr& group = nullptr);
 ProcessGroupPtr new_group(std::vector<int> ranks = {},
                           std::optional<Milliseconds> timeout = std::nullopt,
                           const std::string& backend = "");
+// torch.distributed.split_group: every member of `parent` (the default group when null)
+// calls it with the same disjoint lists of global ranks (members of the parent). Each list
+// becomes a group whose communicator is set up at once (eagerly, as ncclCommSplit does); a
+// rank gets the group it is in, or null when it is in none (the matching no-color call, so
+// every parent rank splits exactly once). Backend and timeout are the parent's unless given.
+ProcessGroupPtr split_group(const ProcessGroupPtr& parent,
+                            std::vector<std::vector<int>> split_ranks,
+                            std::optional<Milliseconds> timeout = std::nullopt);
 int get_group_rank(const ProcessGroupPtr& group, int global_rank);
 int get_global_rank(const ProcessGroupPtr& group, int group_rank);
 
@@ -112,5 +121,27 @@ void send(const Tensor& tensor, int dst, GroupRef group = nullptr, int64_t tag =
 void recv(const Tensor& tensor, int src, GroupRef group = nullptr, int64_t tag = 0);
 WorkPtr isend(const Tensor& tensor, int dst, GroupRef group = nullptr, int64_t tag = 0);
 WorkPtr irecv(const Tensor& tensor, int src, GroupRef group = nullptr, int64_t tag = 0);
+
+// torch.distributed.P2POp and batch_isend_irecv: the sends and receives of one batch are
+// issued in list order, nonblocking, and their Works returned in the same order. Every op
+// must use the same group (null: the default group); every op's peer is checked before any
+// op is issued, so a bad list issues nothing.
+struct P2POp {
+  enum class Kind { kIsend, kIrecv };
+  P2POp(Kind op_, Tensor tensor_, int peer_, ProcessGroupPtr group_ = nullptr, int64_t tag_ = 0)
+      : op(op_), tensor(std::move(tensor_)), peer(peer_), group(std::move(group_)), tag(tag_) {}
+  Kind op;
+  Tensor tensor;
+  int peer;  // global rank
+  ProcessGroupPtr group;
+  int64_t tag;
+};
+std::vector<WorkPtr> batch_isend_irecv(const std::vector<P2POp>& p2p_op_list);
+
+// all_reduce of several tensors of one dtype as one collective (c10d's allreduce_coalesced):
+// they are packed into one flat buffer, reduced together, and copied back; the Work
+// completes (or fails with the collective's error) after the copy back.
+WorkPtr all_reduce_coalesced(const std::vector<Tensor>& tensors, ReduceOp op = ReduceOp::SUM,
+                             GroupRef group = nullptr, bool async_op = false);
 
 }  // namespace tessera::distributed
