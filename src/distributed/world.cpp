@@ -7,7 +7,9 @@
 #include <cstdlib>
 #include <map>
 #include <mutex>
+#include <optional>
 
+#include "distributed/plugins.h"
 #include "tessera/distributed/distributed.h"
 #include "tessera/distributed/flight_recorder.h"
 
@@ -63,15 +65,27 @@ std::map<std::string, BackendFactory>& registry() {
   return r;
 }
 
-BackendFactory find_backend(const std::string& name) {
+std::optional<BackendFactory> registered(const std::string& name) {
   std::lock_guard lock(g_registry_mutex);
   auto& r = registry();
   auto it = r.find(name);
-  if (it != r.end()) return it->second;
+  if (it == r.end()) return std::nullopt;
+  return it->second;
+}
+
+// The factory under `name`, loading backend plugins (plugins.h) when it is not registered.
+BackendFactory find_backend(const std::string& name) {
+  if (auto f = registered(name)) return *f;
+  const std::string searched = detail::load_backend_plugins(name);
+  if (auto f = registered(name)) return *f;
   std::vector<std::string> names;
-  for (const auto& [n, f] : r) names.push_back(n);
-  TS_THROW(ValueError, "init_process_group(): unknown backend '{}' (registered: {})", name,
-           fmt::join(names, ", "));
+  {
+    std::lock_guard lock(g_registry_mutex);
+    for (const auto& [n, f] : registry()) names.push_back(n);
+  }
+  TS_THROW(ValueError, "init_process_group(): unknown backend '{}' (registered: {}; plugins: {})",
+           name, fmt::join(names, ", "),
+           searched.empty() ? std::string("TESSERA_BACKEND_PLUGINS is not set") : searched);
 }
 
 const ProcessGroupPtr& require_default(const World& w, const char* op) {
@@ -114,8 +128,9 @@ void register_backend(const std::string& name, BackendFactory factory) {
 }
 
 bool is_backend_available(const std::string& name) {
-  std::lock_guard lock(g_registry_mutex);
-  return registry().count(name) > 0;
+  if (registered(name)) return true;
+  detail::load_backend_plugins(name);
+  return registered(name).has_value();
 }
 
 void init_process_group(const std::string& backend, StorePtr store, int rank, int world_size,
