@@ -187,24 +187,12 @@ WorkPtr all_reduce_coalesced(const std::vector<Tensor>& tensors, ReduceOp op, Gr
   auto outer = std::make_shared<Work>("all_reduce_coalesced", tensors, inner->timeout(),
                                       inner->sequence_number());
   outer->mark_started();
-  inner->get_future()->then([outer, inner, buffer, tensors](Future& f) {
-    if (f.has_error()) {
-      outer->mark_failed(
-          inner->status() == WorkStatus::TIMED_OUT ? WorkStatus::TIMED_OUT : WorkStatus::ERROR,
-          f.exception());
-      return std::vector<Tensor>{};
+  complete_after(outer, inner, [buffer, tensors] {
+    int64_t offset = 0;
+    for (const Tensor& t : tensors) {
+      t.copy_(buffer.narrow(0, offset, t.numel()).view(t.sizes()));
+      offset += t.numel();
     }
-    try {
-      int64_t offset = 0;
-      for (const Tensor& t : tensors) {
-        t.copy_(buffer.narrow(0, offset, t.numel()).view(t.sizes()));
-        offset += t.numel();
-      }
-      outer->mark_completed();
-    } catch (...) {
-      outer->mark_failed(WorkStatus::ERROR, std::current_exception());
-    }
-    return std::vector<Tensor>{};
   });
   if (!async_op) inner->wait();  // runs it on this thread when the backend allows
   return finish(outer, async_op);

@@ -232,4 +232,22 @@ WorkPtr completed_work(std::string op_name, std::vector<Tensor> outputs) {
   return work;
 }
 
+void complete_after(const WorkPtr& outer, const WorkPtr& inner, std::function<void()> then) {
+  inner->get_future()->then([outer, inner, then = std::move(then)](Future& f) {
+    if (f.has_error()) {
+      outer->mark_failed(
+          inner->status() == WorkStatus::TIMED_OUT ? WorkStatus::TIMED_OUT : WorkStatus::ERROR,
+          f.exception());
+      return std::vector<Tensor>{};
+    }
+    try {
+      if (then) then();
+      outer->mark_completed();
+    } catch (...) {
+      outer->mark_failed(WorkStatus::ERROR, std::current_exception());
+    }
+    return std::vector<Tensor>{};
+  });
+}
+
 }  // namespace tessera::distributed

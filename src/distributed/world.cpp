@@ -60,6 +60,10 @@ std::map<std::string, BackendFactory>& registry() {
       options.group_name = group;
       return make_gloo_backend(store, rank, size, timeout, options);
     });
+    m.emplace("lazy", [](const StorePtr& store, int rank, int size, Milliseconds timeout,
+                         const std::string& group) {
+      return make_lazy_backend(store, rank, size, timeout, group);
+    });
     return m;
   }();
   return r;

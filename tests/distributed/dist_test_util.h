@@ -59,13 +59,14 @@ inline void run_ranks(int n, const std::function<void(int, dist::Backend&)>& fn,
   });
 }
 
-// Runs fn(rank) on n threads, each with its own World (WorldScope) initialised with the shm
-// backend over one HashStore; destroys the World after fn and checks it is gone.
-inline void run_world(int n, const std::function<void(int)>& fn) {
-  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+// Runs fn(rank) on n threads, each with its own World (WorldScope) initialised with
+// `backend` over one HashStore; destroys the World after fn and checks it is gone.
+inline void run_world(int n, const std::function<void(int)>& fn, const std::string& backend = "shm",
+                      dist::Milliseconds timeout = kTestTimeout) {
+  auto store = std::make_shared<dist::HashStore>(timeout);
   run_threads(n, [&](int r) {
     dist::WorldScope scope;
-    dist::init_process_group("shm", store, r, n, kTestTimeout);
+    dist::init_process_group(backend, store, r, n, timeout);
     fn(r);
     dist::destroy_process_group();
     EXPECT_FALSE(dist::is_initialized());

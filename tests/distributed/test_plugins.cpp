@@ -46,16 +46,15 @@ void write_file(const fs::path& p, const std::string& text) {
 
 // Two ranks as threads on the named backend: an all-reduce, and the backend's name.
 void all_reduce_on(const std::string& backend) {
-  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
-  run_threads(2, [&](int r) {
-    dist::WorldScope scope;
-    dist::init_process_group(backend, store, r, 2, kTestTimeout);
-    Tensor t = filled(kFloat32, 3, [&](int64_t i) { return r + i; });
-    dist::all_reduce(t);
-    EXPECT_EQ(as_doubles(t), (std::vector<double>{1, 3, 5}));
-    EXPECT_EQ(dist::get_backend().rfind("counting(", 0), 0u) << dist::get_backend();
-    dist::destroy_process_group();
-  });
+  run_world(
+      2,
+      [](int r) {
+        Tensor t = filled(kFloat32, 3, [&](int64_t i) { return r + i; });
+        dist::all_reduce(t);
+        EXPECT_EQ(as_doubles(t), (std::vector<double>{1, 3, 5}));
+        EXPECT_EQ(dist::get_backend().rfind("counting(", 0), 0u) << dist::get_backend();
+      },
+      backend);
 }
 
 TEST(Plugins, TheExamplePluginLoadsByManifestAndByPath) {

@@ -23,6 +23,7 @@
 #include "tessera/distributed/gloo.h"
 #include "tessera/distributed/hooks.h"
 #include "tessera/distributed/launch.h"
+#include "tessera/distributed/lazy.h"
 #include "tessera/distributed/plugin.h"
 #include "tessera/distributed/process_group.h"
 #include "tessera/distributed/shm.h"
@@ -39,8 +40,8 @@ inline constexpr Milliseconds kDefaultPgTimeout{30 * 60 * 1000};
 // Makes a member's backend. `store` is the group's own namespace.
 using BackendFactory = std::function<BackendPtr(const StorePtr& store, int rank, int size,
                                                 Milliseconds timeout, const std::string& group)>;
-// Registers (or replaces) a backend under `name`. "shm" and "gloo" are built in; others come
-// from plugins (plugin.h), loaded the first time their name is asked for.
+// Registers (or replaces) a backend under `name`. "shm", "gloo" and "lazy" are built in; others
+// come from plugins (plugin.h), loaded the first time their name is asked for.
 void register_backend(const std::string& name, BackendFactory factory);
 bool is_backend_available(const std::string& name);
 

@@ -27,8 +27,8 @@ inline constexpr int kBackendPluginAbi = 1;
 }  // namespace tessera::distributed
 
 // Defines the plugin's two entry points; the body that follows registers its backends.
-#define TESSERA_BACKEND_PLUGIN()                                                        \
-  extern "C" __attribute__((visibility("default"))) int tessera_backend_plugin_abi() {  \
-    return ::tessera::distributed::kBackendPluginAbi;                                   \
-  }                                                                                     \
+#define TESSERA_BACKEND_PLUGIN()                                                       \
+  extern "C" __attribute__((visibility("default"))) int tessera_backend_plugin_abi() { \
+    return ::tessera::distributed::kBackendPluginAbi;                                  \
+  }                                                                                    \
   extern "C" __attribute__((visibility("default"))) void tessera_backend_plugin_init()

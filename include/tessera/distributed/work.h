@@ -146,5 +146,9 @@ using WorkPtr = std::shared_ptr<Work>;
 
 // A Work that is already COMPLETED (ops with nothing to do, e.g. on non-members).
 WorkPtr completed_work(std::string op_name, std::vector<Tensor> outputs = {});
+// Finishes `outer` when `inner` finishes: with inner's TIMED_OUT/ERROR and its error, or, on
+// success, after `then` ran (an exception from it fails outer with ERROR). For Works that
+// stand for a backend op plus some work of their own (a copy back, a deferred start).
+void complete_after(const WorkPtr& outer, const WorkPtr& inner, std::function<void()> then = {});
 
 }  // namespace tessera::distributed

@@ -1,0 +1,261 @@
+// The lazy backend ("lazy"): nothing is set up when the group is made. The first send or recv
+// between two ranks creates a 2-rank shm communicator for that pair (in the background: the
+// op's Work is returned at once and the op is issued when the channel is up, so a ring of
+// first sends cannot deadlock on set-up), and the first collective creates the full
+// communicator. For pipeline-style jobs where each rank talks to few peers (the seed's
+// nccl-lazy): pairs that never talk never set anything up, and sends to different peers run
+// on different communicators, so they overlap.
+#include <fmt/format.h>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "tessera/distributed/distributed.h"
+#include "tessera/distributed/lazy.h"
+
+namespace tessera::distributed {
+namespace {
+
+class LazyBackend : public Backend {
+ public:
+  LazyBackend(StorePtr store, int rank, int size, Milliseconds timeout, std::string group)
+      : Backend(rank, size),
+        store_(std::move(store)),
+        timeout_(timeout),
+        group_(std::move(group)) {}
+
+  ~LazyBackend() override {
+    try {
+      shutdown();
+    } catch (...) {  // errors are on the Works
+    }
+  }
+
+  std::string name() const override { return "lazy"; }
+
+  WorkPtr allreduce(const Tensor& t, const AllreduceOptions& o) override {
+    return full().allreduce(t, o);
+  }
+  WorkPtr broadcast(const Tensor& t, const BroadcastOptions& o) override {
+    return full().broadcast(t, o);
+  }
+  WorkPtr reduce(const Tensor& t, const ReduceOptions& o) override { return full().reduce(t, o); }
+  WorkPtr allgather(const std::vector<Tensor>& out, const Tensor& in,
+                    const AllgatherOptions& o) override {
+    return full().allgather(out, in, o);
+  }
+  WorkPtr allgather_into_tensor(const Tensor& out, const Tensor& in,
+                                const AllgatherOptions& o) override {
+    return full().allgather_into_tensor(out, in, o);
+  }
+  WorkPtr gather(const std::vector<Tensor>& out, const Tensor& in,
+                 const GatherOptions& o) override {
+    return full().gather(out, in, o);
+  }
+  WorkPtr scatter(const Tensor& out, const std::vector<Tensor>& in,
+                  const ScatterOptions& o) override {
+    return full().scatter(out, in, o);
+  }
+  WorkPtr reduce_scatter(const Tensor& out, const std::vector<Tensor>& in,
+                         const ReduceScatterOptions& o) override {
+    return full().reduce_scatter(out, in, o);
+  }
+  WorkPtr reduce_scatter_tensor(const Tensor& out, const Tensor& in,
+                                const ReduceScatterOptions& o) override {
+    return full().reduce_scatter_tensor(out, in, o);
+  }
+  WorkPtr alltoall_base(const Tensor& out, const Tensor& in, const std::vector<int64_t>& out_splits,
+                        const std::vector<int64_t>& in_splits, const AllToAllOptions& o) override {
+    return full().alltoall_base(out, in, out_splits, in_splits, o);
+  }
+  WorkPtr barrier(const BarrierOptions& o) override { return full().barrier(o); }
+
+  WorkPtr send(const Tensor& t, int dst, const SendRecvOptions& o) override {
+    check_peer("send", "dst", dst);
+    return on_channel(
+        "send", t, dst, [t, o](Backend& b, int peer) { return b.send(t, peer, o); }, o.timeout);
+  }
+  WorkPtr recv(const Tensor& t, int src, const SendRecvOptions& o) override {
+    check_peer("recv", "src", src);
+    return on_channel(
+        "recv", t, src, [t, o](Backend& b, int peer) { return b.recv(t, peer, o); }, o.timeout);
+  }
+
+  void abort(const std::string& reason) override {
+    std::vector<BackendPtr> made;
+    {
+      std::lock_guard lock(mutex_);
+      if (error_) return;
+      error_ = std::make_exception_ptr(DistBackendError(
+          fmt::format("lazy group '{}' (rank {}) was aborted: {}", group_, rank_, reason)));
+      made = made_locked();
+      for (auto& [peer, c] : channels_) fail_pending_locked(*c, error_);
+    }
+    for (auto& b : made) b->abort(reason);
+    run_abort_hooks(reason);
+  }
+
+  void shutdown() override {
+    std::vector<std::thread> creators;
+    {
+      std::lock_guard lock(mutex_);
+      stopping_ = true;
+      for (auto& [peer, c] : channels_)
+        if (c->creator.joinable()) creators.push_back(std::move(c->creator));
+    }
+    for (auto& t : creators) t.join();  // each is bounded by the set-up timeout
+    std::vector<BackendPtr> made;
+    {
+      std::lock_guard lock(mutex_);
+      made = made_locked();
+    }
+    for (auto& b : made) b->shutdown();
+  }
+
+  std::exception_ptr error() const override {
+    std::lock_guard lock(mutex_);
+    if (error_) return error_;
+    for (const auto& b : made_locked())
+      if (auto e = b->error()) return e;
+    return nullptr;
+  }
+
+ private:
+  using Issue = std::function<WorkPtr(Backend&, int peer)>;
+  struct Pending {
+    Issue issue;
+    WorkPtr outer;
+  };
+  // The 2-rank communicator with one peer: set up by a thread of its own on first use; ops
+  // that arrive meanwhile wait in `pending`, in issue order.
+  struct Channel {
+    BackendPtr backend;
+    std::exception_ptr failed;
+    std::vector<Pending> pending;
+    std::thread creator;
+  };
+
+  void check_peer(const char* op, const char* arg, int peer) const {
+    TS_CHECK(peer >= 0 && peer < size_, ValueError,
+             "{}(): argument '{}' must be a rank in [0, {}), but got {}", op, arg, size_, peer);
+    TS_CHECK(peer != rank_, ValueError,
+             "{}(): argument '{}' must not be this rank ({}): the lazy backend has no channel to "
+             "itself",
+             op, arg, rank_);
+  }
+
+  // The pair's communicator ranks: the lower global rank is 0.
+  int peer_index(int peer) const { return peer < rank_ ? 0 : 1; }
+
+  std::vector<BackendPtr> made_locked() const {
+    std::vector<BackendPtr> made;
+    if (full_) made.push_back(full_);
+    for (const auto& [peer, c] : channels_)
+      if (c->backend) made.push_back(c->backend);
+    return made;
+  }
+
+  static void fail_pending_locked(Channel& c, const std::exception_ptr& e) {
+    for (auto& p : c.pending) p.outer->mark_failed(WorkStatus::ERROR, e);
+    c.pending.clear();
+  }
+
+  Backend& full() {
+    std::lock_guard lock(full_mutex_);  // collectives come in the same order on every rank
+    {
+      std::lock_guard l(mutex_);
+      if (error_) std::rethrow_exception(error_);
+      if (full_) return *full_;
+    }
+    ShmOptions options;
+    options.group_name = group_;
+    BackendPtr b = make_shm_backend(std::make_shared<PrefixStore>("lazy/full", store_), rank_,
+                                    size_, timeout_, options);
+    std::lock_guard l(mutex_);
+    full_ = std::move(b);
+    return *full_;
+  }
+
+  WorkPtr on_channel(const char* op, const Tensor& t, int peer, Issue issue,
+                     std::optional<Milliseconds> timeout) {
+    std::unique_lock lock(mutex_);
+    if (error_) std::rethrow_exception(error_);
+    TS_CHECK(!stopping_, distributed::DistBackendError, "{}(): the lazy group '{}' was shut down",
+             op, group_);
+    auto& slot = channels_[peer];
+    if (!slot) slot = std::make_unique<Channel>();
+    Channel& c = *slot;
+    if (c.backend) {
+      BackendPtr b = c.backend;
+      lock.unlock();
+      return issue(*b, 1 - peer_index(peer));
+    }
+    if (c.failed) std::rethrow_exception(c.failed);
+    auto outer = std::make_shared<Work>(fmt::format("lazy:{}", op), std::vector<Tensor>{t},
+                                        timeout.value_or(timeout_));
+    c.pending.push_back({std::move(issue), outer});
+    if (!c.creator.joinable()) c.creator = std::thread([this, peer] { create_channel(peer); });
+    return outer;
+  }
+
+  void create_channel(int peer) {
+    const int lo = std::min(rank_, peer), hi = std::max(rank_, peer);
+    BackendPtr b;
+    std::exception_ptr failed;
+    try {
+      ShmOptions options;
+      options.group_name = fmt::format("{}/p2p{}-{}", group_, lo, hi);
+      b = make_shm_backend(
+          std::make_shared<PrefixStore>(fmt::format("lazy/p2p/{}-{}", lo, hi), store_),
+          peer_index(peer), 2, timeout_, options);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    std::lock_guard lock(mutex_);
+    Channel& c = *channels_[peer];
+    if (error_ && b) {  // aborted meanwhile: the new channel must not carry anything
+      b->abort("the lazy group was aborted while this channel was set up");
+      failed = error_;
+    }
+    if (failed) {
+      c.failed = failed;
+      fail_pending_locked(c, failed);
+      return;
+    }
+    // The waiting ops go first, in issue order (issuing only queues them on the channel);
+    // later ops find the channel and go straight to it.
+    for (auto& p : c.pending) {
+      try {
+        complete_after(p.outer, p.issue(*b, 1 - peer_index(peer)));
+      } catch (...) {
+        p.outer->mark_failed(WorkStatus::ERROR, std::current_exception());
+      }
+    }
+    c.pending.clear();
+    c.backend = std::move(b);
+  }
+
+  const StorePtr store_;
+  const Milliseconds timeout_;
+  const std::string group_;
+  std::mutex full_mutex_;
+  mutable std::mutex mutex_;
+  BackendPtr full_;
+  std::map<int, std::unique_ptr<Channel>> channels_;
+  std::exception_ptr error_;
+  bool stopping_ = false;
+};
+
+}  // namespace
+
+BackendPtr make_lazy_backend(const StorePtr& store, int rank, int size, Milliseconds timeout,
+                             const std::string& group_name) {
+  TS_CHECK(store != nullptr, ValueError, "lazy backend: argument 'store' must not be null");
+  TS_CHECK(size >= 1 && rank >= 0 && rank < size, ValueError,
+           "lazy backend: rank must be in [0, {}), but got {}", size, rank);
+  return std::make_shared<LazyBackend>(store, rank, size, timeout, group_name);
+}
+
+}  // namespace tessera::distributed
