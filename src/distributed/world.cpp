@@ -77,8 +77,38 @@ std::optional<BackendFactory> registered(const std::string& name) {
   return it->second;
 }
 
-// The factory under `name`, loading backend plugins (plugins.h) when it is not registered.
-BackendFactory find_backend(const std::string& name) {
+// A backend name, or a per-device-type spec like "cpu:shm" or "cpu:gloo,cuda:nccl"
+// (torch's mixed form): the cpu entry's backend. Tessera's tensors live on the CPU only, so
+// an entry for another device type is refused rather than ignored.
+std::string resolve_spec(const std::string& spec) {
+  if (spec.find(':') == std::string::npos) return spec;
+  std::optional<std::string> cpu;
+  size_t pos = 0;
+  while (pos <= spec.size()) {
+    size_t end = spec.find(',', pos);
+    if (end == std::string::npos) end = spec.size();
+    const std::string entry = spec.substr(pos, end - pos);
+    pos = end + 1;
+    const size_t colon = entry.find(':');
+    TS_CHECK(colon != std::string::npos && colon > 0 && colon + 1 < entry.size(), ValueError,
+             "init_process_group(): backend spec '{}': expected 'device:backend' entries "
+             "separated by commas, but got '{}'",
+             spec, entry);
+    const std::string device = entry.substr(0, colon);
+    TS_CHECK(device == "cpu", ValueError,
+             "init_process_group(): backend spec '{}': entry '{}' is for device type '{}', but "
+             "Tessera runs on the CPU only (give 'cpu:<backend>')",
+             spec, entry, device);
+    TS_CHECK(!cpu, ValueError, "init_process_group(): backend spec '{}' names the cpu twice", spec);
+    cpu = entry.substr(colon + 1);
+  }
+  return *cpu;
+}
+
+// The factory for a backend name or spec, loading backend plugins (plugins.h) when the name
+// is not registered.
+BackendFactory find_backend(const std::string& spec) {
+  const std::string name = resolve_spec(spec);
   if (auto f = registered(name)) return *f;
   const std::string searched = detail::load_backend_plugins(name);
   if (auto f = registered(name)) return *f;
@@ -276,11 +306,12 @@ namespace {
 ProcessGroupPtr make_group(const std::string& name, std::vector<int> ranks, int my_rank,
                            const StorePtr& store, const std::string& backend_name,
                            Milliseconds timeout) {
+  const BackendFactory factory = find_backend(backend_name);  // every rank checks the name
   const auto it = std::find(ranks.begin(), ranks.end(), my_rank);
   BackendPtr b;
   if (it != ranks.end()) {
-    b = find_backend(backend_name)(store, static_cast<int>(it - ranks.begin()),
-                                   static_cast<int>(ranks.size()), timeout, name);
+    b = factory(store, static_cast<int>(it - ranks.begin()), static_cast<int>(ranks.size()),
+                timeout, name);
   }
   auto g = std::make_shared<ProcessGroup>(name, std::move(ranks), my_rank, std::move(b), timeout);
   if (auto recorder = global_flight_recorder()) recorder->attach(g);

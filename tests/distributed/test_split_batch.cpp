@@ -141,5 +141,34 @@ TEST(AllReduceCoalesced, ReducesEveryTensorInOneCollective) {
   });
 }
 
+TEST(BackendSpec, ACpuEntryChoosesTheBackendAndOtherDevicesAreRefused) {
+  run_world(
+      2,
+      [](int r) {
+        EXPECT_EQ(dist::get_backend(), "shm");
+        auto g = dist::new_group({0, 1}, std::nullopt, "cpu:lazy");
+        EXPECT_EQ(g->backend_name(), "lazy");
+        Tensor t = full({2}, static_cast<double>(r + 1));
+        dist::all_reduce(t, dist::ReduceOp::SUM, g);
+        EXPECT_EQ(as_doubles(t)[0], 3);
+        expect_error_mentions(
+            [] {
+              dist::new_group({0, 1}, std::nullopt, "cpu:shm,cuda:nccl");
+            },
+            {"cpu:shm,cuda:nccl", "cuda", "CPU only"});
+        expect_error_mentions(
+            [] {
+              dist::new_group({0, 1}, std::nullopt, "cpu:shm,cpu:gloo");
+            },
+            {"names the cpu twice"});
+        expect_error_mentions(
+            [] {
+              dist::new_group({0, 1}, std::nullopt, "cpu:");
+            },
+            {"'device:backend'", "'cpu:'"});
+      },
+      "cpu:shm");
+}
+
 }  // namespace
 }  // namespace tessera::testing
