@@ -64,6 +64,12 @@ std::map<std::string, BackendFactory>& registry() {
                          const std::string& group) {
       return make_lazy_backend(store, rank, size, timeout, group);
     });
+    m.emplace("hierarchical", [](const StorePtr& store, int rank, int size, Milliseconds timeout,
+                                 const std::string& group) {
+      HierarchicalOptions options;
+      options.group_name = group;
+      return make_hierarchical_backend(store, rank, size, timeout, options);
+    });
     return m;
   }();
   return r;

@@ -21,6 +21,7 @@
 #include "tessera/distributed/errors.h"
 #include "tessera/distributed/flight_recorder.h"
 #include "tessera/distributed/gloo.h"
+#include "tessera/distributed/hierarchical.h"
 #include "tessera/distributed/hooks.h"
 #include "tessera/distributed/launch.h"
 #include "tessera/distributed/lazy.h"
@@ -40,8 +41,8 @@ inline constexpr Milliseconds kDefaultPgTimeout{30 * 60 * 1000};
 // Makes a member's backend. `store` is the group's own namespace.
 using BackendFactory = std::function<BackendPtr(const StorePtr& store, int rank, int size,
                                                 Milliseconds timeout, const std::string& group)>;
-// Registers (or replaces) a backend under `name`. "shm", "gloo" and "lazy" are built in; others
-// come from plugins (plugin.h), loaded the first time their name is asked for.
+// Registers (or replaces) a backend under `name`. "shm", "gloo", "lazy" and "hierarchical" are
+// built in; others come from plugins (plugin.h), loaded the first time their name is asked for.
 void register_backend(const std::string& name, BackendFactory factory);
 bool is_backend_available(const std::string& name);
 

@@ -12,16 +12,17 @@
 #include <mutex>
 #include <thread>
 
+#include "distributed/backends/forwarding.h"
 #include "tessera/distributed/distributed.h"
 #include "tessera/distributed/lazy.h"
 
 namespace tessera::distributed {
 namespace {
 
-class LazyBackend : public Backend {
+class LazyBackend : public ForwardingBackend {
  public:
   LazyBackend(StorePtr store, int rank, int size, Milliseconds timeout, std::string group)
-      : Backend(rank, size),
+      : ForwardingBackend(rank, size),
         store_(std::move(store)),
         timeout_(timeout),
         group_(std::move(group)) {}
@@ -34,43 +35,6 @@ class LazyBackend : public Backend {
   }
 
   std::string name() const override { return "lazy"; }
-
-  WorkPtr allreduce(const Tensor& t, const AllreduceOptions& o) override {
-    return full().allreduce(t, o);
-  }
-  WorkPtr broadcast(const Tensor& t, const BroadcastOptions& o) override {
-    return full().broadcast(t, o);
-  }
-  WorkPtr reduce(const Tensor& t, const ReduceOptions& o) override { return full().reduce(t, o); }
-  WorkPtr allgather(const std::vector<Tensor>& out, const Tensor& in,
-                    const AllgatherOptions& o) override {
-    return full().allgather(out, in, o);
-  }
-  WorkPtr allgather_into_tensor(const Tensor& out, const Tensor& in,
-                                const AllgatherOptions& o) override {
-    return full().allgather_into_tensor(out, in, o);
-  }
-  WorkPtr gather(const std::vector<Tensor>& out, const Tensor& in,
-                 const GatherOptions& o) override {
-    return full().gather(out, in, o);
-  }
-  WorkPtr scatter(const Tensor& out, const std::vector<Tensor>& in,
-                  const ScatterOptions& o) override {
-    return full().scatter(out, in, o);
-  }
-  WorkPtr reduce_scatter(const Tensor& out, const std::vector<Tensor>& in,
-                         const ReduceScatterOptions& o) override {
-    return full().reduce_scatter(out, in, o);
-  }
-  WorkPtr reduce_scatter_tensor(const Tensor& out, const Tensor& in,
-                                const ReduceScatterOptions& o) override {
-    return full().reduce_scatter_tensor(out, in, o);
-  }
-  WorkPtr alltoall_base(const Tensor& out, const Tensor& in, const std::vector<int64_t>& out_splits,
-                        const std::vector<int64_t>& in_splits, const AllToAllOptions& o) override {
-    return full().alltoall_base(out, in, out_splits, in_splits, o);
-  }
-  WorkPtr barrier(const BarrierOptions& o) override { return full().barrier(o); }
 
   WorkPtr send(const Tensor& t, int dst, const SendRecvOptions& o) override {
     check_peer("send", "dst", dst);
@@ -162,7 +126,8 @@ class LazyBackend : public Backend {
     c.pending.clear();
   }
 
-  Backend& full() {
+  // Collectives go to the full communicator, made on the first one.
+  Backend& forward_to() override {
     std::lock_guard lock(full_mutex_);  // collectives come in the same order on every rank
     {
       std::lock_guard l(mutex_);
