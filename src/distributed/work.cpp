@@ -232,4 +232,14 @@ WorkPtr completed_work(std::string op_name, std::vector<Tensor> outputs) {
   return work;
 }
 
+std::string exception_message(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
 }  // namespace tessera::distributed

@@ -332,16 +332,12 @@ class MpiBackend : public OpBackend {
  protected:
   WorkPtr enqueue(Op op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout) override {
     const std::string_view name = op_kind_name(op.kind);
-    const Milliseconds t = timeout.value_or(timeout_);
-    TS_CHECK(t.count() > 0, ValueError, "{}(): argument 'timeout' must be positive, but got {}",
-             name, t);
     const bool p2p = op.kind == OpKind::SEND || op.kind == OpKind::RECV;
     if (p2p)
       TS_CHECK(op.tag >= 0 && op.tag <= tag_ub_, ValueError,
                "{}(): the mpi backend takes tags in [0, {}] (MPI_TAG_UB), but got {}", name,
                tag_ub_, op.tag);
-    const int64_t bytes = op.count * element_size(op.dtype);
-    as_count(bytes, name, "bytes");
+    as_count(op.count * element_size(op.dtype), name, "bytes");
     if (op.kind == OpKind::ALLTOALL) {
       int64_t in_total = 0, out_total = 0;
       for (int64_t b : op.in_split_bytes) in_total += b;
@@ -349,16 +345,9 @@ class MpiBackend : public OpBackend {
       as_count(std::max(in_total, out_total), name, "bytes");
     }
     std::lock_guard lock(mutex_);
-    TS_CHECK(!stopping_, distributed::DistBackendError,
-             "{}(): the {} was shut down (destroy_process_group)", name, where_);
-    op.seq = ++next_seq_;
-    auto work = std::make_shared<Work>(fmt::format("mpi:{}", name), std::move(keep), t, op.seq);
-    op.deadline = work->deadline();
-    op.timeout = t;
-    if (error_) {
-      work->mark_failed(WorkStatus::ERROR, error_);
-      return work;
-    }
+    auto work =
+        new_work(op, std::move(keep), timeout, timeout_, group_name_, next_seq_, stopping_, error_);
+    if (error_) return work;
     if (p2p) {
       post_p2p(std::move(op), work);
     } else {
@@ -766,15 +755,7 @@ class MpiBackend : public OpBackend {
       cv_.notify_all();
     }
     for (auto& e : queued) e.work->mark_failed(WorkStatus::ERROR, error_);
-    if (first) {  // the abort hooks run once, for the first failure or abort
-      std::string reason = "unknown error";
-      try {
-        std::rethrow_exception(error);
-      } catch (const std::exception& e) {
-        reason = e.what();
-      }
-      run_abort_hooks(reason);
-    }
+    if (first) run_abort_hooks(exception_message(error));  // once, for the first failure
   }
 
   const Milliseconds timeout_;
