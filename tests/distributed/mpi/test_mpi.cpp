@@ -167,6 +167,52 @@ TEST(Mpi, BadArgumentsNameOpArgumentExpectedAndGiven) {
   EXPECT_TRUE(b.barrier({})->wait());
 }
 
+TEST(Mpi, RecvOfTheWrongSizeFailsNamingBothSizes) {
+  // On a group of its own: the failed recv aborts it.
+  const int n = job_size(), r = dist::get_rank();
+  auto g = dist::new_group();
+  dist::Backend& b = g->backend();
+  const int receiver = n > 1 ? 1 : 0;
+  if (r == 0) {
+    Tensor four = filled(kFloat32, 4, [](int64_t i) { return i; });
+    auto send = b.send(four, receiver, {});
+    if (receiver != 0) EXPECT_TRUE(send->wait());
+  }
+  if (r == receiver) {
+    Tensor eight = empty({8}, TensorOptions(kFloat32));
+    auto recv = b.recv(eight, 0, {});
+    expect_error_mentions([&] { recv->wait(); }, {"mpi recv", "16 bytes", "expects 32"});
+    EXPECT_EQ(recv->status(), dist::WorkStatus::ERROR);
+  }
+  dist::barrier();
+  dist::destroy_process_group(g);
+}
+
+TEST(Mpi, AbortFailsLaterOpsAndRunsTheHooksOnce) {
+  auto g = dist::new_group();
+  dist::Backend& b = g->backend();
+  std::atomic<int> hooks{0};
+  auto handle = b.register_abort_hook([&](const std::string& reason) {
+    EXPECT_NE(reason.find("stop here"), std::string::npos) << reason;
+    ++hooks;
+  });
+  b.abort("stop here");
+  b.abort("again");
+  EXPECT_EQ(hooks.load(), 1);
+  auto w = b.barrier({});
+  expect_error_mentions([&] { w->wait(); }, {"aborted", "stop here"});
+  dist::destroy_process_group(g);
+}
+
+TEST(Mpi, ShutdownFailsAnUnmatchedRecv) {
+  const int r = dist::get_rank();
+  auto g = dist::new_group();
+  Tensor t = empty({3}, TensorOptions(kInt32));
+  auto recv = g->backend().recv(t, r, {});  // from itself, never sent
+  dist::destroy_process_group(g);
+  expect_error_mentions([&] { recv->wait(); }, {"shut down", "unmatched"});
+}
+
 TEST(Mpi, ShutDownGroupRefusesOps) {
   auto g = dist::new_group();
   dist::destroy_process_group(g);
