@@ -6,6 +6,16 @@ find_package(CLI11 REQUIRED)
 find_package(OpenBLAS REQUIRED CONFIG)
 # Gloo: the engine of the `gloo` distributed backend (linked privately into the library).
 find_package(Gloo REQUIRED CONFIG)
+# MPI: the engine of the optional `mpi` backend (Debian's libopenmpi-dev), linked privately.
+# Never in sanitizer builds: OpenMPI's own allocations drown the leak check.
+set(TESSERA_HAVE_MPI OFF)
+if(NOT TESSERA_SANITIZE)
+  enable_language(C)  # FindMPI probes the C compiler wrapper
+  find_package(MPI COMPONENTS C)
+  if(MPI_C_FOUND)
+    set(TESSERA_HAVE_MPI ON)
+  endif()
+endif()
 
 # Sleef ships no CMake config on Debian 12: find its header and library directly.
 find_path(SLEEF_INCLUDE_DIR sleef.h REQUIRED)

@@ -250,4 +250,14 @@ void complete_after(const WorkPtr& outer, const WorkPtr& inner, std::function<vo
   });
 }
 
+std::string exception_message(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "unknown error";
+  }
+}
+
 }  // namespace tessera::distributed

@@ -13,6 +13,10 @@
 #include "tessera/distributed/distributed.h"
 #include "tessera/distributed/flight_recorder.h"
 
+#ifdef TESSERA_HAVE_MPI
+#include "distributed/backends/mpi/mpi_backend.h"
+#endif
+
 namespace tessera::distributed {
 
 namespace {
@@ -44,38 +48,64 @@ WorldRef current_world() {
   return {std::unique_lock<std::mutex>(g_world_mutex), g_process_world};
 }
 
+// What a backend's factory gets: the group's store (an in-process HashStore for backends that
+// need none), this member's group rank and the group's size, the timeout, the group's name,
+// the members' global ranks, and whether it is the default group.
+struct BackendArgs {
+  StorePtr store;
+  int rank = 0;
+  int size = 0;
+  Milliseconds timeout{0};
+  std::string group;
+  std::vector<int> global_ranks;
+  bool world = false;
+};
+
+struct RegisteredBackend {
+  std::function<BackendPtr(const BackendArgs&)> make;
+  // False for backends with a rendezvous of their own (mpi): init_process_group builds no
+  // TCPStore or FileStore for them.
+  bool needs_store = true;
+  // Rank and world size when the caller gives none (mpi: MPI_COMM_WORLD's); null: the
+  // environment's.
+  std::function<std::pair<int, int>()> rank_and_size;
+};
+
 std::mutex g_registry_mutex;
-std::map<std::string, BackendFactory>& registry() {
-  static std::map<std::string, BackendFactory> r = [] {
-    std::map<std::string, BackendFactory> m;
-    m.emplace("shm", [](const StorePtr& store, int rank, int size, Milliseconds timeout,
-                        const std::string& group) {
+std::map<std::string, RegisteredBackend>& registry() {
+  static std::map<std::string, RegisteredBackend> r = [] {
+    std::map<std::string, RegisteredBackend> m;
+    m["shm"].make = [](const BackendArgs& a) {
       ShmOptions options;
-      options.group_name = group;
-      return make_shm_backend(store, rank, size, timeout, options);
-    });
-    m.emplace("gloo", [](const StorePtr& store, int rank, int size, Milliseconds timeout,
-                         const std::string& group) {
+      options.group_name = a.group;
+      return make_shm_backend(a.store, a.rank, a.size, a.timeout, options);
+    };
+    m["gloo"].make = [](const BackendArgs& a) {
       GlooOptions options;
-      options.group_name = group;
-      return make_gloo_backend(store, rank, size, timeout, options);
-    });
-    m.emplace("lazy", [](const StorePtr& store, int rank, int size, Milliseconds timeout,
-                         const std::string& group) {
-      return make_lazy_backend(store, rank, size, timeout, group);
-    });
-    m.emplace("hierarchical", [](const StorePtr& store, int rank, int size, Milliseconds timeout,
-                                 const std::string& group) {
+      options.group_name = a.group;
+      return make_gloo_backend(a.store, a.rank, a.size, a.timeout, options);
+    };
+    m["lazy"].make = [](const BackendArgs& a) {
+      return make_lazy_backend(a.store, a.rank, a.size, a.timeout, a.group);
+    };
+    m["hierarchical"].make = [](const BackendArgs& a) {
       HierarchicalOptions options;
-      options.group_name = group;
-      return make_hierarchical_backend(store, rank, size, timeout, options);
-    });
+      options.group_name = a.group;
+      return make_hierarchical_backend(a.store, a.rank, a.size, a.timeout, options);
+    };
+#ifdef TESSERA_HAVE_MPI
+    m["mpi"] = {[](const BackendArgs& a) {
+                  return make_mpi_backend(a.rank, a.size, a.timeout, a.global_ranks, a.group,
+                                          a.world);
+                },
+                false, mpi_world_rank_size};
+#endif
     return m;
   }();
   return r;
 }
 
-std::optional<BackendFactory> registered(const std::string& name) {
+std::optional<RegisteredBackend> registered(const std::string& name) {
   std::lock_guard lock(g_registry_mutex);
   auto& r = registry();
   auto it = r.find(name);
@@ -111,11 +141,15 @@ std::string resolve_spec(const std::string& spec) {
   return *cpu;
 }
 
-// The factory for a backend name or spec, loading backend plugins (plugins.h) when the name
-// is not registered.
-BackendFactory find_backend(const std::string& spec) {
+// The registration for a backend name or spec, loading backend plugins (plugins.h) when the
+// name is not registered.
+RegisteredBackend find_backend(const std::string& spec) {
   const std::string name = resolve_spec(spec);
   if (auto f = registered(name)) return *f;
+  TS_CHECK(name != "mpi", ValueError,
+           "init_process_group(): backend 'mpi' is not available: this Tessera was built without "
+           "MPI (install an MPI implementation, e.g. Debian's libopenmpi-dev, and reconfigure; "
+           "sanitizer builds never include it)");
   const std::string searched = detail::load_backend_plugins(name);
   if (auto f = registered(name)) return *f;
   std::vector<std::string> names;
@@ -164,7 +198,10 @@ void register_backend(const std::string& name, BackendFactory factory) {
   TS_CHECK(!name.empty() && factory, ValueError,
            "register_backend(): needs a name and a factory, but got name '{}'", name);
   std::lock_guard lock(g_registry_mutex);
-  registry()[name] = std::move(factory);
+  registry()[name] = {[factory = std::move(factory)](const BackendArgs& a) {
+                        return factory(a.store, a.rank, a.size, a.timeout, a.group);
+                      },
+                      true, nullptr};
 }
 
 bool is_backend_available(const std::string& name) {
@@ -183,7 +220,7 @@ void init_process_group(const std::string& backend, StorePtr store, int rank, in
            rank);
   TS_CHECK(timeout.count() > 0, ValueError,
            "init_process_group(): argument 'timeout' must be positive, but got {}", timeout);
-  const BackendFactory factory = find_backend(backend);
+  const RegisteredBackend registered = find_backend(backend);
   auto w = current_world();
   TS_CHECK(w.world.default_group == nullptr, distributed::DistError,
            "init_process_group(): the default process group is already initialised (rank {} of "
@@ -192,7 +229,8 @@ void init_process_group(const std::string& backend, StorePtr store, int rank, in
   std::vector<int> ranks(static_cast<size_t>(world_size));
   for (int r = 0; r < world_size; ++r) ranks[static_cast<size_t>(r)] = r;
   auto group_store = std::make_shared<PrefixStore>("group/0", store);
-  BackendPtr b = factory(group_store, rank, world_size, timeout, "default");
+  BackendPtr b = registered.make(
+      {group_store, rank, world_size, timeout, std::string("default"), ranks, true});
   w.world.default_group =
       std::make_shared<ProcessGroup>("default", std::move(ranks), rank, std::move(b), timeout);
   if (auto recorder = global_flight_recorder()) recorder->attach(w.world.default_group);
@@ -206,9 +244,26 @@ void init_process_group(const std::string& backend, StorePtr store, int rank, in
 
 void init_process_group(const std::string& backend, const std::string& init_method, int rank,
                         int world_size, Milliseconds timeout) {
+  const RegisteredBackend registered = find_backend(backend);
+  if (registered.rank_and_size && (rank < 0 || world_size < 0)) {
+    const auto [r, n] = registered.rank_and_size();
+    if (rank < 0) rank = r;
+    if (world_size < 0) world_size = n;
+  }
   rank = from_env(rank, {"RANK", "OMPI_COMM_WORLD_RANK", "SLURM_PROCID"}, "rank");
   world_size =
       from_env(world_size, {"WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "SLURM_NTASKS"}, "world_size");
+  TS_CHECK(init_method == "env://" || init_method.rfind("tcp://", 0) == 0 ||
+               init_method.rfind("file://", 0) == 0,
+           ValueError,
+           "init_process_group(): init_method must start with env://, tcp:// or file://, but got "
+           "'{}'",
+           init_method);
+  if (!registered.needs_store) {
+    // Its own rendezvous (mpirun's): an in-process store serves the groups' bookkeeping.
+    init_process_group(backend, std::make_shared<HashStore>(timeout), rank, world_size, timeout);
+    return;
+  }
   StorePtr store;
   const bool external = env("TESSERA_STORE_EXTERNAL").value_or("0") == "1";
   const auto tcp = [&](const std::string& host, const std::string& port) {
@@ -235,13 +290,8 @@ void init_process_group(const std::string& backend, const std::string& init_meth
              "init_process_group(): init_method must look like tcp://HOST:PORT, but got '{}'",
              init_method);
     store = tcp(rest.substr(0, colon), rest.substr(colon + 1));
-  } else if (init_method.rfind("file://", 0) == 0) {
+  } else {  // file://
     store = std::make_shared<FileStore>(init_method.substr(7), timeout);
-  } else {
-    TS_THROW(ValueError,
-             "init_process_group(): init_method must start with env://, tcp:// or file://, but "
-             "got '{}'",
-             init_method);
   }
   init_process_group(backend, std::move(store), rank, world_size, timeout);
 }
@@ -312,12 +362,12 @@ namespace {
 ProcessGroupPtr make_group(const std::string& name, std::vector<int> ranks, int my_rank,
                            const StorePtr& store, const std::string& backend_name,
                            Milliseconds timeout) {
-  const BackendFactory factory = find_backend(backend_name);  // every rank checks the name
+  const RegisteredBackend registered = find_backend(backend_name);  // every rank checks it
   const auto it = std::find(ranks.begin(), ranks.end(), my_rank);
   BackendPtr b;
   if (it != ranks.end()) {
-    b = factory(store, static_cast<int>(it - ranks.begin()), static_cast<int>(ranks.size()),
-                timeout, name);
+    b = registered.make({store, static_cast<int>(it - ranks.begin()),
+                         static_cast<int>(ranks.size()), timeout, name, ranks, false});
   }
   auto g = std::make_shared<ProcessGroup>(name, std::move(ranks), my_rank, std::move(b), timeout);
   if (auto recorder = global_flight_recorder()) recorder->attach(g);

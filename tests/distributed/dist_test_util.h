@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -115,6 +116,17 @@ struct BackendCase {
 inline std::string backend_case_name(const ::testing::TestParamInfo<BackendCase>& info) {
   return fmt::format("{}_n{}", info.param.backend, info.param.world);
 }
+#ifdef TESSERA_TEST_MPI
+// The mpi binary (tests/distributed/mpi) runs the suites as one MPI job under mpirun: every
+// process is one rank of the world group its main() initialised, at mpirun's world size.
+inline int mpi_job_size() {
+  const char* n = std::getenv("OMPI_COMM_WORLD_SIZE");
+  return n ? std::atoi(n) : 1;
+}
+inline std::vector<BackendCase> backend_cases() {
+  return {{"mpi", mpi_job_size()}};
+}
+#else
 // shm at world sizes 1-7; gloo (TCP over loopback, slower per op) at 1, 2, 3 and 5.
 inline std::vector<BackendCase> backend_cases() {
   std::vector<BackendCase> v;
@@ -122,12 +134,18 @@ inline std::vector<BackendCase> backend_cases() {
   for (int n : {1, 2, 3, 5}) v.push_back({"gloo", n});
   return v;
 }
+#endif
 
-// Runs fn(rank, backend) on c.world threads over one HashStore, on backend c.backend.
+// Runs fn(rank, backend) on c.world threads over one HashStore, on backend c.backend; for
+// "mpi", fn(this process's rank, the world group's backend) in this thread.
 inline void run_ranks(const BackendCase& c, const std::function<void(int, dist::Backend&)>& fn,
                       dist::ShmOptions options = small_buffers()) {
-  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
   const std::string name = c.backend;
+  if (name == "mpi") {
+    fn(dist::get_rank(), dist::group_world()->backend());
+    return;
+  }
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
   run_threads(c.world, [&](int r) {
     dist::BackendPtr backend =
         name == "gloo" ? dist::make_gloo_backend(store, r, c.world, kTestTimeout)

@@ -81,6 +81,18 @@ TEST(ProcessGroup, InitErrorsAreClear) {
   EXPECT_FALSE(dist::is_initialized());
 }
 
+TEST(ProcessGroup, MpiBackendSaysWhenTesseraWasBuiltWithoutMpi) {
+  if (dist::is_backend_available("mpi"))
+    GTEST_SKIP() << "this Tessera has the mpi backend (tessera_tests_mpi tests it under mpirun)";
+  dist::WorldScope scope;
+  auto store = std::make_shared<dist::HashStore>(1s);
+  expect_error_mentions([&] { dist::init_process_group("mpi", store, 0, 1); },
+                        {"'mpi'", "built without MPI"});
+  expect_error_mentions([&] { dist::init_process_group("mpi", "env://", 0, 1); },
+                        {"'mpi'", "built without MPI"});
+  EXPECT_FALSE(dist::is_initialized());
+}
+
 TEST(ProcessGroup, TcpInitMethodWithRankZeroServing) {
   // Rank 0 serves the store on a port it picks: find a free one first.
   uint16_t port = 0;

@@ -10,6 +10,9 @@
 //   DistTimeoutError   a deadline passed (an op's timeout, a store wait, a Work::wait)
 #pragma once
 
+#include <exception>
+#include <string>
+
 #include "tessera/core/error.h"
 
 namespace tessera::distributed {
@@ -38,5 +41,9 @@ class DistTimeoutError : public DistError {
  public:
   using DistError::DistError;
 };
+
+// The message of the exception `error` holds ("unknown error" when it is not a
+// std::exception).
+std::string exception_message(const std::exception_ptr& error);
 
 }  // namespace tessera::distributed

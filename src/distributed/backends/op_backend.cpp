@@ -1,6 +1,7 @@
 // OpBackend: the argument checks and Op building shared by the backends that queue Ops.
 #include "distributed/backends/op_backend.h"
 
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
@@ -327,6 +328,25 @@ WorkPtr OpBackend::recv(const Tensor& tensor, int src, const SendRecvOptions& op
   op.peer = src;
   op.tag = opts.tag;
   return enqueue(std::move(op), {tensor}, opts.timeout);
+}
+
+WorkPtr OpBackend::new_work(Op& op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout,
+                            Milliseconds fallback, std::string_view group, uint64_t& counter,
+                            bool stopping, const std::exception_ptr& error) const {
+  const std::string_view op_name = op_kind_name(op.kind);
+  const Milliseconds t = timeout.value_or(fallback);
+  TS_CHECK(t.count() > 0, ValueError, "{}(): argument 'timeout' must be positive, but got {}",
+           op_name, t);
+  TS_CHECK(!stopping, distributed::DistBackendError,
+           "{}(): the {} group '{}' (rank {}) was shut down (destroy_process_group)", op_name,
+           name(), group, rank_);
+  op.seq = ++counter;
+  auto work =
+      std::make_shared<Work>(fmt::format("{}:{}", name(), op_name), std::move(keep), t, op.seq);
+  op.deadline = work->deadline();
+  op.timeout = t;
+  if (error) work->mark_failed(WorkStatus::ERROR, error);
+  return work;
 }
 
 }  // namespace tessera::distributed

@@ -2,7 +2,9 @@
 // as PyTorch does) and handed to the engine as validated Ops (op.h): the shm and gloo backends.
 #pragma once
 
+#include <exception>
 #include <optional>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -39,6 +41,15 @@ class OpBackend : public Backend {
   WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& opts) override;
 
  protected:
+  // The engines' common first step of enqueue, called with the engine's lock held: numbers
+  // `op` (`counter` is the engine's op count), gives it the timeout (`timeout`, else
+  // `fallback`; must be positive) and the deadline, and returns its Work named
+  // "<backend>:<op>". Throws DistBackendError naming `group` when `stopping` (it was shut down);
+  // the
+  // Work is failed at once with `error` when the communicator already failed.
+  WorkPtr new_work(Op& op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout,
+                   Milliseconds fallback, std::string_view group, uint64_t& counter, bool stopping,
+                   const std::exception_ptr& error) const;
   // Queues a validated op and returns its Work; `keep` are the tensors the Work holds until it
   // completes (the op's outputs first). An unset timeout takes the backend's default.
   virtual WorkPtr enqueue(Op op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout) = 0;

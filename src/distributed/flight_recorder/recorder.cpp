@@ -38,16 +38,6 @@ int64_t system_now_ns() {
       .count();
 }
 
-std::string message_of(const std::exception_ptr& e) {
-  try {
-    std::rethrow_exception(e);
-  } catch (const std::exception& ex) {
-    return ex.what();
-  } catch (...) {
-    return "unknown error";
-  }
-}
-
 std::vector<std::vector<int64_t>> sizes_of(const std::vector<TensorMeta>& ts) {
   std::vector<std::vector<int64_t>> out;
   for (const auto& t : ts) out.push_back(t.sizes);
@@ -160,7 +150,7 @@ struct FlightRecorder::Impl : std::enable_shared_from_this<Impl> {
           s->work = a.work;
         } else {
           s->entry.state = "error";
-          s->entry.error = message_of(a.error);
+          s->entry.error = exception_message(a.error);
           s->entry.time_completed_ns = system_now_ns();
         }
       }
@@ -193,7 +183,7 @@ struct FlightRecorder::Impl : std::enable_shared_from_this<Impl> {
         break;
     }
     if (const auto t = w.finished_at()) e.time_completed_ns = system_ns(t);
-    if (const auto error = w.exception()) e.error = message_of(error);
+    if (const auto error = w.exception()) e.error = exception_message(error);
   }
 
   static void count_completion(const fr::TraceEntry& e, fr::TraceGroup& g) {
@@ -216,7 +206,7 @@ struct FlightRecorder::Impl : std::enable_shared_from_this<Impl> {
         e.time_completed_ns = system_now_ns();
         e.state = "completed";
         if (const auto error = f.exception()) {
-          e.error = message_of(error);
+          e.error = exception_message(error);
           try {
             std::rethrow_exception(error);
           } catch (const DistTimeoutError&) {

@@ -226,27 +226,15 @@ class GlooBackend : public OpBackend {
 
  protected:
   WorkPtr enqueue(Op op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout) override {
-    const Milliseconds t = timeout.value_or(timeout_);
-    TS_CHECK(t.count() > 0, ValueError, "{}(): argument 'timeout' must be positive, but got {}",
-             op_kind_name(op.kind), t);
     const bool p2p = op.kind == OpKind::SEND || op.kind == OpKind::RECV;
     if (p2p)
       TS_CHECK(op.tag >= 0 && op.tag < (int64_t{1} << 56), ValueError,
                "{}(): the gloo backend takes tags in [0, 2^56), but got {}", op_kind_name(op.kind),
                op.tag);
     std::lock_guard lock(mutex_);
-    TS_CHECK(!stopping_, distributed::DistBackendError,
-             "{}(): the gloo group '{}' was shut down (destroy_process_group)",
-             op_kind_name(op.kind), group_name_);
-    op.seq = ++next_seq_;
-    auto work = std::make_shared<Work>(fmt::format("gloo:{}", op_kind_name(op.kind)),
-                                       std::move(keep), t, op.seq);
-    op.deadline = work->deadline();
-    op.timeout = t;
-    if (error_) {
-      work->mark_failed(WorkStatus::ERROR, error_);
-      return work;
-    }
+    auto work =
+        new_work(op, std::move(keep), timeout, timeout_, group_name_, next_seq_, stopping_, error_);
+    if (error_) return work;
     if (p2p) {
       post_p2p(op, work);
     } else {
@@ -433,15 +421,7 @@ class GlooBackend : public OpBackend {
       }
     }
     for (auto& e : queued) e.work->mark_failed(WorkStatus::ERROR, error_);
-    if (first) {  // the abort hooks run once, for the first failure or abort
-      std::string reason = "unknown error";
-      try {
-        std::rethrow_exception(error);
-      } catch (const std::exception& e) {
-        reason = e.what();
-      }
-      run_abort_hooks(reason);
-    }
+    if (first) run_abort_hooks(exception_message(error));  // once, for the first failure
   }
 
   // Runs one collective to completion (throws on failure).

@@ -66,24 +66,12 @@ ShmBackend::~ShmBackend() {
 
 WorkPtr ShmBackend::enqueue(Op op, std::vector<Tensor> outputs,
                             std::optional<Milliseconds> timeout) {
-  const Milliseconds t = timeout.value_or(timeout_);
-  TS_CHECK(t.count() > 0, ValueError, "{}(): argument 'timeout' must be positive, but got {}",
-           op_kind_name(op.kind), t);
   WorkPtr work;
   {
     std::lock_guard lock(mutex_);
-    TS_CHECK(!stopping_, distributed::DistBackendError,
-             "{}(): the shm group '{}' was shut down (destroy_process_group)",
-             op_kind_name(op.kind), group_name_);
-    op.seq = ++next_seq_;
-    work = std::make_shared<Work>(fmt::format("shm:{}", op_kind_name(op.kind)), std::move(outputs),
-                                  t, op.seq);
-    op.deadline = work->deadline();
-    op.timeout = t;
-    if (error_) {
-      work->mark_failed(WorkStatus::ERROR, error_);
-      return work;
-    }
+    work = new_work(op, std::move(outputs), timeout, timeout_, group_name_, next_seq_, stopping_,
+                    error_);
+    if (error_) return work;
     queue_.push_back({std::move(op), work});
   }
   // A Work whose wait() gives up on a stuck progress thread aborts the communicator.
@@ -226,13 +214,7 @@ void ShmBackend::finish_p2p(const std::vector<Communicator::P2PDone>& done) {
 void ShmBackend::fail_and_abort(const WorkPtr& failed, WorkStatus status,
                                 std::exception_ptr error) {
   if (failed) failed->mark_failed(status, error);  // published before the abort
-  std::string reason = "unknown error";
-  try {
-    std::rethrow_exception(error);
-  } catch (const std::exception& e) {
-    reason = e.what();
-  }
-  abort(reason);
+  abort(exception_message(error));
 }
 
 void ShmBackend::abort(const std::string& reason) {
