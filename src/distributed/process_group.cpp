@@ -226,6 +226,7 @@ WorkPtr ProcessGroup::send(const Tensor& t, int dst, const SendRecvOptions& o) {
       [&](PreHookArgs& a) {
         a.inputs = metas({&t});
         a.root = dst;
+        a.tag = o.tag;
       },
       [&](Backend& b) { return b.send(t, dst, o); });
 }
@@ -235,6 +236,7 @@ WorkPtr ProcessGroup::recv(const Tensor& t, int src, const SendRecvOptions& o) {
       [&](PreHookArgs& a) {
         a.outputs = metas({&t});
         a.root = src;
+        a.tag = o.tag;
       },
       [&](Backend& b) { return b.recv(t, src, o); });
 }

@@ -185,6 +185,29 @@ TEST(FlightRecorder, AgreeingRanksAreReportedAsSuch) {
   EXPECT_EQ(report.find("disagreement"), std::string::npos) << report;
 }
 
+TEST(FlightRecorder, FrTraceMatchesSendsWithRecvsAndNamesTheUnmatched) {
+  TempDir dir("fr-p2p");
+  run_world(3, [&](int r) {
+    dist::FlightRecorder recorder(recorder_options(dir.path.string()));
+    recorder.attach(dist::group_world());
+    if (r == 0) {
+      dist::send(filled(kFloat32, 3, [](int64_t i) { return i; }), 1);
+      // Fits the ring, so it completes, but rank 2 never receives it.
+      EXPECT_TRUE(dist::isend(zeros({2}), 2, nullptr, 7)->wait());
+    } else if (r == 1) {
+      Tensor got = zeros({3});
+      dist::recv(got, 0);
+    }
+    dist::barrier();
+    recorder.dump();
+  });
+  const std::string report = dist::fr_trace(dir.path.string());
+  for (const char* word :
+       {"point-to-point: 1 send/recv pair(s) match; unmatched:",
+        "rank 0 send #2 (to 2, tag 7, [2] float32, state completed): rank 2 has no matching recv"})
+    EXPECT_NE(report.find(word), std::string::npos) << "'" << word << "' missing from:\n" << report;
+}
+
 TEST(FlightRecorder, SigusrOneRequestsADump) {
   TempDir dir("fr-signal");
   run_world(1, [&](int) {

@@ -18,7 +18,7 @@
 //                      "last_enqueued_p2p"}},
 //    "entries": [{"record_id", "group", "op_id", "collective_seq_id", "p2p_seq_id", "is_p2p",
 //                 "op", "input_sizes", "input_dtypes", "output_sizes", "output_dtypes",
-//                 "root", "reduce_op", "async_op", "state", "time_created_ns",
+//                 "root", "tag", "reduce_op", "async_op", "state", "time_created_ns",
 //                 "time_started_ns", "time_completed_ns", "timeout_ms", "error"}]}
 // state is "scheduled" (issued, not started), "started", "completed", "error" or "timed out";
 // times are wall-clock nanoseconds since the Unix epoch (null when not reached); "last_dropped"
@@ -98,8 +98,10 @@ std::shared_ptr<FlightRecorder> global_flight_recorder();
 
 // `tessera fr-trace DIR`: reads every *.json dump in `dir` and returns the report: per group,
 // the first collective where the ranks disagree (missing ranks; mismatched op, root, reduce
-// op, sizes or dtypes) and what each rank was doing then, or that they all agree.
-// ValueError naming the file and the field when a dump is malformed.
+// op, sizes or dtypes) and what each rank was doing then, or that they all agree; and the
+// point-to-point messages matched send with recv per pair of ranks and tag, naming the first
+// unmatched or mismatched one of each pair. ValueError naming the file and the field when a dump is
+// malformed.
 std::string fr_trace(const std::string& dir);
 
 }  // namespace tessera::distributed

@@ -55,6 +55,7 @@ struct PreHookArgs {
   std::vector<TensorMeta> inputs, outputs;
   bool async_op = true;
   int64_t root = -1;                  // root (or peer, for send/recv) as a group rank; -1: none
+  int64_t tag = 0;                    // send/recv's tag
   std::optional<ReduceOp> reduce_op;  // for reducing ops
   Milliseconds timeout{0};            // the op's timeout (its own or the group's)
   // The sequence number of this op within its kind (collective or p2p).

@@ -114,6 +114,7 @@ struct FlightRecorder::Impl : std::enable_shared_from_this<Impl> {
     e.output_sizes = sizes_of(a.outputs);
     e.output_dtypes = dtypes_of(a.outputs);
     e.root = a.root;
+    e.tag = a.tag;
     if (a.reduce_op) e.reduce_op = reduce_op_name(*a.reduce_op);
     e.async_op = a.async_op;
     e.state = "scheduled";

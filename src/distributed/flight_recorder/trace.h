@@ -22,7 +22,8 @@ struct TraceEntry {
   std::string op;
   std::vector<std::vector<int64_t>> input_sizes, output_sizes;
   std::vector<std::string> input_dtypes, output_dtypes;
-  int64_t root = -1;
+  int64_t root = -1;      // root, or the peer of a send/recv (a group rank)
+  int64_t tag = 0;        // send/recv's tag
   std::string reduce_op;  // empty: none
   bool async_op = true;
   std::string state;  // one of kStates

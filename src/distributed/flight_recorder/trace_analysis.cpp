@@ -9,12 +9,18 @@
 // recorded, in order, the first id where a member has no entry (it never issued the
 // collective: a skipped call or a rank stuck before it) or where members disagree on the op,
 // root, reduce op, dtypes or sizes is reported, with what each member was doing then.
-// Point-to-point ops are not matched across ranks.
+// Point-to-point: messages between two ranks with one tag arrive in order, so per group,
+// ordered pair and tag the k-th send of the sender is the k-th recv of the receiver; the first
+// send without its recv (a receiver that never posted it: the sender waits or its message
+// stays unread), recv without its send, or pair that disagrees on size or dtype is reported
+// per pair. Pairs where a rank's ring buffer dropped point-to-point records cannot be matched
+// (their oldest messages are gone) and are named as such.
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <tuple>
 
 #include "distributed/flight_recorder/trace.h"
 #include "tessera/core/error.h"
@@ -187,6 +193,93 @@ void analyze_group(const std::string& name, const std::vector<const TraceDump*>&
   }
 }
 
+std::string describe_p2p(int rank, const TraceEntry& e) {
+  const bool send = e.op == "send";
+  return fmt::format(
+      "rank {} {} #{} ({} {}, tag {}, {}, state {})", rank, e.op, e.p2p_seq_id,
+      send ? "to" : "from", e.root, e.tag,
+      send ? tensors(e.input_sizes, e.input_dtypes) : tensors(e.output_sizes, e.output_dtypes),
+      e.state);
+}
+
+void analyze_p2p(const std::string& name, const std::vector<const TraceDump*>& dumps,
+                 std::string& out) {
+  // (sender, receiver, tag) in group ranks -> that pair's sends and recvs in issue order.
+  struct Pair {
+    std::vector<const TraceEntry*> sends, recvs;
+  };
+  std::map<std::tuple<int64_t, int64_t, int64_t>, Pair> pairs;
+  std::map<int64_t, int> global;  // group rank -> global rank, for the ranks with a dump
+  std::set<int64_t> dropped;      // group ranks whose buffers dropped p2p records
+  for (const TraceDump* d : dumps) {
+    const auto g = d->groups.find(name);
+    if (g == d->groups.end()) continue;
+    const auto& ranks = g->second.ranks;
+    const auto me_it = std::find(ranks.begin(), ranks.end(), d->rank);
+    if (me_it == ranks.end()) continue;
+    const int64_t me = me_it - ranks.begin();
+    global[me] = d->rank;
+    if (g->second.last_dropped && g->second.last_dropped->p2p_seq_id > 0) dropped.insert(me);
+    std::vector<const TraceEntry*> mine;
+    for (const auto& e : d->entries)
+      if (e.group == name && e.is_p2p && (e.op == "send" || e.op == "recv")) mine.push_back(&e);
+    std::sort(mine.begin(), mine.end(), [](const TraceEntry* a, const TraceEntry* b) {
+      return a->p2p_seq_id < b->p2p_seq_id;
+    });
+    for (const TraceEntry* e : mine) {
+      if (e->op == "send") {
+        pairs[{me, e->root, e->tag}].sends.push_back(e);
+      } else {
+        pairs[{e->root, me, e->tag}].recvs.push_back(e);
+      }
+    }
+  }
+  if (pairs.empty()) return;
+  int64_t matched = 0;
+  std::vector<std::string> problems;
+  for (const auto& [key, p] : pairs) {
+    const auto [from, to, tag] = key;
+    if (!global.count(from) || !global.count(to)) {
+      problems.push_back(fmt::format("rank {} -> rank {} (tag {}): no dump from rank {}",
+                                     global.count(from) ? global[from] : from,
+                                     global.count(to) ? global[to] : to, tag,
+                                     global.count(from) ? to : from));
+      continue;
+    }
+    const int src = global[from], dst = global[to];
+    if (dropped.count(from) || dropped.count(to)) {
+      problems.push_back(fmt::format(
+          "rank {} -> rank {} (tag {}): cannot match, a ring buffer dropped point-to-point "
+          "records",
+          src, dst, tag));
+      continue;
+    }
+    const size_t n = std::max(p.sends.size(), p.recvs.size());
+    for (size_t k = 0; k < n; ++k) {
+      if (k >= p.recvs.size()) {
+        problems.push_back(
+            fmt::format("{}: rank {} has no matching recv", describe_p2p(src, *p.sends[k]), dst));
+        break;
+      }
+      if (k >= p.sends.size()) {
+        problems.push_back(
+            fmt::format("{}: rank {} has no matching send", describe_p2p(dst, *p.recvs[k]), src));
+        break;
+      }
+      const TraceEntry &s = *p.sends[k], &r = *p.recvs[k];
+      if (s.input_sizes != r.output_sizes || s.input_dtypes != r.output_dtypes) {
+        problems.push_back(fmt::format("{} and {}: mismatched size or dtype", describe_p2p(src, s),
+                                       describe_p2p(dst, r)));
+        break;
+      }
+      ++matched;
+    }
+  }
+  out += fmt::format("  point-to-point: {} send/recv pair(s) match", matched);
+  out += problems.empty() ? "\n" : fmt::format("; unmatched:\n");
+  for (const auto& line : problems) out += fmt::format("    {}\n", line);
+}
+
 }  // namespace
 
 std::string analyze(std::vector<TraceDump> dumps) {
@@ -213,7 +306,10 @@ std::string analyze(std::vector<TraceDump> dumps) {
   for (const auto& d : dumps)
     out += fmt::format("  rank {}: {} on {} (pid {}), dumped {}\n", d.rank, d.source, d.host, d.pid,
                        d.reason);
-  for (const auto& name : names) analyze_group(name, ptrs, out);
+  for (const auto& name : names) {
+    analyze_group(name, ptrs, out);
+    analyze_p2p(name, ptrs, out);
+  }
   return out;
 }
 

@@ -33,6 +33,7 @@ Json entry_json(const TraceEntry& e) {
               {"output_sizes", e.output_sizes},
               {"output_dtypes", e.output_dtypes},
               {"root", e.root},
+              {"tag", e.tag},
               {"reduce_op", e.reduce_op.empty() ? Json(nullptr) : Json(e.reduce_op)},
               {"async_op", e.async_op},
               {"state", e.state},
@@ -151,6 +152,7 @@ TraceEntry parse_entry(const Field& f) {
            f.source(), f.path(), e.input_sizes.size(), e.input_dtypes.size(), e.output_sizes.size(),
            e.output_dtypes.size());
   e.root = f.at("root").integer(-1, kMaxRank);
+  e.tag = f.at("tag").integer();
   e.reduce_op = f.at("reduce_op").optional_string();
   e.async_op = f.at("async_op").boolean();
   const Field state = f.at("state");
