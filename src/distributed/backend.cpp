@@ -15,6 +15,20 @@ void Backend::not_implemented(const char* op) const {
   TS_THROW(NotImplementedError, "{}(): the '{}' backend does not implement this op", op, name());
 }
 
+std::string Backend::reconfigure_handle() const {
+  TS_THROW(distributed::DistBackendError,
+           "reconfigure_handle(): the '{}' backend cannot reconfigure (supports_reconfigure() is "
+           "false; shm and gloo can, when made with enable_reconfigure)",
+           name());
+}
+
+WorkPtr Backend::reconfigure(const ReconfigureOptions&) {
+  TS_THROW(distributed::DistBackendError,
+           "reconfigure(): the '{}' backend cannot reconfigure (supports_reconfigure() is false; "
+           "shm and gloo can, when made with enable_reconfigure)",
+           name());
+}
+
 HookHandle Backend::register_abort_hook(AbortHook hook) {
   TS_CHECK(hook != nullptr, ValueError, "register_abort_hook(): argument 'hook' must not be empty");
   return HookHandle(detail::remover(abort_hooks_, abort_hooks_->add(std::move(hook))));
@@ -27,7 +41,7 @@ void Backend::run_abort_hooks(const std::string& reason) {
     } catch (const std::exception& e) {
       const std::string msg =
           fmt::format("tessera: the abort hook #{} of a '{}' backend (rank {}) threw: {}\n", id,
-                      name(), rank_, e.what());
+                      name(), rank(), e.what());
       std::fputs(msg.c_str(), stderr);
     }
   }

@@ -28,19 +28,35 @@ int ProcessGroup::size() const {
   return is_member() ? backend_->size() : static_cast<int>(global_ranks_.size());
 }
 
+std::vector<int> ProcessGroup::global_ranks() const {
+  if (is_member() && backend_->generation() > 0) return backend_->member_global_ranks();
+  return global_ranks_;
+}
+
 int ProcessGroup::group_rank(int global_rank) const {
-  const auto it = std::find(global_ranks_.begin(), global_ranks_.end(), global_rank);
-  TS_CHECK(it != global_ranks_.end(), ValueError,
+  const std::vector<int> ranks = global_ranks();
+  const auto it = std::find(ranks.begin(), ranks.end(), global_rank);
+  TS_CHECK(it != ranks.end(), ValueError,
            "process group '{}': global rank {} is not in the group (its ranks are {})", name_,
-           global_rank, fmt::join(global_ranks_, ", "));
-  return static_cast<int>(it - global_ranks_.begin());
+           global_rank, fmt::join(ranks, ", "));
+  return static_cast<int>(it - ranks.begin());
 }
 
 int ProcessGroup::global_rank(int group_rank) const {
-  TS_CHECK(group_rank >= 0 && group_rank < static_cast<int>(global_ranks_.size()), ValueError,
-           "process group '{}': group rank must be in [0, {}), but got {}", name_,
-           global_ranks_.size(), group_rank);
-  return global_ranks_[static_cast<size_t>(group_rank)];
+  const std::vector<int> ranks = global_ranks();
+  TS_CHECK(group_rank >= 0 && group_rank < static_cast<int>(ranks.size()), ValueError,
+           "process group '{}': group rank must be in [0, {}), but got {}", name_, ranks.size(),
+           group_rank);
+  return ranks[static_cast<size_t>(group_rank)];
+}
+
+WorkPtr ProcessGroup::reconfigure(const ReconfigureOptions& options) {
+  WorkPtr work = backend().reconfigure(options);
+  // The new generation's ops are numbered afresh, so that the members' Flight Recorder entries
+  // match up again whatever each of them issued before the failure.
+  collective_seq_ = 0;
+  p2p_seq_ = 0;
+  return work;
 }
 
 // ---- ops and their hooks ----------------------------------------------------------------------
@@ -81,6 +97,7 @@ WorkPtr ProcessGroup::run_op(const char* op_name, bool is_p2p,
   args.op_id = ++g_next_op_id;
   args.op_name = op_name;
   args.group_name = name_;
+  args.generation = b.generation();
   args.is_p2p = is_p2p;
   args.collective_seq_id = coll;
   args.p2p_seq_id = p2p;

@@ -9,6 +9,7 @@
 #include <mutex>
 #include <optional>
 
+#include "distributed/backends/reconfigurable.h"
 #include "distributed/plugins.h"
 #include "tessera/distributed/distributed.h"
 #include "tessera/distributed/flight_recorder.h"
@@ -59,6 +60,7 @@ struct BackendArgs {
   std::string group;
   std::vector<int> global_ranks;
   bool world = false;
+  std::optional<Milliseconds> connect_timeout;  // bounds the set-up; unset: `timeout`
 };
 
 struct RegisteredBackend {
@@ -69,6 +71,9 @@ struct RegisteredBackend {
   // Rank and world size when the caller gives none (mpi: MPI_COMM_WORLD's); null: the
   // environment's.
   std::function<std::pair<int, int>()> rank_and_size;
+  // Whether init_process_group(..., enable_reconfigure = true) may wrap it in a
+  // ReconfigurableBackend (its factory must rendezvous only through the store it is given).
+  bool reconfigurable = false;
 };
 
 std::mutex g_registry_mutex;
@@ -78,13 +83,17 @@ std::map<std::string, RegisteredBackend>& registry() {
     m["shm"].make = [](const BackendArgs& a) {
       ShmOptions options;
       options.group_name = a.group;
+      options.connect_timeout = a.connect_timeout;
       return make_shm_backend(a.store, a.rank, a.size, a.timeout, options);
     };
+    m["shm"].reconfigurable = true;
     m["gloo"].make = [](const BackendArgs& a) {
       GlooOptions options;
       options.group_name = a.group;
+      options.connect_timeout = a.connect_timeout;
       return make_gloo_backend(a.store, a.rank, a.size, a.timeout, options);
     };
+    m["gloo"].reconfigurable = true;
     m["lazy"].make = [](const BackendArgs& a) {
       return make_lazy_backend(a.store, a.rank, a.size, a.timeout, a.group);
     };
@@ -192,6 +201,30 @@ int from_env(int given, std::initializer_list<const char*> names, const char* wh
            fmt::join(names, ", "));
 }
 
+// A ReconfigurableBackend over the registered backend `name`: generation 0 has `initial`
+// (rank, size) when its size is positive, else no communicator until the first reconfigure.
+BackendPtr make_reconfigurable(const std::string& name, const RegisteredBackend& registered,
+                               const StorePtr& store, const std::string& group, int global_rank,
+                               Milliseconds timeout, std::pair<int, int> initial) {
+  auto make = [make = registered.make, group, timeout](const StorePtr& s, int rank, int size,
+                                                       Milliseconds connect) {
+    std::vector<int> ranks(static_cast<size_t>(size));
+    for (int r = 0; r < size; ++r) ranks[static_cast<size_t>(r)] = r;
+    return make({s, rank, size, timeout, group, std::move(ranks), false, connect});
+  };
+  return std::make_shared<ReconfigurableBackend>(name, group, store, timeout, std::move(make),
+                                                 global_rank, initial.first, initial.second);
+}
+
+// Groups are made from the default group's initial membership; once that changed, the global
+// ranks new_group and split_group take no longer name one process each.
+void require_not_reconfigured(const World& w, const char* op) {
+  TS_CHECK(w.default_group->backend().generation() == 0, NotImplementedError,
+           "{}(): the default group was reconfigured (generation {}), so its initial global "
+           "ranks no longer name its members; make groups before reconfiguring",
+           op, w.default_group->backend().generation());
+}
+
 }  // namespace
 
 void register_backend(const std::string& name, BackendFactory factory) {
@@ -201,7 +234,7 @@ void register_backend(const std::string& name, BackendFactory factory) {
   registry()[name] = {[factory = std::move(factory)](const BackendArgs& a) {
                         return factory(a.store, a.rank, a.size, a.timeout, a.group);
                       },
-                      true, nullptr};
+                      true, nullptr, false};
 }
 
 bool is_backend_available(const std::string& name) {
@@ -211,7 +244,7 @@ bool is_backend_available(const std::string& name) {
 }
 
 void init_process_group(const std::string& backend, StorePtr store, int rank, int world_size,
-                        Milliseconds timeout) {
+                        Milliseconds timeout, bool enable_reconfigure) {
   TS_CHECK(store != nullptr, ValueError, "init_process_group(): argument 'store' must not be null");
   TS_CHECK(world_size >= 1, ValueError,
            "init_process_group(): argument 'world_size' must be positive, but got {}", world_size);
@@ -221,6 +254,10 @@ void init_process_group(const std::string& backend, StorePtr store, int rank, in
   TS_CHECK(timeout.count() > 0, ValueError,
            "init_process_group(): argument 'timeout' must be positive, but got {}", timeout);
   const RegisteredBackend registered = find_backend(backend);
+  TS_CHECK(!enable_reconfigure || registered.reconfigurable, ValueError,
+           "init_process_group(): backend '{}' cannot reconfigure, so enable_reconfigure=true is "
+           "refused (the shm and gloo backends can)",
+           backend);
   auto w = current_world();
   TS_CHECK(w.world.default_group == nullptr, distributed::DistError,
            "init_process_group(): the default process group is already initialised (rank {} of "
@@ -229,8 +266,14 @@ void init_process_group(const std::string& backend, StorePtr store, int rank, in
   std::vector<int> ranks(static_cast<size_t>(world_size));
   for (int r = 0; r < world_size; ++r) ranks[static_cast<size_t>(r)] = r;
   auto group_store = std::make_shared<PrefixStore>("group/0", store);
-  BackendPtr b = registered.make(
-      {group_store, rank, world_size, timeout, std::string("default"), ranks, true});
+  BackendPtr b;
+  if (enable_reconfigure) {
+    b = make_reconfigurable(resolve_spec(backend), registered, group_store, "default", rank,
+                            timeout, {rank, world_size});
+  } else {
+    b = registered.make(
+        {group_store, rank, world_size, timeout, std::string("default"), ranks, true, {}});
+  }
   w.world.default_group =
       std::make_shared<ProcessGroup>("default", std::move(ranks), rank, std::move(b), timeout);
   if (auto recorder = global_flight_recorder()) recorder->attach(w.world.default_group);
@@ -243,7 +286,7 @@ void init_process_group(const std::string& backend, StorePtr store, int rank, in
 }
 
 void init_process_group(const std::string& backend, const std::string& init_method, int rank,
-                        int world_size, Milliseconds timeout) {
+                        int world_size, Milliseconds timeout, bool enable_reconfigure) {
   const RegisteredBackend registered = find_backend(backend);
   if (registered.rank_and_size && (rank < 0 || world_size < 0)) {
     const auto [r, n] = registered.rank_and_size();
@@ -261,7 +304,8 @@ void init_process_group(const std::string& backend, const std::string& init_meth
            init_method);
   if (!registered.needs_store) {
     // Its own rendezvous (mpirun's): an in-process store serves the groups' bookkeeping.
-    init_process_group(backend, std::make_shared<HashStore>(timeout), rank, world_size, timeout);
+    init_process_group(backend, std::make_shared<HashStore>(timeout), rank, world_size, timeout,
+                       enable_reconfigure);
     return;
   }
   StorePtr store;
@@ -293,7 +337,7 @@ void init_process_group(const std::string& backend, const std::string& init_meth
   } else {  // file://
     store = std::make_shared<FileStore>(init_method.substr(7), timeout);
   }
-  init_process_group(backend, std::move(store), rank, world_size, timeout);
+  init_process_group(backend, std::move(store), rank, world_size, timeout, enable_reconfigure);
 }
 
 bool is_initialized() {
@@ -347,6 +391,15 @@ int get_world_size(const ProcessGroupPtr& group) {
 std::string get_backend(const ProcessGroupPtr& group) {
   return resolve(group, "get_backend")->backend_name();
 }
+bool supports_reconfigure(const ProcessGroupPtr& group) {
+  return resolve(group, "supports_reconfigure")->supports_reconfigure();
+}
+std::string get_reconfigure_handle(const ProcessGroupPtr& group) {
+  return resolve(group, "get_reconfigure_handle")->reconfigure_handle();
+}
+WorkPtr reconfigure(const ReconfigureOptions& options, const ProcessGroupPtr& group) {
+  return resolve(group, "reconfigure")->reconfigure(options);
+}
 int get_group_rank(const ProcessGroupPtr& group, int global_rank) {
   return resolve(group, "get_group_rank")->group_rank(global_rank);
 }
@@ -366,8 +419,14 @@ ProcessGroupPtr make_group(const std::string& name, std::vector<int> ranks, int 
   const auto it = std::find(ranks.begin(), ranks.end(), my_rank);
   BackendPtr b;
   if (it != ranks.end()) {
-    b = registered.make({store, static_cast<int>(it - ranks.begin()),
-                         static_cast<int>(ranks.size()), timeout, name, ranks, false});
+    b = registered.make({store,
+                         static_cast<int>(it - ranks.begin()),
+                         static_cast<int>(ranks.size()),
+                         timeout,
+                         name,
+                         ranks,
+                         false,
+                         {}});
   }
   auto g = std::make_shared<ProcessGroup>(name, std::move(ranks), my_rank, std::move(b), timeout);
   if (auto recorder = global_flight_recorder()) recorder->attach(g);
@@ -387,6 +446,7 @@ ProcessGroupPtr new_group(std::vector<int> ranks, std::optional<Milliseconds> ti
   {
     auto w = current_world();
     require_default(w.world, "new_group");
+    require_not_reconfigured(w.world, "new_group");
     const int n = w.world.world_size;
     if (ranks.empty()) {
       for (int r = 0; r < n; ++r) ranks.push_back(r);
@@ -418,6 +478,7 @@ ProcessGroupPtr split_group(const ProcessGroupPtr& parent_group,
   {
     auto w = current_world();
     parent = parent_group ? parent_group : require_default(w.world, "split_group");
+    require_not_reconfigured(w.world, "split_group");
     TS_CHECK(parent->is_member(), ValueError,
              "split_group(): rank {} is not a member of the parent group '{}'; only its members "
              "call split_group",

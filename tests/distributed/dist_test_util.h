@@ -63,11 +63,11 @@ inline void run_ranks(int n, const std::function<void(int, dist::Backend&)>& fn,
 // Runs fn(rank) on n threads, each with its own World (WorldScope) initialised with
 // `backend` over one HashStore; destroys the World after fn and checks it is gone.
 inline void run_world(int n, const std::function<void(int)>& fn, const std::string& backend = "shm",
-                      dist::Milliseconds timeout = kTestTimeout) {
+                      dist::Milliseconds timeout = kTestTimeout, bool enable_reconfigure = false) {
   auto store = std::make_shared<dist::HashStore>(timeout);
   run_threads(n, [&](int r) {
     dist::WorldScope scope;
-    dist::init_process_group(backend, store, r, n, timeout);
+    dist::init_process_group(backend, store, r, n, timeout, enable_reconfigure);
     fn(r);
     dist::destroy_process_group();
     EXPECT_FALSE(dist::is_initialized());

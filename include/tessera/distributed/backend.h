@@ -10,14 +10,20 @@
 // Failure model: an op that fails (timeout, dead or aborted peer, mismatch) publishes its
 // error on its Work first, then aborts the communicator: every pending and later op fails
 // with an error naming the first failure. abort() does the same on request; either way the
-// abort hooks run once (hooks.h), after the error was recorded. Issue 7's
-// reconfigure() will give an aborted communicator a new membership in place.
+// abort hooks run once (hooks.h), after the error was recorded.
+//
+// Reconfiguration: a backend made with enable_reconfigure (the shm and gloo backends; see
+// docs/fault-tolerance.md) can be given a new membership in place, after a failure or to
+// grow: every new member calls reconfigure() with a fresh uuid and the new members' handles,
+// and each reconfigure starts a new generation of the communicator. Its rank and size are
+// then those of the new membership. Other backends refuse reconfigure() with an error.
 //
 // Thread-safety: ops may be issued from any thread, but the order in which a rank issues
 // collectives is the order they run in, so concurrent callers must agree on an order.
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +33,19 @@
 
 namespace tessera::distributed {
 
+// c10d's ReconfigureOptions.
+struct ReconfigureOptions {
+  // Fresh for every reconfigure and the same on every new member: it names the rendezvous.
+  std::string uuid;
+  // reconfigure_handle() of every member of the new membership, this rank's included.
+  std::vector<std::string> handles;
+  // True: the new ranks follow the order of `handles`. False: ranks are handed out first
+  // come, first served (atomically, through the store).
+  bool ordered = true;
+  // Bounds the whole reconfigure (tear-down and rendezvous); unset: the backend's timeout.
+  std::optional<Milliseconds> timeout;
+};
+
 class Backend {
  public:
   Backend(int rank, int size);
@@ -34,8 +53,9 @@ class Backend {
   Backend(const Backend&) = delete;
   Backend& operator=(const Backend&) = delete;
 
-  int rank() const { return rank_; }
-  int size() const { return size_; }
+  // Virtual so that a reconfigurable backend can change them (the others never do).
+  virtual int rank() const { return rank_; }
+  virtual int size() const { return size_; }
   virtual std::string name() const = 0;
 
   // tensor := reduce_op over ranks of tensor.
@@ -87,12 +107,26 @@ class Backend {
   // c10d's registerAbortHook: `hook` runs when this communicator aborts (see hooks.h).
   HookHandle register_abort_hook(AbortHook hook);
 
+  // ---- reconfiguration (see above) ------------------------------------------------------
+  virtual bool supports_reconfigure() const { return false; }
+  // "<backend>:<global rank>:<instance uuid>:<store address>": what the other members pass to
+  // reconfigure() to name this one. Throws unless supports_reconfigure().
+  virtual std::string reconfigure_handle() const;
+  // Revokes this rank's pending work (it fails with ERROR naming the reconfigure), tears down
+  // the current communicator and sets up the new membership's; the Work completes when it is
+  // ready. Throws at once on bad options, or unless supports_reconfigure().
+  virtual WorkPtr reconfigure(const ReconfigureOptions& options);
+  // How many reconfigures set up a communicator (0 for a backend that never reconfigured).
+  virtual uint64_t generation() const { return 0; }
+  // The members' global ranks in rank order as the last reconfigure learned them; empty
+  // while generation() is 0 (the group's own list holds then).
+  virtual std::vector<int> member_global_ranks() const { return {}; }
+
  protected:
   [[noreturn]] void not_implemented(const char* op) const;
   // Backends call it exactly once per abort, after recording the error. A hook that
   // throws is reported on stderr (there is no caller to give the error to); the others run.
   void run_abort_hooks(const std::string& reason);
-  // Rank and size are mutable so that reconfigure (issue 7) can change the membership.
   int rank_;
   int size_;
 

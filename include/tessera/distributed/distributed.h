@@ -48,15 +48,17 @@ bool is_backend_available(const std::string& name);
 
 // ---- initialisation ------------------------------------------------------------------------
 // Every rank calls it once with the same backend and world size, and its own rank.
+// enable_reconfigure: the default group can later be given a new membership in place
+// (reconfigure() below); backends that cannot (all but shm and gloo) refuse the flag.
 void init_process_group(const std::string& backend, StorePtr store, int rank, int world_size,
-                        Milliseconds timeout = kDefaultPgTimeout);
+                        Milliseconds timeout = kDefaultPgTimeout, bool enable_reconfigure = false);
 // init_method: "env://" (MASTER_ADDR, MASTER_PORT, RANK, WORLD_SIZE; or OMPI_COMM_WORLD_RANK/
 // SIZE or SLURM_PROCID/NTASKS for rank and size), "tcp://HOST:PORT", or "file:///PATH".
 // rank and world_size of -1 come from the environment. With tcp:// and env://, rank 0 runs
 // the TCPStore server unless TESSERA_STORE_EXTERNAL=1 (the launcher runs it).
 void init_process_group(const std::string& backend, const std::string& init_method = "env://",
                         int rank = -1, int world_size = -1,
-                        Milliseconds timeout = kDefaultPgTimeout);
+                        Milliseconds timeout = kDefaultPgTimeout, bool enable_reconfigure = false);
 bool is_initialized();
 // Shuts down `group`'s backend (waiting for its queued ops, each bounded by its timeout);
 // with no group, every group and the default one, after which is_initialized() is false.
@@ -92,8 +94,18 @@ class WorldScope {
   WorldScope& operator=(const WorldScope&) = delete;
 };
 
-// ---- collectives ---------------------------------------------------------------------------
 using GroupRef = const ProcessGroupPtr&;
+
+// ---- reconfiguration (torch.distributed._reconfigure; docs/fault-tolerance.md) -------------
+// The flow: every member of the new membership gets a fresh uuid and every member's handle out
+// of band (a store, a quorum), calls reconfigure() and waits on the Work. The group's rank,
+// size and global ranks are then the new membership's; its collective and point-to-point
+// sequence numbers restart from 0 in the new generation.
+bool supports_reconfigure(GroupRef group = nullptr);
+std::string get_reconfigure_handle(GroupRef group = nullptr);
+WorkPtr reconfigure(const ReconfigureOptions& options, GroupRef group = nullptr);
+
+// ---- collectives ---------------------------------------------------------------------------
 WorkPtr all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::SUM, GroupRef group = nullptr,
                    bool async_op = false);
 WorkPtr broadcast(const Tensor& tensor, int src, GroupRef group = nullptr, bool async_op = false);

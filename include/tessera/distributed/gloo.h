@@ -6,10 +6,12 @@
 //
 // Differences from shm, all Gloo's: reductions of float16/bfloat16 round every partial sum to
 // the dtype (shm widens to float and rounds once); reduce_scatter runs as an all_reduce of the
-// whole input; abort() fails this rank's queued and running Works at once, but the peers learn
-// of it only when their own ops fail (a closed connection or their timeout).
+// whole input. On a failure or abort() the backend closes its connections: the running
+// collective ends at once, and the peers' ops fail on the closed connection rather than at
+// their timeouts.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "tessera/distributed/backend.h"
@@ -25,6 +27,8 @@ struct GlooOptions {
   std::string iface;
   // Names the group in errors and namespaces its rendezvous keys in the store.
   std::string group_name = "default";
+  // Bounds the set-up (address exchange and connections); unset: the backend's timeout.
+  std::optional<Milliseconds> connect_timeout;
 };
 
 // Collective over `store`: every rank publishes its address and connects to every other rank.

@@ -46,9 +46,10 @@ struct TensorMeta {
 };
 
 struct PreHookArgs {
-  uint64_t op_id = 0;      // unique in this process; the post hook gets the same
-  std::string op_name;     // torch.distributed's name: "all_reduce", "send", ...
-  std::string group_name;  // the ProcessGroup's name ("default", "group1", ...)
+  uint64_t op_id = 0;       // unique in this process; the post hook gets the same
+  std::string op_name;      // torch.distributed's name: "all_reduce", "send", ...
+  std::string group_name;   // the ProcessGroup's name ("default", "group1", ...)
+  uint64_t generation = 0;  // the group's reconfigure generation (0: never reconfigured)
   bool is_p2p = false;
   uint64_t collective_seq_id = 0;
   uint64_t p2p_seq_id = 0;

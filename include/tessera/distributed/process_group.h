@@ -29,11 +29,13 @@ class ProcessGroup {
 
   const std::string& name() const { return name_; }
   bool is_member() const { return backend_ != nullptr; }
-  // This process's rank in the group, and the group's size (the backend's: they may change
-  // when issue 7's reconfigure changes the membership).
+  // This process's rank in the group, and the group's size (the backend's: a reconfigure
+  // changes them).
   int rank() const;
   int size() const;
-  const std::vector<int>& global_ranks() const { return global_ranks_; }
+  // The members' global ranks in group-rank order: the list the group was made with, or,
+  // after a reconfigure, the new membership's (from the members' handles).
+  std::vector<int> global_ranks() const;
   // ValueError when the rank is not in the group.
   int group_rank(int global_rank) const;
   int global_rank(int group_rank) const;
@@ -66,6 +68,13 @@ class ProcessGroup {
   // See Backend::abort / shutdown. No-ops on non-members.
   void abort(const std::string& reason);
   void shutdown();
+
+  // Reconfiguration (Backend's, see backend.h): a reconfigure restarts the sequence numbers
+  // below, and hooks see the generation in PreHookArgs.
+  bool supports_reconfigure() const { return is_member() && backend_->supports_reconfigure(); }
+  std::string reconfigure_handle() const { return backend().reconfigure_handle(); }
+  WorkPtr reconfigure(const ReconfigureOptions& options);
+  uint64_t generation() const { return is_member() ? backend_->generation() : 0; }
 
   // Collective hooks (hooks.h): they see every op issued on this group from now on.
   HookHandle register_pre_hook(PreHook hook);

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "tessera/distributed/backend.h"
@@ -23,6 +24,8 @@ struct ShmOptions {
   uint64_t ring_bytes = 256 << 10;
   // Names the group in errors.
   std::string group_name = "default";
+  // Bounds the set-up (the segment's rendezvous); unset: the backend's timeout.
+  std::optional<Milliseconds> connect_timeout;
 };
 
 // Collective over `store` (every rank of the communicator calls it with the same store

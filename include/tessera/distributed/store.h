@@ -44,6 +44,10 @@ class Store {
   virtual bool check(const std::vector<std::string>& keys) = 0;
   virtual bool delete_key(const std::string& key) = 0;
   virtual int64_t num_keys() = 0;
+  // Where the store lives, e.g. "tcp://HOST:PORT", "file:///PATH", "hash://PID/ID" (an
+  // in-process store), with "/PREFIX" appended per PrefixStore. Two stores with one address
+  // see the same keys; reconfigure handles carry it.
+  virtual std::string address() const = 0;
 
   void wait(const std::vector<std::string>& keys) { wait(keys, timeout()); }
   // Text conveniences.
@@ -72,6 +76,7 @@ class HashStore : public Store {
   bool check(const std::vector<std::string>& keys) override;
   bool delete_key(const std::string& key) override;
   int64_t num_keys() override;
+  std::string address() const override;
   using Store::set;
   using Store::wait;
 
@@ -96,6 +101,7 @@ class FileStore : public Store {
   bool check(const std::vector<std::string>& keys) override;
   bool delete_key(const std::string& key) override;
   int64_t num_keys() override;
+  std::string address() const override;
   using Store::set;
   using Store::wait;
   const std::string& path() const { return path_; }
@@ -119,6 +125,7 @@ class PrefixStore : public Store {
   bool delete_key(const std::string& key) override;
   // The number of keys of the whole underlying store (as c10d's PrefixStore).
   int64_t num_keys() override;
+  std::string address() const override;
   using Store::set;
   using Store::wait;
   const StorePtr& underlying_store() const { return store_; }
@@ -167,6 +174,7 @@ class TCPStore : public Store {
   bool check(const std::vector<std::string>& keys) override;
   bool delete_key(const std::string& key) override;
   int64_t num_keys() override;
+  std::string address() const override;
   using Store::set;
   using Store::wait;
 

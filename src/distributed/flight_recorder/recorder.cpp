@@ -96,6 +96,20 @@ struct FlightRecorder::Impl : std::enable_shared_from_this<Impl> {
            steady_to_system_ns;
   }
 
+  // The members and backend of the attached group `name` as they are now.
+  std::optional<fr::TraceGroup> current_members(const std::string& name) {
+    std::lock_guard lock(control_mutex);
+    for (const auto& weak : attached) {
+      const auto group = weak.lock();
+      if (!group || group->name() != name) continue;
+      fr::TraceGroup g;
+      g.ranks = group->global_ranks();
+      g.backend = group->backend_name();
+      return g;
+    }
+    return std::nullopt;
+  }
+
   Slot* find(int64_t record_id) {
     Slot& s = ring[static_cast<size_t>(record_id) % ring.size()];
     return s.used && s.entry.record_id == record_id ? &s : nullptr;
@@ -103,7 +117,11 @@ struct FlightRecorder::Impl : std::enable_shared_from_this<Impl> {
 
   void on_pre(const PreHookArgs& a) {
     fr::TraceEntry e;
-    e.group = a.group_name;
+    e.group = a.generation == 0 ? a.group_name : fmt::format("{}@g{}", a.group_name, a.generation);
+    e.generation = static_cast<int64_t>(a.generation);
+    // A new generation's members, from the group (known to be attached: its hooks call this).
+    std::optional<fr::TraceGroup> generation_group;
+    if (a.generation > 0) generation_group = current_members(a.group_name);
     e.op_id = static_cast<int64_t>(a.op_id);
     e.collective_seq_id = static_cast<int64_t>(a.collective_seq_id);
     e.p2p_seq_id = static_cast<int64_t>(a.p2p_seq_id);
@@ -129,6 +147,10 @@ struct FlightRecorder::Impl : std::enable_shared_from_this<Impl> {
           fr::DroppedRecord{old.record_id, old.collective_seq_id, old.p2p_seq_id};
     }
     auto& g = groups[e.group];
+    if (generation_group && g.ranks.empty()) {
+      g.ranks = std::move(generation_group->ranks);
+      g.backend = std::move(generation_group->backend);
+    }
     if (e.is_p2p) {
       g.last_enqueued_p2p = e.p2p_seq_id;
     } else {

@@ -14,7 +14,10 @@ namespace tessera::distributed::fr {
 
 struct TraceEntry {
   int64_t record_id = 0;
+  // The group's name; "<name>@g<N>" for generation N > 0 of a reconfigured group, whose
+  // members and sequence numbers are its own (fr-trace analyses each generation apart).
   std::string group;
+  int64_t generation = 0;
   int64_t op_id = 0;
   int64_t collective_seq_id = 0;
   int64_t p2p_seq_id = 0;

@@ -23,6 +23,7 @@ Json optional_int(const std::optional<int64_t>& v) {
 Json entry_json(const TraceEntry& e) {
   return Json{{"record_id", e.record_id},
               {"group", e.group},
+              {"generation", e.generation},
               {"op_id", e.op_id},
               {"collective_seq_id", e.collective_seq_id},
               {"p2p_seq_id", e.p2p_seq_id},
@@ -135,6 +136,7 @@ TraceEntry parse_entry(const Field& f) {
   TraceEntry e;
   e.record_id = f.at("record_id").integer(0, kNonNegative);
   e.group = f.at("group").string();
+  e.generation = f.at("generation").integer(0, kNonNegative);
   e.op_id = f.at("op_id").integer(0, kNonNegative);
   e.collective_seq_id = f.at("collective_seq_id").integer(0, kNonNegative);
   e.p2p_seq_id = f.at("p2p_seq_id").integer(0, kNonNegative);

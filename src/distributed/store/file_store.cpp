@@ -260,4 +260,8 @@ int64_t FileStore::num_keys() {
   return static_cast<int64_t>(state_->map.size());
 }
 
+std::string FileStore::address() const {
+  return "file://" + path_;
+}
+
 }  // namespace tessera::distributed

@@ -1,6 +1,8 @@
 // HashStore: a map under a mutex; waiters sleep on a condition variable until a write.
 #include <fmt/chrono.h>
 
+#include <unistd.h>
+
 #include <condition_variable>
 #include <mutex>
 #include <unordered_map>
@@ -87,6 +89,10 @@ bool HashStore::delete_key(const std::string& key) {
 int64_t HashStore::num_keys() {
   std::lock_guard lock(state_->mutex);
   return static_cast<int64_t>(state_->map.size());
+}
+
+std::string HashStore::address() const {
+  return fmt::format("hash://{}/{}", ::getpid(), static_cast<const void*>(state_.get()));
 }
 
 }  // namespace tessera::distributed

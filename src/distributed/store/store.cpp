@@ -72,4 +72,8 @@ int64_t PrefixStore::num_keys() {
   return store_->num_keys();
 }
 
+std::string PrefixStore::address() const {
+  return store_->address() + "/" + prefix_;
+}
+
 }  // namespace tessera::distributed

@@ -228,4 +228,8 @@ int64_t TCPStore::num_keys() {
   return client_->call_int(MsgType::NUM_KEYS, {}, Clock::now() + timeout(), "num_keys");
 }
 
+std::string TCPStore::address() const {
+  return fmt::format("tcp://{}:{}", host_, port_);
+}
+
 }  // namespace tessera::distributed

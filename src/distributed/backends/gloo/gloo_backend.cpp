@@ -160,9 +160,11 @@ class GlooBackend : public OpBackend {
     try {
       device_ = ::gloo::transport::tcp::CreateDevice(attr);
       auto ctx = std::make_shared<::gloo::rendezvous::Context>(rank, size);
-      ctx->setTimeout(timeout);
-      StoreAdapter adapter(store, "gloo/" + group_name_ + "/", timeout);
+      const Milliseconds connect = options.connect_timeout.value_or(timeout);
+      ctx->setTimeout(connect);
+      StoreAdapter adapter(store, "gloo/" + group_name_ + "/", connect);
       ctx->connectFullMesh(adapter, device_);
+      ctx->setTimeout(timeout);
       context_ = std::move(ctx);
     } catch (const Error&) {
       throw;  // the store's own error (a rank that never published its address)
@@ -421,7 +423,12 @@ class GlooBackend : public OpBackend {
       }
     }
     for (auto& e : queued) e.work->mark_failed(WorkStatus::ERROR, error_);
-    if (first) run_abort_hooks(exception_message(error));  // once, for the first failure
+    if (!first) return;
+    // Closing the connections ends a collective the worker is blocked in (it throws) and tells
+    // the peers at once (their ops fail on the closed connection), instead of at their
+    // timeouts, so a failure anywhere reaches every rank promptly.
+    context_->closeConnections();
+    run_abort_hooks(exception_message(error));  // once, for the first failure
   }
 
   // Runs one collective to completion (throws on failure).

@@ -134,7 +134,7 @@ class HierBackend : public ForwardingBackend {
 
  private:
   // The other ops run flat, over gloo among all ranks.
-  Backend& forward_to() override { return *flat_; }
+  BackendPtr forward_to() override { return flat_; }
 
   struct Task {
     WorkPtr work;

@@ -127,12 +127,12 @@ class LazyBackend : public ForwardingBackend {
   }
 
   // Collectives go to the full communicator, made on the first one.
-  Backend& forward_to() override {
+  BackendPtr forward_to() override {
     std::lock_guard lock(full_mutex_);  // collectives come in the same order on every rank
     {
       std::lock_guard l(mutex_);
       if (error_) std::rethrow_exception(error_);
-      if (full_) return *full_;
+      if (full_) return full_;
     }
     ShmOptions options;
     options.group_name = group_;
@@ -140,7 +140,7 @@ class LazyBackend : public ForwardingBackend {
                                     size_, timeout_, options);
     std::lock_guard l(mutex_);
     full_ = std::move(b);
-    return *full_;
+    return full_;
   }
 
   WorkPtr on_channel(const char* op, const Tensor& t, int peer, Issue issue,

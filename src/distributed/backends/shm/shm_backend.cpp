@@ -49,8 +49,8 @@ ShmBackend::ShmBackend(const StorePtr& store, int rank, int size, Milliseconds t
            "shm backend: option 'ring_bytes' must be in [4096, 1073741824], but got {}",
            options.ring_bytes);
   const uint64_t buffer = buffer_bytes_from(options.buffer_bytes, size);
-  auto segment =
-      Segment::rendezvous(*store, rank, size, buffer, options.ring_bytes, Clock::now() + timeout);
+  auto segment = Segment::rendezvous(*store, rank, size, buffer, options.ring_bytes,
+                                     Clock::now() + options.connect_timeout.value_or(timeout));
   comm_ = std::make_unique<Communicator>(std::move(segment), rank, group_name_);
   progress_ = std::thread([this] { progress_loop(); });
 }

@@ -1,0 +1,294 @@
+// Reconfiguration in place (enable_reconfigure): new memberships for the shm and gloo
+// backends, with ranks as threads. Handles travel between the ranks through a side store, as
+// they would through a quorum.
+#include <atomic>
+
+#include "dist_test_util.h"
+#include "tessera/distributed/flight_recorder.h"
+
+namespace tessera::testing {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Publishes this rank's handle under "<round>/<rank>" and returns the handles of `ranks`.
+std::vector<std::string> exchange(dist::Store& side, const std::string& round, int rank,
+                                  const std::vector<int>& ranks) {
+  const std::string mine = dist::get_reconfigure_handle();
+  side.set(round + "/" + std::to_string(rank), dist::Bytes(mine.begin(), mine.end()));
+  std::vector<std::string> handles;
+  for (int r : ranks) {
+    const std::string key = round + "/" + std::to_string(r);
+    side.wait({key}, kTestTimeout);
+    const dist::Bytes b = side.get(key);
+    handles.emplace_back(b.begin(), b.end());
+  }
+  return handles;
+}
+
+std::vector<int> iota(int n) {
+  std::vector<int> v(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = i;
+  return v;
+}
+
+dist::ReconfigureOptions options(std::string uuid, std::vector<std::string> handles,
+                                 bool ordered = true) {
+  dist::ReconfigureOptions o;
+  o.uuid = std::move(uuid);
+  o.handles = std::move(handles);
+  o.ordered = ordered;
+  return o;
+}
+
+// The sum over the group of (global rank + 1), through all_reduce.
+double sum_of_ranks() {
+  Tensor x = full(
+      {5}, static_cast<double>(dist::get_global_rank(dist::group_world(), dist::get_rank()) + 1),
+      TensorOptions(kFloat32));
+  dist::all_reduce(x);
+  return x[4].item<double>();
+}
+
+class Reconfigure : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Reconfigure, SameMembersNewGenerationKeepsWorking) {
+  auto side = std::make_shared<dist::HashStore>(kTestTimeout);
+  run_world(
+      4,
+      [&](int r) {
+        EXPECT_TRUE(dist::supports_reconfigure());
+        EXPECT_EQ(sum_of_ranks(), 10.0);
+        EXPECT_EQ(dist::group_world()->generation(), 0u);
+        auto w = dist::reconfigure(options("same", exchange(*side, "a", r, iota(4))));
+        EXPECT_TRUE(w->wait());
+        EXPECT_EQ(dist::group_world()->generation(), 1u);
+        EXPECT_EQ(dist::get_rank(), r);
+        EXPECT_EQ(dist::get_world_size(), 4);
+        EXPECT_EQ(dist::group_world()->global_ranks(), iota(4));
+        EXPECT_EQ(sum_of_ranks(), 10.0);
+        EXPECT_EQ(dist::get_backend(), GetParam());
+      },
+      GetParam(), kTestTimeout, /*enable_reconfigure=*/true);
+}
+
+TEST_P(Reconfigure, RanksFollowTheOrderOfTheHandles) {
+  auto side = std::make_shared<dist::HashStore>(kTestTimeout);
+  run_world(
+      4,
+      [&](int r) {
+        auto handles = exchange(*side, "a", r, {3, 2, 1, 0});
+        dist::reconfigure(options("reversed", handles))->wait();
+        EXPECT_EQ(dist::get_rank(), 3 - r);
+        EXPECT_EQ(dist::group_world()->global_ranks(), (std::vector<int>{3, 2, 1, 0}));
+        EXPECT_EQ(dist::get_global_rank(dist::group_world(), 0), 3);
+        // Group rank 0 is global rank 3 now: its data wins the broadcast.
+        Tensor b = full({3}, static_cast<double>(r), TensorOptions(kInt64));
+        dist::broadcast(b, /*src=*/3);
+        EXPECT_EQ(b[2].item<int64_t>(), 3);
+        EXPECT_EQ(sum_of_ranks(), 10.0);
+      },
+      GetParam(), kTestTimeout, true);
+}
+
+TEST_P(Reconfigure, UnorderedHandlesHandOutEveryRankOnce) {
+  auto side = std::make_shared<dist::HashStore>(kTestTimeout);
+  std::atomic<int> rank_mask{0};
+  run_world(
+      4,
+      [&](int r) {
+        dist::reconfigure(options("unordered", exchange(*side, "a", r, iota(4)), false))->wait();
+        const int me = dist::get_rank();
+        rank_mask.fetch_or(1 << me);
+        EXPECT_EQ(dist::get_global_rank(dist::group_world(), me), r);
+        EXPECT_EQ(sum_of_ranks(), 10.0);
+      },
+      GetParam(), kTestTimeout, true);
+  EXPECT_EQ(rank_mask.load(), 0b1111);
+}
+
+TEST_P(Reconfigure, SurvivorsShrinkAfterARankFails) {
+  auto side = std::make_shared<dist::HashStore>(kTestTimeout);
+  run_world(
+      4,
+      [&](int r) {
+        EXPECT_EQ(sum_of_ranks(), 10.0);
+        if (r == 3) {  // fails: its communicator aborts and it leaves
+          dist::group_world()->abort("rank 3 fails on purpose");
+          return;
+        }
+        // The survivors' next collective fails: rank 3 aborted.
+        Tensor x = ones({4}, TensorOptions(kFloat32));
+        auto w = dist::all_reduce(x, dist::ReduceOp::SUM, nullptr, /*async_op=*/true);
+        EXPECT_THROW(w->wait(), dist::DistError);
+        dist::reconfigure(options("survivors", exchange(*side, "s", r, {0, 1, 2})))->wait();
+        EXPECT_EQ(dist::get_world_size(), 3);
+        EXPECT_EQ(dist::get_rank(), r);
+        EXPECT_EQ(sum_of_ranks(), 6.0);
+        // And growing back to four works the same way (here with the old rank 3 gone, a
+        // fresh uuid and the same three).
+        dist::reconfigure(options("again", exchange(*side, "t", r, {2, 0, 1})))->wait();
+        EXPECT_EQ(dist::group_world()->generation(), 2u);
+        EXPECT_EQ(dist::get_rank(), (r + 1) % 3);
+        EXPECT_EQ(sum_of_ranks(), 6.0);
+      },
+      GetParam(), kTestTimeout, true);
+}
+
+TEST_P(Reconfigure, PendingWorkIsRevokedWithTheReasonAndAbortHooksRun) {
+  auto side = std::make_shared<dist::HashStore>(kTestTimeout);
+  run_world(
+      2,
+      [&](int r) {
+        std::vector<std::string> reasons;
+        std::mutex mutex;
+        auto hook = dist::group_world()->backend().register_abort_hook([&](const std::string& why) {
+          std::lock_guard lock(mutex);
+          reasons.push_back(why);
+        });
+        Tensor never = empty({4}, TensorOptions(kFloat32));
+        dist::WorkPtr pending;
+        if (r == 0) pending = dist::irecv(never, 1, nullptr, /*tag=*/9);  // rank 1 never sends
+        dist::reconfigure(options("revoke", exchange(*side, "a", r, iota(2))))->wait();
+        if (r == 0) {
+          EXPECT_EQ(pending->status(), dist::WorkStatus::ERROR);
+          try {
+            pending->wait();
+            ADD_FAILURE() << "the revoked recv succeeded";
+          } catch (const dist::DistError& e) {
+            EXPECT_NE(std::string(e.what()).find("reconfiguring"), std::string::npos) << e.what();
+          }
+        }
+        std::lock_guard lock(mutex);
+        ASSERT_GE(reasons.size(), 1u);
+        EXPECT_NE(reasons[0].find("uuid 'revoke'"), std::string::npos) << reasons[0];
+      },
+      GetParam(), kTestTimeout, true);
+}
+
+TEST_P(Reconfigure, AbortIsGracefulAndAReconfigureFollows) {
+  auto side = std::make_shared<dist::HashStore>(kTestTimeout);
+  run_world(
+      2,
+      [&](int r) {
+        dist::group_world()->abort("on request");
+        Tensor x = ones({2}, TensorOptions(kFloat32));
+        EXPECT_THROW(dist::all_reduce(x), dist::DistError);
+        dist::reconfigure(options("after-abort", exchange(*side, "a", r, iota(2))))->wait();
+        EXPECT_EQ(sum_of_ranks(), 3.0);
+      },
+      GetParam(), kTestTimeout, true);
+}
+
+TEST_P(Reconfigure, AMemberThatNeverJoinsTimesOutAndARetryWorks) {
+  auto side = std::make_shared<dist::HashStore>(kTestTimeout);
+  run_world(
+      2,
+      [&](int r) {
+        auto handles = exchange(*side, "a", r, iota(2));
+        if (r == 1) return;  // never joins
+        auto o = options("missing", handles);
+        o.timeout = 300ms;
+        auto w = dist::reconfigure(o);
+        try {
+          w->wait();
+          ADD_FAILURE() << "a reconfigure without rank 1 succeeded";
+        } catch (const dist::DistTimeoutError& e) {
+          EXPECT_NE(std::string(e.what()).find("new ranks 1 never joined"), std::string::npos)
+              << e.what();
+        }
+        EXPECT_EQ(w->status(), dist::WorkStatus::TIMED_OUT);
+        Tensor x = ones({2}, TensorOptions(kFloat32));
+        try {
+          dist::all_reduce(x);
+          ADD_FAILURE() << "an op after a failed reconfigure ran";
+        } catch (const dist::DistBackendError& e) {
+          EXPECT_NE(std::string(e.what()).find("last reconfigure failed"), std::string::npos)
+              << e.what();
+        }
+        dist::reconfigure(options("alone", {dist::get_reconfigure_handle()}))->wait();
+        EXPECT_EQ(dist::get_world_size(), 1);
+        EXPECT_EQ(sum_of_ranks(), 1.0);
+      },
+      GetParam(), kTestTimeout, true);
+}
+
+TEST_P(Reconfigure, HooksAndTheFlightRecorderSeeEachGeneration) {
+  auto side = std::make_shared<dist::HashStore>(kTestTimeout);
+  run_world(
+      2,
+      [&](int r) {
+        auto g = dist::group_world();
+        dist::FlightRecorder recorder(dist::FlightRecorderOptions{});
+        recorder.attach(g);
+        std::vector<std::pair<uint64_t, uint64_t>> seen;  // generation, collective seq id
+        auto pre = g->register_pre_hook([&](const dist::PreHookArgs& a) {
+          seen.emplace_back(a.generation, a.collective_seq_id);
+        });
+        sum_of_ranks();
+        sum_of_ranks();
+        dist::reconfigure(options("hooks", exchange(*side, "a", r, {1, 0})))->wait();
+        sum_of_ranks();
+        ASSERT_EQ(seen.size(), 3u);
+        EXPECT_EQ(seen[0], std::make_pair(uint64_t{0}, uint64_t{1}));
+        EXPECT_EQ(seen[1], std::make_pair(uint64_t{0}, uint64_t{2}));
+        EXPECT_EQ(seen[2], std::make_pair(uint64_t{1}, uint64_t{1}));  // numbered afresh
+        const std::string dump = recorder.dump_json();
+        EXPECT_NE(dump.find("\"default@g1\""), std::string::npos);
+        EXPECT_NE(dump.find("\"generation\": 1"), std::string::npos) << dump.substr(0, 2000);
+      },
+      GetParam(), kTestTimeout, true);
+}
+
+TEST_P(Reconfigure, BadOptionsAreRefusedAtOnceAndChangeNothing) {
+  auto side = std::make_shared<dist::HashStore>(kTestTimeout);
+  run_world(
+      2,
+      [&](int r) {
+        auto handles = exchange(*side, "a", r, iota(2));
+        const std::string mine = dist::get_reconfigure_handle();
+        const std::string other = handles[static_cast<size_t>(1 - r)];
+        EXPECT_EQ(mine.rfind(GetParam() + ":" + std::to_string(r) + ":", 0), 0u) << mine;
+        EXPECT_THROW(dist::reconfigure(options("", handles)), ValueError);
+        EXPECT_THROW(dist::reconfigure(options("a/b", handles)), ValueError);
+        EXPECT_THROW(dist::reconfigure(options("x", {})), ValueError);
+        EXPECT_THROW(dist::reconfigure(options("x", {other})), ValueError);  // not mine
+        EXPECT_THROW(dist::reconfigure(options("x", {mine, "garbage"})), ValueError);
+        EXPECT_THROW(dist::reconfigure(options("x", {mine, mine})), ValueError);
+        const std::string wrong_backend = "lazy" + mine.substr(mine.find(':'));
+        EXPECT_THROW(dist::reconfigure(options("x", {wrong_backend})), ValueError);
+        const std::string wrong_store = mine.substr(0, mine.rfind(':') + 1) + "elsewhere";
+        EXPECT_THROW(dist::reconfigure(options("x", {mine, wrong_store})), NotImplementedError);
+        EXPECT_EQ(sum_of_ranks(), 3.0);  // still generation 0, still working
+        EXPECT_EQ(dist::group_world()->generation(), 0u);
+        dist::reconfigure(options("ok", handles))->wait();
+        EXPECT_THROW(dist::reconfigure(options("ok", handles)), ValueError);  // used uuid
+        EXPECT_THROW(dist::new_group({0}), NotImplementedError);
+        EXPECT_EQ(sum_of_ranks(), 3.0);
+      },
+      GetParam(), kTestTimeout, true);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Reconfigure, ::testing::Values("shm", "gloo"),
+                         [](const auto& info) { return info.param; });
+
+TEST(ReconfigureRefused, BackendsThatCannotRefuseTheFlagAndTheCalls) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  dist::WorldScope scope;
+  try {
+    dist::init_process_group("lazy", store, 0, 1, kTestTimeout, /*enable_reconfigure=*/true);
+    ADD_FAILURE() << "lazy accepted enable_reconfigure";
+  } catch (const ValueError& e) {
+    EXPECT_NE(std::string(e.what()).find("backend 'lazy' cannot reconfigure"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_FALSE(dist::is_initialized());
+  dist::init_process_group("shm", store, 0, 1, kTestTimeout);  // without the flag
+  EXPECT_FALSE(dist::supports_reconfigure());
+  EXPECT_THROW(dist::get_reconfigure_handle(), dist::DistBackendError);
+  EXPECT_THROW(dist::reconfigure(options("u", {"shm:0:x:y"})), dist::DistBackendError);
+  dist::destroy_process_group();
+}
+
+}  // namespace
+}  // namespace tessera::testing
