@@ -29,6 +29,19 @@ WorkPtr Backend::reconfigure(const ReconfigureOptions&) {
            name());
 }
 
+void Backend::suspend() {
+  TS_THROW(NotImplementedError, "suspend(): the '{}' backend cannot suspend (shm and gloo can)",
+           name());
+}
+void Backend::resume() {
+  TS_THROW(NotImplementedError, "resume(): the '{}' backend cannot suspend (shm and gloo can)",
+           name());
+}
+MemoryStats Backend::memory_stats() const {
+  TS_THROW(NotImplementedError,
+           "memory_stats(): the '{}' backend does not report its memory (shm and gloo do)", name());
+}
+
 HookHandle Backend::register_abort_hook(AbortHook hook) {
   TS_CHECK(hook != nullptr, ValueError, "register_abort_hook(): argument 'hook' must not be empty");
   return HookHandle(detail::remover(abort_hooks_, abort_hooks_->add(std::move(hook))));

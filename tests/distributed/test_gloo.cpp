@@ -41,6 +41,22 @@ TEST(Gloo, InitProcessGroupByName) {
   });
 }
 
+// Sends and receives between some ranks only must not shift the collectives' tags apart.
+TEST(Gloo, CollectivesMatchAfterSendsAmongSomeRanks) {
+  run_world(
+      3,
+      [](int r) {
+        Tensor t = full({2}, 7.0, TensorOptions(kFloat32));
+        if (r == 0) dist::send(t, 1);
+        if (r == 1) dist::recv(t, 0);
+        Tensor x = full({2}, static_cast<double>(r), TensorOptions(kFloat32));
+        dist::all_reduce(x);
+        EXPECT_EQ(x[1].item<double>(), 3.0);
+        dist::barrier();
+      },
+      "gloo", 5000ms);
+}
+
 TEST(Gloo, AMissingRankTimesOutAndLaterOpsFail) {
   auto [b0, b1] = two_ranks();
   dist::AllreduceOptions o;

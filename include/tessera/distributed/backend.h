@@ -46,6 +46,16 @@ struct ReconfigureOptions {
   std::optional<Milliseconds> timeout;
 };
 
+// What a backend's communication buffers take (c10d's getMemoryStats), in bytes.
+struct MemoryStats {
+  uint64_t total_bytes = 0;     // held while active (shm: the segment)
+  uint64_t held_bytes = 0;      // held now: total_bytes, or 0 while suspended
+  uint64_t released_bytes = 0;  // released by the current suspension (0 while active)
+  uint64_t connections = 0;     // open connections to peers now (gloo: one per peer)
+  bool suspended = false;
+  uint64_t suspend_count = 0;  // suspends so far
+};
+
 class Backend {
  public:
   Backend(int rank, int size);
@@ -121,6 +131,18 @@ class Backend {
   // The members' global ranks in rank order as the last reconfigure learned them; empty
   // while generation() is 0 (the group's own list holds then).
   virtual std::vector<int> member_global_ranks() const { return {}; }
+
+  // ---- suspend / resume (c10d's, for co-located training and serving) --------------------
+  // suspend() releases the communication buffers (the shm segment; gloo's connections) and
+  // resume() sets them up again. Both are collective: every rank calls them, at the same
+  // point of its sequence of collectives. suspend() first completes a barrier, so every
+  // earlier op has finished on every rank; it refuses while this rank has a send or recv
+  // pending. Ops on a suspended backend throw DistBackendError; resume() is bounded by the
+  // backend's timeout (on failure the backend stays suspended). The shm and gloo backends
+  // implement them; the others throw NotImplementedError.
+  virtual void suspend();
+  virtual void resume();
+  virtual MemoryStats memory_stats() const;
 
  protected:
   [[noreturn]] void not_implemented(const char* op) const;

@@ -332,7 +332,7 @@ WorkPtr OpBackend::recv(const Tensor& tensor, int src, const SendRecvOptions& op
 
 WorkPtr OpBackend::new_work(Op& op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout,
                             Milliseconds fallback, std::string_view group, uint64_t& counter,
-                            bool stopping, const std::exception_ptr& error) const {
+                            bool stopping, const std::exception_ptr& error, bool suspended) const {
   const std::string_view op_name = op_kind_name(op.kind);
   const Milliseconds t = timeout.value_or(fallback);
   TS_CHECK(t.count() > 0, ValueError, "{}(): argument 'timeout' must be positive, but got {}",
@@ -340,6 +340,9 @@ WorkPtr OpBackend::new_work(Op& op, std::vector<Tensor> keep, std::optional<Mill
   TS_CHECK(!stopping, distributed::DistBackendError,
            "{}(): the {} group '{}' (rank {}) was shut down (destroy_process_group)", op_name,
            name(), group, rank_);
+  TS_CHECK(!suspended, distributed::DistBackendError,
+           "{}(): the {} group '{}' (rank {}) is suspended; call resume() first", op_name, name(),
+           group, rank_);
   op.seq = ++counter;
   auto work =
       std::make_shared<Work>(fmt::format("{}:{}", name(), op_name), std::move(keep), t, op.seq);

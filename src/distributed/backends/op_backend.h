@@ -47,9 +47,10 @@ class OpBackend : public Backend {
   // "<backend>:<op>". Throws DistBackendError naming `group` when `stopping` (it was shut down);
   // the
   // Work is failed at once with `error` when the communicator already failed.
+  // Throws DistBackendError when `suspended` (Backend::suspend) too.
   WorkPtr new_work(Op& op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout,
                    Milliseconds fallback, std::string_view group, uint64_t& counter, bool stopping,
-                   const std::exception_ptr& error) const;
+                   const std::exception_ptr& error, bool suspended = false) const;
   // Queues a validated op and returns its Work; `keep` are the tensors the Work holds until it
   // completes (the op's outputs first). An unset timeout takes the backend's default.
   virtual WorkPtr enqueue(Op op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout) = 0;

@@ -306,6 +306,15 @@ void ReconfigurableBackend::shutdown() {
   if (comm) comm->shutdown();
 }
 
+MemoryStats ReconfigurableBackend::memory_stats() const {
+  BackendPtr comm;
+  {
+    std::lock_guard lock(mutex_);
+    comm = current_;
+  }
+  return comm ? comm->memory_stats() : MemoryStats{};
+}
+
 std::exception_ptr ReconfigurableBackend::error() const {
   std::lock_guard lock(mutex_);
   return current_ ? current_->error() : nullptr;

@@ -57,6 +57,11 @@ class ReconfigurableBackend : public ForwardingBackend {
   uint64_t generation() const override { return generation_.load(); }
   std::vector<int> member_global_ranks() const override;
 
+  // The current generation's (none: nothing is held).
+  void suspend() override { forward_to()->suspend(); }
+  void resume() override { forward_to()->resume(); }
+  MemoryStats memory_stats() const override;
+
   void abort(const std::string& reason) override;
   void shutdown() override;
   std::exception_ptr error() const override;

@@ -152,20 +152,14 @@ class GlooBackend : public OpBackend {
  public:
   GlooBackend(const StorePtr& store, int rank, int size, Milliseconds timeout,
               const GlooOptions& options)
-      : OpBackend(rank, size), timeout_(timeout), group_name_(options.group_name) {
+      : OpBackend(rank, size), timeout_(timeout), group_name_(options.group_name), store_(store) {
     TS_CHECK(store != nullptr, ValueError, "gloo backend: argument 'store' must not be null");
     TS_CHECK(timeout.count() > 0, ValueError,
              "gloo backend: argument 'timeout' must be positive, but got {}", timeout);
     const auto attr = device_attr(options);
     try {
       device_ = ::gloo::transport::tcp::CreateDevice(attr);
-      auto ctx = std::make_shared<::gloo::rendezvous::Context>(rank, size);
-      const Milliseconds connect = options.connect_timeout.value_or(timeout);
-      ctx->setTimeout(connect);
-      StoreAdapter adapter(store, "gloo/" + group_name_ + "/", connect);
-      ctx->connectFullMesh(adapter, device_);
-      ctx->setTimeout(timeout);
-      context_ = std::move(ctx);
+      context_ = connect("gloo/" + group_name_ + "/", options.connect_timeout.value_or(timeout));
     } catch (const Error&) {
       throw;  // the store's own error (a rank that never published its address)
     } catch (const std::exception& e) {  // Gloo's: no such interface, refused connection
@@ -226,6 +220,61 @@ class GlooBackend : public OpBackend {
     return error_;
   }
 
+  // Suspend closes the connections and drops the context; resume connects a new full mesh
+  // through the store (under "gloo/<group>/resume<n>/").
+  void suspend() override {
+    {
+      std::lock_guard lock(mutex_);
+      reap_finished_p2p();
+      TS_CHECK(p2p_.empty(), distributed::DistBackendError,
+               "suspend(): gloo group '{}' (rank {}) has {} sends/recvs pending; wait for them "
+               "first",
+               group_name_, rank_, p2p_.size());
+    }
+    barrier(BarrierOptions{})->wait();  // every rank's earlier ops are done
+    std::lock_guard lock(mutex_);
+    TS_CHECK(!suspended_, distributed::DistBackendError,
+             "suspend(): gloo group '{}' (rank {}) is suspended already", group_name_, rank_);
+    if (error_) std::rethrow_exception(error_);
+    suspended_ = true;
+    context_->closeConnections();
+    context_.reset();
+    ++suspend_count_;
+  }
+
+  void resume() override {
+    uint64_t round = 0;
+    {
+      std::lock_guard lock(mutex_);
+      TS_CHECK(suspended_ && !stopping_, distributed::DistBackendError,
+               "resume(): gloo group '{}' (rank {}) is not suspended", group_name_, rank_);
+      round = suspend_count_;
+    }
+    std::shared_ptr<::gloo::Context> context;
+    try {
+      context = connect(fmt::format("gloo/{}/resume{}/", group_name_, round), timeout_);
+    } catch (const Error&) {
+      throw;                             // the store's: a peer that never resumed
+    } catch (const std::exception& e) {  // Gloo's
+      TS_THROW(distributed::DistNetworkError,
+               "resume(): gloo group '{}' (rank {}) could not reconnect to its peers: {}",
+               group_name_, rank_, e.what());
+    }
+    std::lock_guard lock(mutex_);
+    context_ = std::move(context);
+    suspended_ = false;
+  }
+
+  MemoryStats memory_stats() const override {
+    std::lock_guard lock(mutex_);
+    MemoryStats s;
+    // Gloo allocates its buffers per op: what a communicator holds is its connections.
+    s.connections = context_ ? static_cast<uint64_t>(size_ - 1) : 0;
+    s.suspended = suspended_;
+    s.suspend_count = suspend_count_;
+    return s;
+  }
+
  protected:
   WorkPtr enqueue(Op op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout) override {
     const bool p2p = op.kind == OpKind::SEND || op.kind == OpKind::RECV;
@@ -234,8 +283,8 @@ class GlooBackend : public OpBackend {
                "{}(): the gloo backend takes tags in [0, 2^56), but got {}", op_kind_name(op.kind),
                op.tag);
     std::lock_guard lock(mutex_);
-    auto work =
-        new_work(op, std::move(keep), timeout, timeout_, group_name_, next_seq_, stopping_, error_);
+    auto work = new_work(op, std::move(keep), timeout, timeout_, group_name_, next_seq_, stopping_,
+                         error_, suspended_);
     if (error_) return work;
     if (p2p) {
       post_p2p(op, work);
@@ -256,6 +305,17 @@ class GlooBackend : public OpBackend {
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;  // set by the waiter as its last step
   };
+
+  // A context connected to every peer through the store under `prefix` within `connect`; the
+  // ops' own timeouts apply afterwards.
+  std::shared_ptr<::gloo::Context> connect(const std::string& prefix, Milliseconds connect) {
+    auto ctx = std::make_shared<::gloo::rendezvous::Context>(rank_, size_);
+    ctx->setTimeout(connect);
+    StoreAdapter adapter(store_, prefix, connect);
+    ctx->connectFullMesh(adapter, device_);
+    ctx->setTimeout(timeout_);
+    return ctx;
+  }
 
   std::string where(const Op& op) const {
     return fmt::format("gloo {} (op #{} of group '{}', rank {})", op_kind_name(op.kind), op.seq,
@@ -427,13 +487,16 @@ class GlooBackend : public OpBackend {
     // Closing the connections ends a collective the worker is blocked in (it throws) and tells
     // the peers at once (their ops fail on the closed connection), instead of at their
     // timeouts, so a failure anywhere reaches every rank promptly.
-    context_->closeConnections();
-    run_abort_hooks(exception_message(error));  // once, for the first failure
+    if (context_) context_->closeConnections();  // null while suspended
+    run_abort_hooks(exception_message(error));   // once, for the first failure
   }
 
   // Runs one collective to completion (throws on failure).
   void run(const Op& op) {
-    const auto tag = static_cast<uint32_t>(op.seq);
+    // Gloo matches a collective's messages by tag, so every rank must give the k-th collective
+    // the same one: the worker's own count, not the op number (which counts sends and recvs,
+    // that only some ranks issue).
+    const auto tag = static_cast<uint32_t>(++collectives_run_);
     const Milliseconds t = std::max(time_left(op), Milliseconds(1));
     const int64_t esize = element_size(op.dtype);
     const int64_t bytes = op.count * esize;
@@ -587,6 +650,7 @@ class GlooBackend : public OpBackend {
 
   const Milliseconds timeout_;
   const std::string group_name_;
+  const StorePtr store_;
   std::shared_ptr<::gloo::transport::Device> device_;
   std::shared_ptr<::gloo::Context> context_;
 
@@ -598,7 +662,10 @@ class GlooBackend : public OpBackend {
   std::map<int64_t, std::deque<Entry>> self_sends_, self_recvs_;  // unmatched, by tag
   std::exception_ptr error_;  // set once, by the first failure or abort
   bool stopping_ = false;
+  bool suspended_ = false;  // context_ is null then
+  uint64_t suspend_count_ = 0;
   uint64_t next_seq_ = 0;
+  uint64_t collectives_run_ = 0;  // worker only
   std::thread worker_;
 };
 

@@ -84,6 +84,7 @@ class Segment {
   Segment& operator=(const Segment&) = delete;
 
   int world() const { return world_; }
+  size_t bytes() const { return bytes_; }  // the whole mapping
   uint64_t half_bytes() const { return half_bytes_; }
   uint64_t ring_bytes() const { return ring_bytes_; }
 

@@ -3,6 +3,7 @@
 
 #include <fmt/chrono.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "distributed/backends/reduce.h"
@@ -41,16 +42,21 @@ uint64_t buffer_bytes_from(uint64_t given, int size) {
 
 ShmBackend::ShmBackend(const StorePtr& store, int rank, int size, Milliseconds timeout,
                        const ShmOptions& options)
-    : OpBackend(rank, size), timeout_(timeout), group_name_(options.group_name) {
+    : OpBackend(rank, size),
+      timeout_(timeout),
+      group_name_(options.group_name),
+      store_(store),
+      buffer_bytes_(buffer_bytes_from(options.buffer_bytes, size)),
+      ring_bytes_(options.ring_bytes) {
   TS_CHECK(store != nullptr, ValueError, "shm backend: argument 'store' must not be null");
   TS_CHECK(timeout.count() > 0, ValueError,
            "shm backend: argument 'timeout' must be positive, but got {}", timeout);
   TS_CHECK(options.ring_bytes >= 4096 && options.ring_bytes <= (1ull << 30), ValueError,
            "shm backend: option 'ring_bytes' must be in [4096, 1073741824], but got {}",
            options.ring_bytes);
-  const uint64_t buffer = buffer_bytes_from(options.buffer_bytes, size);
-  auto segment = Segment::rendezvous(*store, rank, size, buffer, options.ring_bytes,
+  auto segment = Segment::rendezvous(*store, rank, size, buffer_bytes_, ring_bytes_,
                                      Clock::now() + options.connect_timeout.value_or(timeout));
+  segment_bytes_ = segment->bytes();
   comm_ = std::make_unique<Communicator>(std::move(segment), rank, group_name_);
   progress_ = std::thread([this] { progress_loop(); });
 }
@@ -70,8 +76,15 @@ WorkPtr ShmBackend::enqueue(Op op, std::vector<Tensor> outputs,
   {
     std::lock_guard lock(mutex_);
     work = new_work(op, std::move(outputs), timeout, timeout_, group_name_, next_seq_, stopping_,
-                    error_);
+                    error_, suspended_);
     if (error_) return work;
+    if (op.kind == OpKind::SEND || op.kind == OpKind::RECV) {
+      std::erase_if(p2p_works_, [](const auto& w) {
+        const auto p = w.lock();
+        return !p || p->is_completed();
+      });
+      p2p_works_.push_back(work);
+    }
     queue_.push_back({std::move(op), work});
   }
   // A Work whose wait() gives up on a stuck progress thread aborts the communicator.
@@ -84,7 +97,8 @@ WorkPtr ShmBackend::enqueue(Op op, std::vector<Tensor> outputs,
   });
   if (op.kind != OpKind::SEND && op.kind != OpKind::RECV)
     work->set_run_inline([this, w = work.get()] { run_inline(w); });
-  comm_->wake_self();
+  std::lock_guard lock(mutex_);
+  if (comm_) comm_->wake_self();  // null only when a suspend() raced this op (misuse)
   return work;
 }
 
@@ -143,6 +157,8 @@ void ShmBackend::progress_loop() {
         if (stopping_) return;
       }
       if (stopping_ && collectives_.empty() && p2p_.empty()) return;
+      // suspend() checked that no send or recv was pending and ran a barrier: nothing is left.
+      if (suspended_ && collectives_.empty() && p2p_.empty()) return;
       driver_ = collectives_.empty() && p2p_.empty() ? Driver::kNone : Driver::kProgress;
     }
     if (error) {
@@ -230,8 +246,10 @@ void ShmBackend::abort(const std::string& reason) {
   // In-flight and queued work fails before the communicator is torn down, so none of it can
   // complete successfully afterwards. (The progress thread fails what it holds itself.)
   for (auto& w : works) w->mark_failed(WorkStatus::ERROR, error_);
-  comm_->abort(reason);
-  comm_->wake_self();
+  if (comm_) {  // null while suspended: there is nobody to tell
+    comm_->abort(reason);
+    comm_->wake_self();
+  }
   run_abort_hooks(reason);
 }
 
@@ -241,10 +259,69 @@ void ShmBackend::shutdown() {
     if (stopping_ && !progress_.joinable()) return;
     stopping_ = true;
   }
-  comm_->wake_self();
+  if (comm_) comm_->wake_self();
   if (progress_.joinable()) progress_.join();  // every queued op is bounded by its deadline
   std::lock_guard lock(mutex_);
-  if (!error_) comm_->detach();
+  if (!error_ && comm_) comm_->detach();
+}
+
+void ShmBackend::suspend() {
+  {
+    std::lock_guard lock(mutex_);
+    const auto pending = std::count_if(p2p_works_.begin(), p2p_works_.end(), [](const auto& w) {
+      const auto p = w.lock();
+      return p && !p->is_completed();
+    });
+    TS_CHECK(pending == 0, distributed::DistBackendError,
+             "suspend(): shm group '{}' (rank {}) has {} sends/recvs pending; wait for them first",
+             group_name_, rank_, pending);
+  }
+  // Every rank's earlier ops finish before anyone lets go of the segment.
+  barrier(BarrierOptions{})->wait();
+  {
+    std::lock_guard lock(mutex_);
+    TS_CHECK(!suspended_, distributed::DistBackendError,
+             "suspend(): shm group '{}' (rank {}) is suspended already", group_name_, rank_);
+    if (error_) std::rethrow_exception(error_);
+    suspended_ = true;  // from now on ops are refused
+  }
+  comm_->wake_self();
+  if (progress_.joinable()) progress_.join();
+  std::lock_guard lock(mutex_);
+  comm_.reset();  // unmaps: the memory goes once every rank has let go
+  ++suspend_count_;
+}
+
+void ShmBackend::resume() {
+  uint64_t round = 0;
+  {
+    std::lock_guard lock(mutex_);
+    TS_CHECK(suspended_, distributed::DistBackendError,
+             "resume(): shm group '{}' (rank {}) is not suspended", group_name_, rank_);
+    TS_CHECK(!stopping_, distributed::DistBackendError,
+             "resume(): shm group '{}' (rank {}) was shut down", group_name_, rank_);
+    round = suspend_count_;
+  }
+  auto store = std::make_shared<PrefixStore>(fmt::format("resume/{}", round), store_);
+  auto segment = Segment::rendezvous(*store, rank_, size_, buffer_bytes_, ring_bytes_,
+                                     Clock::now() + timeout_);
+  comm_ = std::make_unique<Communicator>(std::move(segment), rank_, group_name_);
+  {
+    std::lock_guard lock(mutex_);
+    suspended_ = false;
+  }
+  progress_ = std::thread([this] { progress_loop(); });
+}
+
+MemoryStats ShmBackend::memory_stats() const {
+  std::lock_guard lock(mutex_);
+  MemoryStats s;
+  s.total_bytes = segment_bytes_;
+  s.held_bytes = suspended_ ? 0 : segment_bytes_;
+  s.released_bytes = suspended_ ? segment_bytes_ : 0;
+  s.suspended = suspended_;
+  s.suspend_count = suspend_count_;
+  return s;
 }
 
 std::exception_ptr ShmBackend::error() const {

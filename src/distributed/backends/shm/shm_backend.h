@@ -37,6 +37,12 @@ class ShmBackend : public OpBackend {
   void shutdown() override;
   std::exception_ptr error() const override;
 
+  // Suspend unmaps the segment and stops the progress thread; resume makes a new segment
+  // through the store (under "resume/<n>/") and starts the thread again.
+  void suspend() override;
+  void resume() override;
+  MemoryStats memory_stats() const override;
+
  private:
   struct Entry {
     Op op;
@@ -54,7 +60,10 @@ class ShmBackend : public OpBackend {
 
   const Milliseconds timeout_;
   const std::string group_name_;
-  std::unique_ptr<Communicator> comm_;
+  const StorePtr store_;
+  const uint64_t buffer_bytes_, ring_bytes_;
+  std::unique_ptr<Communicator> comm_;  // null while suspended
+  uint64_t segment_bytes_ = 0;
 
   mutable std::mutex mutex_;
   std::deque<Entry> queue_;        // submitted, not yet taken by the progress thread
@@ -66,6 +75,9 @@ class ShmBackend : public OpBackend {
   enum class Driver { kNone, kProgress, kCaller } driver_ = Driver::kNone;
   std::exception_ptr error_;  // set once, by the first abort
   bool stopping_ = false;
+  bool suspended_ = false;
+  uint64_t suspend_count_ = 0;
+  std::vector<std::weak_ptr<Work>> p2p_works_;  // sends/recvs issued (suspend checks them)
   uint64_t next_seq_ = 0;
   std::thread progress_;
 };
