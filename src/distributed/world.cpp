@@ -61,6 +61,7 @@ struct BackendArgs {
   std::vector<int> global_ranks;
   bool world = false;
   std::optional<Milliseconds> connect_timeout;  // bounds the set-up; unset: `timeout`
+  bool reconfigurable = false;                  // one generation of a ReconfigurableBackend
 };
 
 struct RegisteredBackend {
@@ -91,6 +92,7 @@ std::map<std::string, RegisteredBackend>& registry() {
       GlooOptions options;
       options.group_name = a.group;
       options.connect_timeout = a.connect_timeout;
+      options.isolate_outputs = a.reconfigurable;
       return make_gloo_backend(a.store, a.rank, a.size, a.timeout, options);
     };
     m["gloo"].reconfigurable = true;
@@ -210,7 +212,7 @@ BackendPtr make_reconfigurable(const std::string& name, const RegisteredBackend&
                                                        Milliseconds connect) {
     std::vector<int> ranks(static_cast<size_t>(size));
     for (int r = 0; r < size; ++r) ranks[static_cast<size_t>(r)] = r;
-    return make({s, rank, size, timeout, group, std::move(ranks), false, connect});
+    return make({s, rank, size, timeout, group, std::move(ranks), false, connect, true});
   };
   return std::make_shared<ReconfigurableBackend>(name, group, store, timeout, std::move(make),
                                                  global_rank, initial.first, initial.second);
@@ -272,7 +274,7 @@ void init_process_group(const std::string& backend, StorePtr store, int rank, in
                             timeout, {rank, world_size});
   } else {
     b = registered.make(
-        {group_store, rank, world_size, timeout, std::string("default"), ranks, true, {}});
+        {group_store, rank, world_size, timeout, std::string("default"), ranks, true, {}, false});
   }
   w.world.default_group =
       std::make_shared<ProcessGroup>("default", std::move(ranks), rank, std::move(b), timeout);
@@ -400,6 +402,26 @@ std::string get_reconfigure_handle(const ProcessGroupPtr& group) {
 WorkPtr reconfigure(const ReconfigureOptions& options, const ProcessGroupPtr& group) {
   return resolve(group, "reconfigure")->reconfigure(options);
 }
+ProcessGroupPtr new_reconfigurable_group(const std::string& backend, StorePtr store,
+                                         int global_rank, Milliseconds timeout,
+                                         const std::string& name) {
+  TS_CHECK(store != nullptr, ValueError,
+           "new_reconfigurable_group(): argument 'store' must not be null");
+  TS_CHECK(timeout.count() > 0, ValueError,
+           "new_reconfigurable_group(): argument 'timeout' must be positive, but got {}", timeout);
+  const RegisteredBackend registered = find_backend(backend);
+  TS_CHECK(registered.reconfigurable, ValueError,
+           "new_reconfigurable_group(): backend '{}' cannot reconfigure (the shm and gloo "
+           "backends can)",
+           backend);
+  BackendPtr b = make_reconfigurable(resolve_spec(backend), registered, store, name, global_rank,
+                                     timeout, {0, 0});
+  auto g =
+      std::make_shared<ProcessGroup>(name, std::vector<int>{}, global_rank, std::move(b), timeout);
+  if (auto recorder = global_flight_recorder()) recorder->attach(g);
+  return g;
+}
+
 int get_group_rank(const ProcessGroupPtr& group, int global_rank) {
   return resolve(group, "get_group_rank")->group_rank(global_rank);
 }
@@ -426,7 +448,8 @@ ProcessGroupPtr make_group(const std::string& name, std::vector<int> ranks, int 
                          name,
                          ranks,
                          false,
-                         {}});
+                         {},
+                         false});
   }
   auto g = std::make_shared<ProcessGroup>(name, std::move(ranks), my_rank, std::move(b), timeout);
   if (auto recorder = global_flight_recorder()) recorder->attach(g);

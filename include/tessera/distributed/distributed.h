@@ -20,6 +20,7 @@
 #include "tessera/distributed/backend.h"
 #include "tessera/distributed/errors.h"
 #include "tessera/distributed/flight_recorder.h"
+#include "tessera/distributed/ft.h"
 #include "tessera/distributed/gloo.h"
 #include "tessera/distributed/hierarchical.h"
 #include "tessera/distributed/hooks.h"
@@ -82,6 +83,13 @@ ProcessGroupPtr new_group(std::vector<int> ranks = {},
 ProcessGroupPtr split_group(const ProcessGroupPtr& parent,
                             std::vector<std::vector<int>> split_ranks,
                             std::optional<Milliseconds> timeout = std::nullopt);
+// A group of its own over a reconfigurable `backend` ("shm" or "gloo") that has no members
+// until its first reconfigure (ft::Manager's replica group). `global_rank` names this process
+// in its reconfigure handles; the group's rendezvous goes through `store`. Needs no default
+// group.
+ProcessGroupPtr new_reconfigurable_group(const std::string& backend, StorePtr store,
+                                         int global_rank, Milliseconds timeout,
+                                         const std::string& name);
 int get_group_rank(const ProcessGroupPtr& group, int global_rank);
 int get_global_rank(const ProcessGroupPtr& group, int group_rank);
 

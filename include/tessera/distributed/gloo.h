@@ -29,6 +29,11 @@ struct GlooOptions {
   std::string group_name = "default";
   // Bounds the set-up (address exchange and connections); unset: the backend's timeout.
   std::optional<Milliseconds> connect_timeout;
+  // Gloo cannot cancel a collective blocked on a silent (e.g. stopped) peer: after an abort it
+  // ends only at its own timeout. With this set, collectives write into private copies that
+  // are copied back only on success, so such a collective can never write into the caller's
+  // tensors later. Reconfigurable groups set it; it costs a copy of each output.
+  bool isolate_outputs = false;
 };
 
 // Collective over `store`: every rank publishes its address and connects to every other rank.

@@ -173,14 +173,19 @@ WorkPtr ReconfigurableBackend::reconfigure(const ReconfigureOptions& options) {
 
 void ReconfigurableBackend::bootstrap(const ReconfigureOptions& options, BackendPtr old,
                                       Clock::time_point deadline) {
-  // 3. Drain: after the abort every queued op fails at once, so this returns promptly.
+  // 3. Drain: after the abort every queued op has failed. The old communicator's threads are
+  // joined by a reaper of their own: one may stay blocked until its op's deadline (a gloo
+  // collective on a silent peer cannot be cancelled; it runs on private copies of its outputs),
+  // and the new membership does not wait for it.
   if (old) {
-    {
-      std::lock_guard lock(mutex_);
-      hooks_.clear();
-    }
-    old->shutdown();
-    old.reset();
+    std::lock_guard lock(mutex_);
+    hooks_.clear();
+    reapers_.emplace_back([old = std::move(old)] {
+      try {
+        old->shutdown();
+      } catch (...) {  // its errors are on its Works
+      }
+    });
   }
 
   // 4. The new membership, under its own namespace of the store.
@@ -299,11 +304,14 @@ void ReconfigurableBackend::shutdown() {
     worker = std::move(worker_);
   }
   if (worker.joinable()) worker.join();  // bounded by the reconfigure's deadline
+  std::vector<std::thread> reapers;
   {
     std::lock_guard lock(mutex_);
     comm = current_;
+    reapers.swap(reapers_);
   }
   if (comm) comm->shutdown();
+  for (auto& r : reapers) r.join();  // each bounded by its old ops' deadlines
 }
 
 MemoryStats ReconfigurableBackend::memory_stats() const {

@@ -8,8 +8,9 @@
 //   1. checks the options in the caller's thread (a bad uuid or handle throws at once);
 //   2. revokes this rank's pending work: the old communicator aborts, so queued and running
 //      ops fail with ERROR naming the reconfigure, and the abort hooks run;
-//   3. joins the old communicator's threads and releases it (shutdown after abort drains at
-//      once);
+//   3. releases the old communicator: a reaper thread shuts it down (after the abort its
+//      queued ops fail at once; a gloo collective blocked on a silent peer ends at its own
+//      deadline, on private copies of its outputs, and the new generation does not wait);
 //   4. bootstraps the new membership through the store, under "reconfigure/<uuid>/": the
 //      rank follows the handles' order (or a store counter when unordered), every member
 //      publishes its global rank, and the new communicator sets itself up there.
@@ -99,8 +100,9 @@ class ReconfigurableBackend : public ForwardingBackend {
   std::string reconfiguring_;  // the uuid of the running reconfigure; empty: none
   std::exception_ptr last_failure_;  // why the last reconfigure failed
   std::set<std::string> used_uuids_;
-  std::vector<HookHandle> hooks_;  // the current communicator's abort hook
-  std::thread worker_;             // the last reconfigure's steps 3-4
+  std::vector<HookHandle> hooks_;     // the current communicator's abort hook
+  std::thread worker_;                // the last reconfigure's steps 3-4
+  std::vector<std::thread> reapers_;  // shut old generations down (joined at shutdown)
   bool stopping_ = false;
 };
 

@@ -441,7 +441,8 @@ void FlightRecorder::attach(const ProcessGroupPtr& group) {
     fr::TraceGroup& g = impl_->groups[group->name()];
     g.ranks = group->global_ranks();
     g.backend = group->backend_name();
-    if (impl_->rank < 0) impl_->rank = group->global_rank(group->rank());
+    // (A reconfigurable group made without members has no ranks until its first reconfigure.)
+    if (impl_->rank < 0 && !g.ranks.empty()) impl_->rank = group->global_rank(group->rank());
   }
   auto pre = group->register_pre_hook([impl = impl_](const PreHookArgs& a) { impl->on_pre(a); });
   auto post =

@@ -26,6 +26,7 @@
 #include <net/if.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstdlib>
@@ -152,7 +153,11 @@ class GlooBackend : public OpBackend {
  public:
   GlooBackend(const StorePtr& store, int rank, int size, Milliseconds timeout,
               const GlooOptions& options)
-      : OpBackend(rank, size), timeout_(timeout), group_name_(options.group_name), store_(store) {
+      : OpBackend(rank, size),
+        timeout_(timeout),
+        group_name_(options.group_name),
+        store_(store),
+        isolate_outputs_(options.isolate_outputs) {
     TS_CHECK(store != nullptr, ValueError, "gloo backend: argument 'store' must not be null");
     TS_CHECK(timeout.count() > 0, ValueError,
              "gloo backend: argument 'timeout' must be positive, but got {}", timeout);
@@ -225,11 +230,14 @@ class GlooBackend : public OpBackend {
   void suspend() override {
     {
       std::lock_guard lock(mutex_);
-      reap_finished_p2p();
-      TS_CHECK(p2p_.empty(), distributed::DistBackendError,
+      const auto pending = std::count_if(p2p_.begin(), p2p_.end(), [](const P2P& p) {
+        const auto w = p.work.lock();
+        return w && !w->is_completed();
+      });
+      TS_CHECK(pending == 0, distributed::DistBackendError,
                "suspend(): gloo group '{}' (rank {}) has {} sends/recvs pending; wait for them "
                "first",
-               group_name_, rank_, p2p_.size());
+               group_name_, rank_, pending);
     }
     barrier(BarrierOptions{})->wait();  // every rank's earlier ops are done
     std::lock_guard lock(mutex_);
@@ -237,6 +245,8 @@ class GlooBackend : public OpBackend {
              "suspend(): gloo group '{}' (rank {}) is suspended already", group_name_, rank_);
     if (error_) std::rethrow_exception(error_);
     suspended_ = true;
+    for (auto& p : p2p_) p.thread.join();  // their Works completed: the waiters are ending
+    p2p_.clear();
     context_->closeConnections();
     context_.reset();
     ++suspend_count_;
@@ -304,6 +314,7 @@ class GlooBackend : public OpBackend {
     std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;  // set by the waiter as its last step
+    std::weak_ptr<Work> work;
   };
 
   // A context connected to every peer through the store under `prefix` within `connect`; the
@@ -374,6 +385,7 @@ class GlooBackend : public OpBackend {
     reap_finished_p2p();
     P2P& p = p2p_.emplace_back();
     p.done = std::make_shared<std::atomic<bool>>(false);
+    p.work = work;
     auto* buffer = (p.buffer = context_->createUnboundBuffer(data, bytes)).get();
     work->mark_started();
     if (bytes > 0) {
@@ -451,7 +463,11 @@ class GlooBackend : public OpBackend {
         if (time_left(e.op).count() <= 0)
           TS_THROW(distributed::DistTimeoutError, "{}: timed out after {} before it could start",
                    where(e.op), e.op.timeout);
-        run(e.op);
+        if (isolate_outputs_) {
+          run_isolated(e);
+        } else {
+          run(e.op);
+        }
         e.work->mark_completed();
       } catch (const DistTimeoutError&) {
         fail_and_abort(e.work, WorkStatus::TIMED_OUT, std::current_exception());
@@ -484,11 +500,66 @@ class GlooBackend : public OpBackend {
     }
     for (auto& e : queued) e.work->mark_failed(WorkStatus::ERROR, error_);
     if (!first) return;
-    // Closing the connections ends a collective the worker is blocked in (it throws) and tells
-    // the peers at once (their ops fail on the closed connection), instead of at their
-    // timeouts, so a failure anywhere reaches every rank promptly.
+    // Closing the connections tells the peers at once (their ops fail on the closed
+    // connection) instead of at their timeouts, so a failure anywhere reaches every rank
+    // promptly. (Gloo offers no way to cancel a collective blocked on a peer that stays
+    // silent: it ends at its own timeout; see isolate_outputs.)
     if (context_) context_->closeConnections();  // null while suspended
     run_abort_hooks(exception_message(error));   // once, for the first failure
+  }
+
+  // run() on private copies of the op's outputs, copied back only while its Work is not failed:
+  // a collective left blocked by an abort (on a peer that stays silent) that later completes
+  // can then never write into tensors its caller was told are free again.
+  void run_isolated(const Entry& e) {
+    Op op = e.op;
+    const int64_t bytes = op.count * element_size(op.dtype);
+    struct Region {
+      uint8_t* user;
+      size_t offset, size;
+    };
+    std::vector<Region> regions;
+    size_t total = 0;
+    const auto add = [&](uint8_t* user, int64_t size) {
+      regions.push_back({user, total, static_cast<size_t>(size)});
+      total += static_cast<size_t>(size);
+    };
+    switch (op.kind) {
+      case OpKind::ALLREDUCE:
+      case OpKind::BROADCAST:
+      case OpKind::REDUCE:
+      case OpKind::SCATTER:
+      case OpKind::REDUCE_SCATTER:
+        add(op.out, bytes);
+        break;
+      case OpKind::ALLGATHER:
+      case OpKind::GATHER:
+        for (uint8_t* o : op.outs) add(o, bytes);
+        break;
+      case OpKind::ALLTOALL: {
+        int64_t sum = 0;
+        for (int64_t b : op.out_split_bytes) sum += b;
+        add(op.out, sum);
+        break;
+      }
+      default:
+        break;
+    }
+    std::vector<uint8_t> staging(total);
+    for (const auto& r : regions) {  // the ops that read their output read these copies
+      if (r.size > 0) std::memcpy(staging.data() + r.offset, r.user, r.size);
+    }
+    if (op.kind == OpKind::ALLGATHER || op.kind == OpKind::GATHER) {
+      for (size_t i = 0; i < op.outs.size(); ++i) op.outs[i] = staging.data() + regions[i].offset;
+    } else if (!regions.empty()) {
+      op.out = staging.data();
+    }
+    run(op);
+    std::lock_guard lock(mutex_);  // abort() fails the running Work under this lock
+    if (e.work->is_completed()) return;
+    for (const auto& r : regions) {
+      if (r.size > 0) std::memcpy(r.user, staging.data() + r.offset, r.size);
+    }
   }
 
   // Runs one collective to completion (throws on failure).
@@ -651,6 +722,7 @@ class GlooBackend : public OpBackend {
   const Milliseconds timeout_;
   const std::string group_name_;
   const StorePtr store_;
+  const bool isolate_outputs_;
   std::shared_ptr<::gloo::transport::Device> device_;
   std::shared_ptr<::gloo::Context> context_;
 

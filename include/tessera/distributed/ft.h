@@ -1,0 +1,147 @@
+// Fault tolerance for data-parallel training loops, after torchft: a Lighthouse that forms a
+// quorum of replicas per step, and a Manager per replica that joins it, reconfigures the
+// replicas' process group in place when the membership changes, heals a replica that is
+// behind from a healthy peer, and gates the optimizer step (should_commit) so that every
+// survivor takes the same steps. The pattern, in docs/fault-tolerance.md:
+//
+//   ft::Manager manager(options);                  // options.state: the model's tensors
+//   for (;;) {
+//     manager.start_quorum();                      // joins (or re-forms) the quorum; heals
+//     compute the gradients;
+//     for (auto& g : grads) manager.allreduce(g);  // averaged over the quorum's replicas
+//     if (manager.should_commit()) optimizer.step();
+//   }
+//
+// Everything goes through one Store that every replica and the Lighthouse reach (the
+// launcher's TCPStore under `tessera launch --ft`), under the keys "ft/...":
+//   ft/hb/<id>             a replica's heartbeat counter (its Manager adds 1 every interval)
+//   ft/req/<id>            a replica's quorum request: "<seq> <step> <failed> <handle>"
+//   ft/ans/<id>/<seq>      the Lighthouse's answer: the round the request was placed in
+//   ft/quorum/<round>      the round's quorum: "<quorum id> <max step> <n>" then per member
+//                          "<id> <step> <handle>" lines, members by replica id
+//   ft/dead                the replicas the Lighthouse declared dead, "1,3" (may be empty)
+//
+// Quorum rules (torchft's): a round forms when every live replica has asked, or, after a
+// short join window once some asked, with the askers alone when they are at least
+// `min_replicas` and a majority of the live replicas (no split brain: two disjoint halves can
+// never both form one). Live means a heartbeat within `heartbeat_timeout`, or a request, and
+// not declared dead (a replica whose process the launcher saw exit is dead at once). The
+// quorum id bumps whenever the members (or a member's handle: a restarted process) change,
+// or when a member reports that its last step failed to commit.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "tessera/distributed/process_group.h"
+#include "tessera/distributed/store.h"
+
+namespace tessera::distributed::ft {
+
+struct Quorum;  // one round's members (src/distributed/ft/protocol.h)
+
+struct LighthouseOptions {
+  int min_replicas = 1;
+  // A replica whose heartbeat counter has not moved for this long is dead.
+  Milliseconds heartbeat_timeout{2000};
+  // How long a round waits for the live replicas that have not asked yet, once one asked,
+  // before forming with the askers alone (when they are a majority of the live ones).
+  Milliseconds join_window{1000};
+  // While a member of the last quorum reports a failed step, the round waits only this long.
+  Milliseconds failure_join_window{30};
+  // How often the Lighthouse looks at the store.
+  Milliseconds poll_interval{2};
+};
+
+// Forms the quorums. Runs a thread of its own until destroyed; `tessera launch --ft` runs one
+// beside the job's TCPStore. One per job.
+class Lighthouse {
+ public:
+  Lighthouse(StorePtr store, LighthouseOptions options = {});
+  ~Lighthouse();
+  Lighthouse(const Lighthouse&) = delete;
+  Lighthouse& operator=(const Lighthouse&) = delete;
+
+  // Declares replica `id` dead now (the launcher saw its process exit): it no longer counts
+  // as live, and the members of the current quorum abort their group at their next
+  // heartbeat. A later request from `id` (a restarted process) makes it live again.
+  void mark_dead(int id);
+  // Rounds formed so far, and the current quorum id.
+  int64_t rounds() const;
+  int64_t quorum_id() const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// What a replica's state is for healing: named tensors, the same names, sizes and dtypes on
+// every replica, written in place when the replica heals.
+using StateDict = std::vector<std::pair<std::string, Tensor>>;
+
+struct ManagerOptions {
+  StorePtr store;                       // the job's store (the Lighthouse's)
+  int replica_id = -1;                  // stable across restarts (RANK under `tessera launch`)
+  std::string backend = "gloo";         // the replicas' group: "gloo" or "shm"
+  Milliseconds timeout{30'000};         // each collective, reconfigure and healing transfer
+  Milliseconds quorum_timeout{60'000};  // waiting for a round to form
+  Milliseconds heartbeat_interval{100};
+  // The model's (and optimizer's) state, for healing; null: nothing to heal.
+  std::function<StateDict()> state_dict;
+};
+
+class Manager {
+ public:
+  // Starts the heartbeat. Joins nothing yet: the first start_quorum() does.
+  explicit Manager(ManagerOptions options);
+  // Stops the heartbeat and shuts the group down (the others see this replica leave).
+  ~Manager();
+  Manager(const Manager&) = delete;
+  Manager& operator=(const Manager&) = delete;
+
+  // Joins the next round. When the quorum changed it reconfigures the group (its ranks
+  // follow the replica ids); when this replica is behind (a fresh or restarted one, or one
+  // whose last commit failed while others succeeded) it receives the state and the step
+  // from the lowest-id member at the highest step, and members ahead send it. Retries on
+  // failure within quorum_timeout; DistTimeoutError after it.
+  void start_quorum();
+  // Averages `tensor` in place over the quorum's replicas. Never throws for a failure of the
+  // group: it records it, returns false, and should_commit() then says no everywhere.
+  bool allreduce(const Tensor& tensor);
+  // True when every member's step succeeded (a vote over the group; false when the vote
+  // itself fails). On true the step counts; on false the next round re-forms the quorum.
+  bool should_commit();
+
+  int64_t current_step() const { return step_; }
+  int64_t quorum_id() const { return quorum_id_; }
+  int num_participants() const;
+  int replica_id() const { return options_.replica_id; }
+  // Whether the last start_quorum() healed this replica, and how long it spent in it.
+  bool healed() const { return healed_; }
+  Milliseconds last_quorum_time() const { return last_quorum_time_; }
+  const ProcessGroupPtr& group() const { return group_; }
+
+ private:
+  Quorum request_round(bool failed);
+  void heal(const Quorum& q);
+  void heartbeat_loop();
+
+  ManagerOptions options_;
+  ProcessGroupPtr group_;
+  int64_t step_ = 0;
+  int64_t quorum_id_ = -1;
+  std::string quorum_handles_;  // the members' handles of the configured quorum
+  std::vector<int> members_;    // their replica ids
+  int64_t request_seq_ = 0;
+  bool step_failed_ = false;    // an allreduce failed in this step
+  bool commit_failed_ = false;  // the last should_commit() said no
+  bool healed_ = false;
+  Milliseconds last_quorum_time_{0};
+  struct Heartbeat;
+  std::unique_ptr<Heartbeat> heartbeat_;
+};
+
+}  // namespace tessera::distributed::ft

@@ -1,0 +1,235 @@
+// The Lighthouse: forms quorums from the replicas' requests in the store (see ft.h for the
+// keys and the rules).
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <set>
+#include <sstream>
+#include <thread>
+
+#include "distributed/ft/protocol.h"
+#include "tessera/distributed/ft.h"
+
+namespace tessera::distributed::ft {
+
+struct Lighthouse::Impl {
+  struct Replica {
+    int64_t heartbeat = -1;
+    Clock::time_point heartbeat_moved;
+    int64_t last_seq = 0;  // the last request seen
+    std::optional<Request> pending;
+    bool dead = false;
+  };
+
+  Impl(StorePtr s, LighthouseOptions o) : store(std::move(s)), options(o) {
+    TS_CHECK(store != nullptr, ValueError, "Lighthouse(): argument 'store' must not be null");
+    TS_CHECK(options.min_replicas >= 1, ValueError,
+             "Lighthouse(): option 'min_replicas' must be at least 1, but got {}",
+             options.min_replicas);
+    TS_CHECK(options.heartbeat_timeout.count() > 0 && options.poll_interval.count() > 0, ValueError,
+             "Lighthouse(): heartbeat_timeout and poll_interval must be positive");
+    set_text(*store, kDeadKey, "");
+    thread = std::thread([this] { loop(); });
+  }
+
+  ~Impl() {
+    {
+      std::lock_guard lock(mutex);
+      stopping = true;
+    }
+    cv.notify_all();
+    thread.join();
+  }
+
+  void loop() {
+    Clock::time_point last_heartbeat_scan{};
+    for (;;) {
+      {
+        std::unique_lock lock(mutex);
+        cv.wait_for(lock, options.poll_interval, [&] { return stopping; });
+        if (stopping) return;
+      }
+      try {
+        const auto now = Clock::now();
+        discover();
+        if (now - last_heartbeat_scan >= options.heartbeat_timeout / 10) {
+          scan_heartbeats(now);
+          last_heartbeat_scan = now;
+        }
+        read_requests();
+        maybe_form(now);
+      } catch (const std::exception& e) {
+        // The store went away (the job is ending) or held garbage: say it, keep trying.
+        std::fprintf(stderr, "tessera lighthouse: %s\n", e.what());
+      }
+    }
+  }
+
+  // New replicas register a slot in the store.
+  void discover() {
+    const int64_t n = store->add(kRegisteredKey, 0);
+    for (; registered < n; ++registered) {
+      const std::string key = fmt::format("{}{}", kRegisterPrefix, registered);
+      if (!store->check({key})) break;  // the replica is between its add and its set
+      const int id = std::stoi(get_text(*store, key));
+      std::lock_guard lock(mutex);
+      if (!replicas.count(id)) replicas[id].heartbeat_moved = Clock::now();
+    }
+  }
+
+  void scan_heartbeats(Clock::time_point now) {
+    std::vector<int> ids;
+    {
+      std::lock_guard lock(mutex);
+      for (const auto& [id, r] : replicas) ids.push_back(id);
+    }
+    bool changed = false;
+    for (int id : ids) {
+      const int64_t hb = store->add(heartbeat_key(id), 0);
+      std::lock_guard lock(mutex);
+      Replica& r = replicas[id];
+      if (hb != r.heartbeat) {
+        r.heartbeat = hb;
+        r.heartbeat_moved = now;
+      } else if (!r.dead && !r.pending && now - r.heartbeat_moved > options.heartbeat_timeout) {
+        r.dead = true;
+        changed = true;
+      }
+    }
+    if (changed) publish_dead();
+  }
+
+  void read_requests() {
+    const int64_t n = store->add(kRequestCountKey, 0);
+    if (n == requests_seen) return;
+    requests_seen = n;
+    discover();  // a replica registers before it asks: whoever asked is known now
+    std::vector<int> ids;
+    {
+      std::lock_guard lock(mutex);
+      for (const auto& [id, r] : replicas) ids.push_back(id);
+    }
+    bool revived = false;
+    for (int id : ids) {
+      const std::string key = request_key(id);
+      if (!store->check({key})) continue;
+      Request req = parse_request(get_text(*store, key));
+      std::lock_guard lock(mutex);
+      Replica& r = replicas[id];
+      if (req.seq <= r.last_seq) continue;
+      r.last_seq = req.seq;
+      if (!r.pending) first_pending = std::min(first_pending, Clock::now());
+      r.pending = std::move(req);
+      r.heartbeat_moved = Clock::now();  // asking is a sign of life
+      if (r.dead) {
+        r.dead = false;
+        revived = true;
+      }
+    }
+    if (revived) publish_dead();
+  }
+
+  void maybe_form(Clock::time_point now) {
+    std::unique_lock lock(mutex);
+    std::vector<int> live, asking;
+    bool failure = false;
+    for (const auto& [id, r] : replicas) {
+      if (r.dead) {
+        failure = failure || std::count(last_members.begin(), last_members.end(), id) > 0;
+        continue;
+      }
+      live.push_back(id);
+      if (r.pending) {
+        asking.push_back(id);
+        failure = failure || r.pending->failed;
+      }
+    }
+    if (asking.empty()) return;
+    const bool everyone = asking.size() == live.size();
+    const auto window = failure ? options.failure_join_window : options.join_window;
+    if (!everyone && now - first_pending < window) return;
+    if (static_cast<int>(asking.size()) < options.min_replicas || 2 * asking.size() <= live.size())
+      return;  // too few: wait for more (the askers time out on their own)
+
+    Quorum q;
+    q.round = ++round;
+    std::string identity;
+    for (int id : asking) {
+      const Request& req = *replicas[id].pending;
+      q.members.push_back({id, req.step, req.handle});
+      q.max_step = std::max(q.max_step, req.step);
+      identity += fmt::format("{}={};", id, req.handle);
+    }
+    if (identity != last_identity || failure) ++quorum;
+    q.quorum_id = quorum;
+    last_identity = identity;
+    last_members = asking;
+    std::vector<std::pair<int, int64_t>> answers;
+    for (int id : asking) {
+      answers.emplace_back(id, replicas[id].pending->seq);
+      replicas[id].pending.reset();
+    }
+    first_pending = Clock::time_point::max();
+    lock.unlock();
+    // The quorum first, then the answers that point to it.
+    set_text(*store, quorum_key(q.round), format_quorum(q));
+    for (const auto& [id, seq] : answers)
+      set_text(*store, answer_key(id, seq), std::to_string(q.round));
+  }
+
+  void publish_dead() {
+    std::vector<int> dead;
+    {
+      std::lock_guard lock(mutex);
+      for (const auto& [id, r] : replicas)
+        if (r.dead) dead.push_back(id);
+    }
+    set_text(*store, kDeadKey, fmt::format("{}", fmt::join(dead, ",")));
+  }
+
+  StorePtr store;
+  LighthouseOptions options;
+  std::thread thread;
+  mutable std::mutex mutex;  // guards everything below
+  std::condition_variable cv;
+  bool stopping = false;
+  std::map<int, Replica> replicas;
+  int64_t registered = 0;  // loop thread only
+  int64_t requests_seen = 0;
+  Clock::time_point first_pending = Clock::time_point::max();
+  int64_t round = 0;
+  int64_t quorum = 0;
+  std::string last_identity;
+  std::vector<int> last_members;
+};
+
+Lighthouse::Lighthouse(StorePtr store, LighthouseOptions options)
+    : impl_(std::make_unique<Impl>(std::move(store), options)) {}
+
+Lighthouse::~Lighthouse() = default;
+
+void Lighthouse::mark_dead(int id) {
+  {
+    std::lock_guard lock(impl_->mutex);
+    auto& r = impl_->replicas[id];
+    r.dead = true;
+    r.pending.reset();
+  }
+  impl_->publish_dead();
+}
+
+int64_t Lighthouse::rounds() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->round;
+}
+
+int64_t Lighthouse::quorum_id() const {
+  std::lock_guard lock(impl_->mutex);
+  return impl_->quorum;
+}
+
+}  // namespace tessera::distributed::ft

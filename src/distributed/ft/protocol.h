@@ -1,0 +1,51 @@
+// The store keys and texts shared by the Lighthouse and the Managers (see ft.h). Texts are
+// parsed strictly: anything malformed is a DistStoreError naming the key's text.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "tessera/distributed/store.h"
+
+namespace tessera::distributed::ft {
+
+inline constexpr const char* kRegisteredKey = "ft/registered";  // slots handed out
+inline constexpr const char* kRegisterPrefix = "ft/reg/";       // slot -> replica id
+inline constexpr const char* kRequestCountKey = "ft/requests";  // bumped after each request
+inline constexpr const char* kDeadKey = "ft/dead";
+
+std::string heartbeat_key(int id);
+std::string request_key(int id);
+std::string answer_key(int id, int64_t seq);
+std::string quorum_key(int64_t round);
+
+struct Request {
+  int64_t seq = 0;
+  int64_t step = 0;
+  bool failed = false;  // the replica's last step failed to commit (or its set-up failed)
+  std::string handle;   // its group's reconfigure handle
+};
+std::string format_request(const Request& r);
+Request parse_request(const std::string& text);
+
+struct Member {
+  int id = 0;
+  int64_t step = 0;
+  std::string handle;
+};
+struct Quorum {
+  int64_t round = 0;
+  int64_t quorum_id = 0;
+  int64_t max_step = 0;
+  std::vector<Member> members;  // by replica id
+};
+std::string format_quorum(const Quorum& q);
+Quorum parse_quorum(const std::string& text, int64_t round);
+// The ids in "1,3" (empty text: none).
+std::vector<int> parse_ids(const std::string& text);
+
+void set_text(Store& store, const std::string& key, const std::string& text);
+std::string get_text(Store& store, const std::string& key);
+
+}  // namespace tessera::distributed::ft

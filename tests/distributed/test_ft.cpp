@@ -1,0 +1,202 @@
+// ft::Lighthouse and ft::Manager with replicas as threads: quorums, a replica that leaves,
+// one that joins late and heals, proactive aborts, and the majority rule.
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+#include "dist_test_util.h"
+#include "tessera/distributed/ft.h"
+
+namespace tessera::testing {
+namespace {
+
+using namespace std::chrono_literals;
+namespace ft = dist::ft;
+
+ft::LighthouseOptions quick_lighthouse(int min_replicas = 1) {
+  ft::LighthouseOptions o;
+  o.min_replicas = min_replicas;
+  o.heartbeat_timeout = 400ms;
+  o.join_window = 300ms;
+  return o;
+}
+
+// One replica of a tiny data-parallel job: weights w (float32 [8]); the gradient of step s on
+// replica i is (i + 1) * (s + 1) * 0.01 per element, averaged over the quorum.
+struct Replica {
+  Replica(const dist::StorePtr& store, int id, const std::string& backend)
+      : w(zeros({8}, TensorOptions(kFloat32))) {
+    ft::ManagerOptions o;
+    o.store = store;
+    o.replica_id = id;
+    o.backend = backend;
+    o.timeout = 5s;  // also how long a gloo collective left on a dead peer lingers
+    o.quorum_timeout = 20s;
+    o.heartbeat_interval = 20ms;
+    o.state_dict = [this] { return ft::StateDict{{"w", w}}; };
+    manager = std::make_unique<ft::Manager>(o);
+  }
+  // One training step; true when it committed.
+  bool step() {
+    manager->start_quorum();
+    const double g = (manager->replica_id() + 1) * (manager->current_step() + 1) * 0.01;
+    Tensor grad = full({8}, g, TensorOptions(kFloat32));
+    manager->allreduce(grad);
+    if (!manager->should_commit()) return false;
+    w.sub_(grad.mul(0.5));
+    return true;
+  }
+  std::vector<uint8_t> bytes() const { return bytes_of(w); }
+
+  Tensor w;
+  std::unique_ptr<ft::Manager> manager;
+};
+
+class Ft : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Ft, ReplicasTrainInStepWithOneQuorum) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  ft::Lighthouse lighthouse(store, quick_lighthouse(4));
+  std::vector<std::vector<uint8_t>> final(4);
+  run_threads(4, [&](int id) {
+    Replica r(store, id, GetParam());
+    for (int s = 0; s < 5; ++s) EXPECT_TRUE(r.step());
+    EXPECT_EQ(r.manager->current_step(), 5);
+    EXPECT_EQ(r.manager->num_participants(), 4);
+    EXPECT_EQ(r.manager->quorum_id(), 1);  // the same members every round: no reconfigure
+    EXPECT_FALSE(r.manager->healed());
+    final[static_cast<size_t>(id)] = r.bytes();
+    r.manager->group()->barrier()->wait();  // nobody leaves while others still vote
+  });
+  for (int i = 1; i < 4; ++i) EXPECT_EQ(final[static_cast<size_t>(i)], final[0]) << i;
+  EXPECT_EQ(lighthouse.quorum_id(), 1);
+  EXPECT_GE(lighthouse.rounds(), 5);
+}
+
+TEST_P(Ft, SurvivorsGoOnWhenAReplicaLeavesMidJob) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  ft::Lighthouse lighthouse(store, quick_lighthouse(2));
+  std::vector<std::vector<uint8_t>> final(4);
+  std::atomic<int> failed_steps{0};
+  run_threads(4, [&](int id) {
+    Replica r(store, id, GetParam());
+    for (int s = 0; s < 3; ++s) EXPECT_TRUE(r.step());
+    if (id == 3) {
+      // Leaves in the middle of step 4: it joins the quorum, then its process "dies" (its
+      // group and heartbeat go away without a vote).
+      r.manager->start_quorum();
+      lighthouse.mark_dead(3);
+      return;
+    }
+    int committed = 3;
+    while (committed < 8) {
+      if (r.step()) {
+        ++committed;
+      } else {
+        ++failed_steps;
+      }
+    }
+    EXPECT_EQ(r.manager->num_participants(), 3);
+    EXPECT_EQ(r.manager->current_step(), 8);
+    final[static_cast<size_t>(id)] = r.bytes();
+    r.manager->group()->barrier()->wait();
+  });
+  for (int i = 1; i < 3; ++i) EXPECT_EQ(final[static_cast<size_t>(i)], final[0]) << i;
+  EXPECT_GE(failed_steps.load(), 0);
+  EXPECT_GE(lighthouse.quorum_id(), 2);
+}
+
+TEST_P(Ft, ALateReplicaHealsFromAHealthyPeer) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  ft::Lighthouse lighthouse(store, quick_lighthouse(2));
+  std::vector<std::vector<uint8_t>> final(3);
+  std::atomic<bool> late_started{false};
+  run_threads(3, [&](int id) {
+    if (id == 2) std::this_thread::sleep_for(200ms);  // the others are steps ahead by now
+    Replica r(store, id, GetParam());
+    if (id == 2) late_started = true;  // registered and beating: it counts as live
+    int committed = 0;
+    while (r.manager->current_step() < 12) {
+      while (id != 2 && r.manager->current_step() >= 6 && !late_started) {
+        std::this_thread::sleep_for(5ms);  // wait for the late one before the last steps
+      }
+      if (r.step()) ++committed;
+      if (id == 2 && committed == 1) {
+        EXPECT_TRUE(r.manager->healed() || r.manager->current_step() <= 1);
+      }
+    }
+    final[static_cast<size_t>(id)] = r.bytes();
+    EXPECT_EQ(r.manager->num_participants(), 3);
+    r.manager->group()->barrier()->wait();
+  });
+  EXPECT_EQ(final[1], final[0]);
+  EXPECT_EQ(final[2], final[0]);  // healed: the same weights, bit for bit
+}
+
+TEST_P(Ft, TheLighthouseAbortsACollectiveBlockedOnADeadReplica) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  ft::Lighthouse lighthouse(store, quick_lighthouse(2));
+  run_threads(3, [&](int id) {
+    Replica r(store, id, GetParam());
+    EXPECT_TRUE(r.step());
+    if (id == 2) {
+      r.manager->start_quorum();
+      // Hangs: never reaches the all_reduce, until the lighthouse is told it is dead.
+      std::this_thread::sleep_for(300ms);
+      lighthouse.mark_dead(2);
+      std::this_thread::sleep_for(300ms);
+      return;
+    }
+    r.manager->start_quorum();
+    const auto t0 = std::chrono::steady_clock::now();
+    Tensor g = ones({8}, TensorOptions(kFloat32));
+    EXPECT_FALSE(r.manager->allreduce(g));  // aborted by the heartbeat, not by the timeout
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 5s);
+    EXPECT_FALSE(r.manager->should_commit());
+    EXPECT_TRUE(r.step());
+    EXPECT_EQ(r.manager->num_participants(), 2);
+    r.manager->group()->barrier()->wait();
+  });
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, Ft, ::testing::Values("gloo", "shm"),
+                         [](const auto& info) { return info.param; });
+
+TEST(FtQuorum, AMinorityNeverFormsAQuorum) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  ft::Lighthouse lighthouse(store, quick_lighthouse(1));
+  // Three replicas heartbeat; only one asks: 1 of 3 live is no majority.
+  ft::ManagerOptions o;
+  o.store = store;
+  o.quorum_timeout = 800ms;
+  o.heartbeat_interval = 20ms;
+  std::vector<std::unique_ptr<ft::Manager>> managers;
+  for (int id = 0; id < 3; ++id) {
+    o.replica_id = id;
+    managers.push_back(std::make_unique<ft::Manager>(o));
+  }
+  try {
+    managers[0]->start_quorum();
+    ADD_FAILURE() << "a minority formed a quorum";
+  } catch (const dist::DistTimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("found no quorum"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(lighthouse.rounds(), 0);
+}
+
+TEST(FtQuorum, BadOptionsAreRefused) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  ft::ManagerOptions o;
+  EXPECT_THROW(ft::Manager{o}, ValueError);  // no store
+  o.store = store;
+  EXPECT_THROW(ft::Manager{o}, ValueError);  // no replica id
+  o.replica_id = 0;
+  o.backend = "lazy";
+  EXPECT_THROW(ft::Manager{o}, ValueError);
+  ft::LighthouseOptions l;
+  l.min_replicas = 0;
+  EXPECT_THROW(ft::Lighthouse(store, l), ValueError);
+}
+
+}  // namespace
+}  // namespace tessera::testing
