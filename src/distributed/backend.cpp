@@ -15,6 +15,11 @@ void Backend::not_implemented(const char* op) const {
   TS_THROW(NotImplementedError, "{}(): the '{}' backend does not implement this op", op, name());
 }
 
+std::shared_ptr<Window> Backend::new_window() {
+  TS_THROW(distributed::DistBackendError,
+           "new_window(): backend '{}' does not support RMA windows (use shm or mpi)", name());
+}
+
 HookHandle Backend::register_abort_hook(AbortHook hook) {
   TS_CHECK(hook != nullptr, ValueError, "register_abort_hook(): argument 'hook' must not be empty");
   return HookHandle(detail::remover(abort_hooks_, abort_hooks_->add(std::move(hook))));
