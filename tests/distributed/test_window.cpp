@@ -13,6 +13,8 @@ namespace {
 
 std::vector<BackendCase> window_cases() {
 #ifdef TESSERA_TEST_MPI
+  // A one-process MPI job has no one-sided component (see WindowMpi.OneProcessJobSaysWhy).
+  if (mpi_job_size() == 1) return {};
   return backend_cases();
 #else
   return {{"shm", 1}, {"shm", 2}, {"shm", 3}, {"shm", 4}};
@@ -270,6 +272,21 @@ TEST_P(Window, ShardedEmbeddingLookup) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Window, ::testing::ValuesIn(window_cases()), backend_case_name);
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(Window);
+
+#ifdef TESSERA_TEST_MPI
+TEST(WindowMpi, OneProcessJobSaysWhy) {
+  if (mpi_job_size() != 1) GTEST_SKIP() << "one-process jobs only";
+  auto w = dist::new_window();
+  try {
+    w->tensor_register(dist::window_empty({4}, kFloat32));
+    ADD_FAILURE() << "a one-process MPI window registered";
+  } catch (const dist::DistBackendError& e) {
+    EXPECT_NE(std::string(e.what()).find("one-process group"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(w->is_registered());
+}
+#endif
 
 #ifndef TESSERA_TEST_MPI
 TEST(WindowBackends, OthersRefuse) {
