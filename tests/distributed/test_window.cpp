@@ -86,6 +86,28 @@ TEST_P(Window, PutThenGetMatchReference) {
   });
 }
 
+// Large transfers (the shm window splits them over threads with streaming stores) at an odd
+// offset and length, checked element by element.
+TEST_P(Window, LargePutAndGetAtOddOffsets) {
+  constexpr int64_t kLen = (int64_t{1} << 20) + 3;  // 4 MiB + 12 bytes of float32
+  run_ranks(GetParam(), [&](int r, dist::Backend& b) {
+    const int n = b.size(), next = (r + 1) % n;
+    auto w = b.new_window();
+    w->tensor_register(dist::window_empty({kLen + 8}, kFloat32));
+    Tensor src = filled(kFloat32, kLen, [&](int64_t i) { return double(i % 4093) + r; });
+    w->put(src, next, 5);
+    w->wait_signal((r + n - 1) % n);
+    w->fence();
+    Tensor back = empty({kLen}, TensorOptions(kFloat32));
+    w->get(back, next, 5);
+    EXPECT_EQ(values(back), values(src)) << "rank " << r;
+    const auto mine = values(w->get_tensor());
+    EXPECT_EQ(mine[4], 0.0);
+    EXPECT_EQ(mine[size_t(kLen + 5)], 0.0);
+    w->tensor_deregister();
+  });
+}
+
 // Every rank adds (r + 1) into every rank's int64 tensor, kRounds times, all at once.
 TEST_P(Window, ConcurrentAccumulateFromAllRanks) {
   constexpr int kRounds = 20;

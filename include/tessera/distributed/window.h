@@ -21,7 +21,8 @@
 //     accumulate(src, dst, off) adds src element-wise into dst's tensor; concurrent
 //     accumulates into one rank's tensor from any ranks are atomic with respect to each
 //     other (not to plain puts). put, get and accumulate complete before they return; the
-//     returned Work is completed (async_op is accepted for API parity and changes nothing).
+//     returned Work is completed and holds no tensors (async_op is accepted for API parity
+//     and changes nothing).
 //   - signal(peer) increments the count of signals peer holds from this rank;
 //     wait_signal(peer) waits until this rank holds one from `peer` and consumes it: two
 //     signals take two waits, extras stay counted. Its wait ends at its timeout (the group's
@@ -132,6 +133,7 @@ class Window {
   const int rank_, size_;
   const std::string backend_name_;
   const Milliseconds timeout_;
+  const WorkPtr done_put_, done_get_, done_accumulate_;
   bool registered_ = false;
   Tensor tensor_;
   ScalarType dtype_ = ScalarType::Float32;

@@ -16,6 +16,7 @@
 //         between which the deadline and the peer's liveness are checked).
 // accumulate = take the target's lock (compare-and-swap of holder rank + 1; a holder that
 //         died or a deadline that passed ends the wait with an error), add, release.
+#include <emmintrin.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
@@ -30,6 +31,7 @@
 
 #include "distributed/backends/shm/doorbell.h"
 #include "distributed/backends/shm/shm_backend.h"
+#include "tessera/core/parallel.h"
 #include "tessera/distributed/window.h"
 #include "tessera/ops/factory.h"
 
@@ -93,6 +95,50 @@ uint8_t* map_peer(int pid, int fd, size_t bytes, int peer, const char* what) {
            "tensor_register(): shm window cannot map rank {}'s {} ({} bytes): {}", peer, what,
            bytes, std::strerror(err));
   return static_cast<uint8_t*>(p);
+}
+
+// ---- copies ------------------------------------------------------------------------------
+
+// Copies from this size on are split over the thread pool (one core's stream does not
+// saturate memory), and written with non-temporal stores: the destination is not read for
+// ownership first (a third less memory traffic) and the copy does not evict the caches.
+// Below it a copy likely stays in the caches, where memcpy is best. Measured with
+// `tessera bench window`.
+constexpr size_t kLargeCopyBytes = size_t{2} << 20;
+
+// dst := src for n bytes with SSE2 streaming stores (baseline x86-64: no dispatch needed).
+void stream_copy(uint8_t* dst, const uint8_t* src, size_t n) {
+  const size_t head = std::min(n, (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16);
+  std::memcpy(dst, src, head);
+  dst += head, src += head, n -= head;
+  const size_t body = n / 64 * 64;
+  for (size_t i = 0; i < body; i += 64) {
+    const auto* s = reinterpret_cast<const __m128i*>(src + i);
+    auto* d = reinterpret_cast<__m128i*>(dst + i);
+    const __m128i a = _mm_loadu_si128(s), b = _mm_loadu_si128(s + 1);
+    const __m128i c = _mm_loadu_si128(s + 2), e = _mm_loadu_si128(s + 3);
+    _mm_stream_si128(d, a);
+    _mm_stream_si128(d + 1, b);
+    _mm_stream_si128(d + 2, c);
+    _mm_stream_si128(d + 3, e);
+  }
+  std::memcpy(dst + body, src + body, n - body);
+  _mm_sfence();  // streaming stores are weakly ordered: order them before the signal
+}
+
+// dst := src; the two ranges do not overlap unless they are the same rank's (then memmove).
+void window_copy(uint8_t* dst, const uint8_t* src, size_t n) {
+  const bool overlap = dst < src + n && src < dst + n;
+  if (overlap || n < kLargeCopyBytes) {
+    std::memmove(dst, src, n);
+    return;
+  }
+  constexpr int64_t kPiece = int64_t{1} << 20;
+  const auto pieces = static_cast<int64_t>((n + kPiece - 1) / kPiece);
+  parallel_for(0, pieces, 1, [&](int64_t lo, int64_t hi) {
+    const size_t begin = size_t(lo * kPiece), end = std::min(n, size_t(hi * kPiece));
+    stream_copy(dst + begin, src + begin, end - begin);
+  });
 }
 
 // ---- the window -------------------------------------------------------------------------
@@ -184,13 +230,14 @@ class ShmWindow : public Window {
   }
 
   void do_put(const void* src, int dst, int64_t dst_offset, int64_t count) override {
-    uint8_t* to = peers_[size_t(dst)].data + size_t(dst_offset) * esize_;
-    std::memmove(to, src, size_t(count) * esize_);  // memmove: a put to oneself may overlap
+    window_copy(peers_[size_t(dst)].data + size_t(dst_offset) * esize_,
+                static_cast<const uint8_t*>(src), size_t(count) * esize_);
   }
 
   void do_get(void* dst, int src_rank, int64_t src_offset, int64_t count) override {
-    const uint8_t* from = peers_[size_t(src_rank)].data + size_t(src_offset) * esize_;
-    std::memmove(dst, from, size_t(count) * esize_);
+    window_copy(static_cast<uint8_t*>(dst),
+                peers_[size_t(src_rank)].data + size_t(src_offset) * esize_,
+                size_t(count) * esize_);
   }
 
   void do_accumulate(const Tensor& src, int dst, int64_t dst_offset) override {
