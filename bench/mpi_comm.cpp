@@ -26,13 +26,7 @@ int main(int argc, char** argv) {
   int rank = 0, n = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &n);
-  std::string ops, sizes;
-  int trials = 5;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (!std::strcmp(argv[i], "--ops")) ops = argv[i + 1];
-    if (!std::strcmp(argv[i], "--sizes")) sizes = argv[i + 1];
-    if (!std::strcmp(argv[i], "--trials")) trials = std::max(1, std::atoi(argv[i + 1]));
-  }
+  const auto [ops, sizes, trials] = tessera::bench_comm::parse_anchor_args(argc, argv);
   for (const std::string& op : split_csv(ops)) {
     for (const std::string& size : split_csv(sizes)) {
       const long long bytes = std::stoll(size);

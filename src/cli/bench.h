@@ -52,6 +52,10 @@ int run_bench_linalg(const BenchOptions& options);
 // Gloo and PyTorch 1.13's gloo, with the same run's read bandwidth.
 int run_bench_comm(const BenchOptions& options);
 
+// `tessera bench window`: one-sided put and get (each with a flush) between 2 ranks, 8 B latency
+// and 1-64 MiB bandwidth, Tessera's shm window against OpenMPI's MPI_Put/MPI_Get.
+int run_bench_window(const BenchOptions& options);
+
 // One rank of a `bench comm` job (started by tessera launch; the hidden `bench-comm-worker`
 // command): times the ops and sizes given, rank 0 writes JSON lines to out_path.
 struct CommWorkerOptions {
@@ -63,5 +67,7 @@ struct CommWorkerOptions {
   std::string out_path;
 };
 int run_bench_comm_worker(const CommWorkerOptions& options);
+// One rank of a `bench window` job (the hidden `bench-window-worker` command; ops put, get).
+int run_bench_window_worker(const CommWorkerOptions& options);
 
 }  // namespace tessera::cli

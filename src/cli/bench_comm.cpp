@@ -23,6 +23,7 @@
 
 #include "cli/bench.h"
 #include "cli/bench_comm_cases.h"
+#include "cli/bench_jobs.h"
 #include "cli/bench_util.h"
 #include "tessera/distributed/distributed.h"
 #include "tessera/distributed/launch.h"
@@ -42,19 +43,6 @@ const std::vector<std::string> kOps = {"all_reduce", "all_gather", "reduce_scatt
 
 double busbw_factor(const std::string& op, int n) {
   return op == "all_reduce" ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
-}
-
-std::string join_csv(const std::vector<std::string>& v) {
-  std::string s;
-  for (const auto& x : v) s += (s.empty() ? "" : ",") + x;
-  return s;
-}
-
-std::string self_exe() {
-  char buf[4096];
-  const ssize_t n = ::readlink("/proc/self/exe", buf, sizeof(buf) - 1);
-  TS_CHECK(n > 0, RuntimeError, "bench comm: cannot read /proc/self/exe");
-  return std::string(buf, static_cast<size_t>(n));
 }
 
 }  // namespace
@@ -133,32 +121,13 @@ int run_bench_comm(const BenchOptions& options) {
       rows.push_back(measure_membw("comm", t, Budget{3, 0.2, 10}));
   }
   if (ops.empty()) return finish_bench("comm", notes, options.json_path, rows);
-  const std::string exe = self_exe();
-  for (int n : ranks) {
-    for (const auto& [backend, impl] : {std::pair{"shm", "tessera"}, std::pair{"gloo", "gloo"}}) {
-      const std::string out =
-          fmt::format("/tmp/tessera-bench-comm-{}-{}-{}.jsonl", ::getpid(), backend, n);
-      dist::LaunchOptions lo;
-      lo.nproc_per_node = n;
-      lo.master_port = 0;
-      lo.command = {exe,         "bench-comm-worker",
-                    "--backend", backend,
-                    "--impl",    impl,
-                    "--out",     out,
-                    "--ops",     join_csv(ops),
-                    "--sizes",   join_csv(size_args),
-                    "--trials",  std::to_string(trials)};
-      std::fprintf(stderr, "bench comm: %s, %d ranks\n", backend, n);
-      const int rc = dist::launch(lo);
-      std::ifstream f(out);
-      const std::string text((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-      std::remove(out.c_str());
-      if (rc != 0)
-        notes.push_back(fmt::format("{} with {} ranks: the job exited with {}", backend, n, rc));
-      for (auto& r : parse_json_rows(text))
+  for (int n : ranks)
+    for (const auto& [backend, impl] : {std::pair{"shm", "tessera"}, std::pair{"gloo", "gloo"}})
+      for (auto& r : run_worker_job("bench-comm-worker", n, backend, impl,
+                                    {"--ops", join_csv(ops), "--sizes", join_csv(size_args),
+                                     "--trials", std::to_string(trials)},
+                                    notes))
         if (wanted(r)) rows.push_back(std::move(r));
-    }
-  }
   {
     std::vector<std::string> rank_args;
     for (int n : ranks) rank_args.push_back(std::to_string(n));

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -33,6 +34,20 @@ inline int iterations(int64_t bytes) {
       std::clamp<int64_t>((int64_t{32} << 20) / std::max<int64_t>(bytes, 4096), 2, 500));
 }
 
+// `tessera bench window` and its anchor (bench/mpi_window.cpp): rank 0 puts into or gets
+// from rank 1's window, each op followed by a flush; 8 B is the latency case.
+inline std::vector<int64_t> window_sizes(bool quick) {
+  if (quick) return {8, int64_t{1} << 20, int64_t{16} << 20};
+  return {8, int64_t{1} << 20, int64_t{4} << 20, int64_t{16} << 20, int64_t{64} << 20};
+}
+inline std::string window_case_name(const std::string& op, int64_t bytes) {
+  return op + "/" + size_label(bytes);
+}
+inline const std::vector<std::string>& window_ops() {
+  static const std::vector<std::string> ops = {"put", "get"};
+  return ops;
+}
+
 inline std::vector<std::string> split_csv(const std::string& s) {
   std::vector<std::string> out;
   std::stringstream ss(s);
@@ -40,6 +55,22 @@ inline std::vector<std::string> split_csv(const std::string& s) {
   while (std::getline(ss, item, ','))
     if (!item.empty()) out.push_back(item);
   return out;
+}
+
+// The command line of an OpenMPI anchor: --ops a,b --sizes n,m --trials t.
+struct AnchorArgs {
+  std::string ops, sizes;
+  int trials = 5;
+};
+inline AnchorArgs parse_anchor_args(int argc, char** argv) {
+  AnchorArgs a;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string flag = argv[i];
+    if (flag == "--ops") a.ops = argv[i + 1];
+    if (flag == "--sizes") a.sizes = argv[i + 1];
+    if (flag == "--trials") a.trials = std::max(1, std::atoi(argv[i + 1]));
+  }
+  return a;
 }
 
 }  // namespace tessera::bench_comm

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
   auto* bench = app.add_subcommand("bench", "Run a benchmark suite against its anchors");
   bench
       ->add_option("suite", bench_opts.suite,
-                   "Suite to run (ops, gemm, gemv, train, ctc, attention, linalg, comm)")
+                   "Suite to run (ops, gemm, gemv, train, ctc, attention, linalg, comm, window)")
       ->required();
   bench->add_flag("--quick", bench_opts.quick, "Headline cases only (about 2 minutes)");
   bench->add_option("--threads", threads, "Thread counts, e.g. 1,2 (comm: rank counts, e.g. 2,4)");
@@ -61,10 +61,11 @@ int main(int argc, char** argv) {
     TS_CHECK(bench_opts.suite == "ops" || bench_opts.suite == "gemm" ||
                  bench_opts.suite == "gemv" || bench_opts.suite == "train" ||
                  bench_opts.suite == "ctc" || bench_opts.suite == "attention" ||
-                 bench_opts.suite == "linalg" || bench_opts.suite == "comm",
+                 bench_opts.suite == "linalg" || bench_opts.suite == "comm" ||
+                 bench_opts.suite == "window",
              NotImplementedError,
              "bench: suite '{}' is not available yet (available: ops, gemm, gemv, train, ctc, "
-             "attention, linalg, comm)",
+             "attention, linalg, comm, window)",
              bench_opts.suite);
     status = bench_opts.suite == "gemm"        ? tessera::cli::run_bench_gemm(bench_opts)
              : bench_opts.suite == "gemv"      ? tessera::cli::run_bench_gemv(bench_opts)
@@ -73,20 +74,26 @@ int main(int argc, char** argv) {
              : bench_opts.suite == "attention" ? tessera::cli::run_bench_attention(bench_opts)
              : bench_opts.suite == "linalg"    ? tessera::cli::run_bench_linalg(bench_opts)
              : bench_opts.suite == "comm"      ? tessera::cli::run_bench_comm(bench_opts)
+             : bench_opts.suite == "window"    ? tessera::cli::run_bench_window(bench_opts)
                                                : tessera::cli::run_bench_ops(bench_opts);
   });
 
-  // One rank of a `bench comm` job; started by the bench through tessera launch, not by hand.
+  // One rank of a `bench comm` or `bench window` job; started by the bench through tessera
+  // launch, not by hand (hidden from --help).
   tessera::cli::CommWorkerOptions comm_opts;
-  auto* comm_worker = app.add_subcommand("bench-comm-worker", "");
-  comm_worker->group("");  // hidden from --help
-  comm_worker->add_option("--backend", comm_opts.backend)->required();
-  comm_worker->add_option("--impl", comm_opts.impl);
-  comm_worker->add_option("--ops", comm_opts.ops)->required();
-  comm_worker->add_option("--sizes", comm_opts.sizes)->required();
-  comm_worker->add_option("--trials", comm_opts.trials)->check(CLI::Range(1, 1000));
-  comm_worker->add_option("--out", comm_opts.out_path)->required();
-  comm_worker->callback([&] { status = tessera::cli::run_bench_comm_worker(comm_opts); });
+  auto add_worker = [&](const char* name, int (*run)(const tessera::cli::CommWorkerOptions&)) {
+    auto* worker = app.add_subcommand(name, "");
+    worker->group("");
+    worker->add_option("--backend", comm_opts.backend)->required();
+    worker->add_option("--impl", comm_opts.impl);
+    worker->add_option("--ops", comm_opts.ops)->required();
+    worker->add_option("--sizes", comm_opts.sizes)->required();
+    worker->add_option("--trials", comm_opts.trials)->check(CLI::Range(1, 1000));
+    worker->add_option("--out", comm_opts.out_path)->required();
+    worker->callback([&, run] { status = run(comm_opts); });
+  };
+  add_worker("bench-comm-worker", tessera::cli::run_bench_comm_worker);
+  add_worker("bench-window-worker", tessera::cli::run_bench_window_worker);
 
   tessera::cli::TrainOptions train_opts;
   auto* train = app.add_subcommand(

@@ -198,4 +198,8 @@ WorkPtr all_reduce_coalesced(const std::vector<Tensor>& tensors, ReduceOp op, Gr
   return finish(outer, async_op);
 }
 
+WindowPtr new_window(GroupRef group) {
+  return group_or_world(group)->new_window();
+}
+
 }  // namespace tessera::distributed

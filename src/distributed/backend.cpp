@@ -42,6 +42,11 @@ MemoryStats Backend::memory_stats() const {
            "memory_stats(): the '{}' backend does not report its memory (shm and gloo do)", name());
 }
 
+std::shared_ptr<Window> Backend::new_window() {
+  TS_THROW(distributed::DistBackendError,
+           "new_window(): backend '{}' does not support RMA windows (use shm or mpi)", name());
+}
+
 HookHandle Backend::register_abort_hook(AbortHook hook) {
   TS_CHECK(hook != nullptr, ValueError, "register_abort_hook(): argument 'hook' must not be empty");
   return HookHandle(detail::remover(abort_hooks_, abort_hooks_->add(std::move(hook))));

@@ -258,6 +258,10 @@ WorkPtr ProcessGroup::recv(const Tensor& t, int src, const SendRecvOptions& o) {
       [&](Backend& b) { return b.recv(t, src, o); });
 }
 
+std::shared_ptr<Window> ProcessGroup::new_window() {
+  return backend().new_window();
+}
+
 void ProcessGroup::abort(const std::string& reason) {
   if (backend_) backend_->abort(reason);
 }

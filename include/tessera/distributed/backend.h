@@ -56,7 +56,10 @@ struct MemoryStats {
   uint64_t suspend_count = 0;  // suspends so far
 };
 
-class Backend {
+class Window;  // window.h
+
+// Shared ownership (enable_shared_from_this): a window keeps its backend alive.
+class Backend : public std::enable_shared_from_this<Backend> {
  public:
   Backend(int rank, int size);
   virtual ~Backend() = default;
@@ -113,6 +116,11 @@ class Backend {
   virtual void shutdown() = 0;
   // The error that aborted the communicator, or null.
   virtual std::exception_ptr error() const = 0;
+
+  // One-sided RMA windows (window.h). new_window() is called by every rank of the
+  // communicator in the same order; backends that have none throw DistBackendError.
+  virtual bool supports_window() const { return false; }
+  virtual std::shared_ptr<Window> new_window();
 
   // c10d's registerAbortHook: `hook` runs when this communicator aborts (see hooks.h).
   HookHandle register_abort_hook(AbortHook hook);

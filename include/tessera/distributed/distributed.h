@@ -31,6 +31,7 @@
 #include "tessera/distributed/shm.h"
 #include "tessera/distributed/store.h"
 #include "tessera/distributed/types.h"
+#include "tessera/distributed/window.h"
 #include "tessera/distributed/work.h"
 
 namespace tessera::distributed {
@@ -167,5 +168,9 @@ std::vector<WorkPtr> batch_isend_irecv(const std::vector<P2POp>& p2p_op_list);
 // completes (or fails with the collective's error) after the copy back.
 WorkPtr all_reduce_coalesced(const std::vector<Tensor>& tensors, ReduceOp op = ReduceOp::SUM,
                              GroupRef group = nullptr, bool async_op = false);
+
+// An RMA window over `group` (window.h): every member calls it, in the same order. The shm
+// and mpi backends have windows; others throw DistBackendError.
+WindowPtr new_window(GroupRef group = nullptr);
 
 }  // namespace tessera::distributed

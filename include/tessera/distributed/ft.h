@@ -15,7 +15,8 @@
 // Everything goes through one Store that every replica and the Lighthouse reach (the
 // launcher's TCPStore under `tessera launch --ft`), under the keys "ft/...":
 //   ft/hb/<id>             a replica's heartbeat counter (its Manager adds 1 every interval)
-//   ft/req/<id>            a replica's quorum request: "<seq> <step> <failed> <handle>"
+//   ft/req/<id>            a replica's quorum request: "<seq> <step> <state> <handle>"
+//                          (state 0: fine, 1: its last step failed, 2: it leaves)
 //   ft/ans/<id>/<seq>      the Lighthouse's answer: the round the request was placed in
 //   ft/quorum/<round>      the round's quorum: "<quorum id> <max step> <n>" then per member
 //                          "<id> <step> <handle>" lines, members by replica id
@@ -97,7 +98,8 @@ class Manager {
  public:
   // Starts the heartbeat. Joins nothing yet: the first start_quorum() does.
   explicit Manager(ManagerOptions options);
-  // Stops the heartbeat and shuts the group down (the others see this replica leave).
+  // Tells the Lighthouse that this replica leaves (the quorum re-forms without it at once),
+  // stops the heartbeat and shuts the group down.
   ~Manager();
   Manager(const Manager&) = delete;
   Manager& operator=(const Manager&) = delete;

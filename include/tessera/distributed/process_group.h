@@ -65,6 +65,9 @@ class ProcessGroup {
   WorkPtr send(const Tensor& tensor, int dst, const SendRecvOptions& opts = {});
   WorkPtr recv(const Tensor& tensor, int src, const SendRecvOptions& opts = {});
 
+  // An RMA window over the group (window.h); every member calls it in the same order.
+  std::shared_ptr<Window> new_window();
+
   // See Backend::abort / shutdown. No-ops on non-members.
   void abort(const std::string& reason);
   void shutdown();

@@ -314,6 +314,11 @@ void ReconfigurableBackend::shutdown() {
   for (auto& r : reapers) r.join();  // each bounded by its old ops' deadlines
 }
 
+bool ReconfigurableBackend::supports_window() const {
+  std::lock_guard lock(mutex_);
+  return current_ && current_->supports_window();
+}
+
 MemoryStats ReconfigurableBackend::memory_stats() const {
   BackendPtr comm;
   {

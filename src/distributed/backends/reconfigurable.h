@@ -58,6 +58,11 @@ class ReconfigurableBackend : public ForwardingBackend {
   uint64_t generation() const override { return generation_.load(); }
   std::vector<int> member_global_ranks() const override;
 
+  // A window of the current generation's communicator: a reconfigure ends it (its ops then fail
+  // with the old communicator's error); make a new one in the new generation.
+  bool supports_window() const override;
+  std::shared_ptr<Window> new_window() override { return forward_to()->new_window(); }
+
   // The current generation's (none: nothing is held).
   void suspend() override { forward_to()->suspend(); }
   void resume() override { forward_to()->resume(); }

@@ -113,7 +113,7 @@ struct Lighthouse::Impl {
       std::lock_guard lock(mutex);
       for (const auto& [id, r] : replicas) ids.push_back(id);
     }
-    bool revived = false;
+    bool dead_changed = false;
     for (int id : ids) {
       const std::string key = request_key(id);
       if (!store->check({key})) continue;
@@ -122,15 +122,21 @@ struct Lighthouse::Impl {
       Replica& r = replicas[id];
       if (req.seq <= r.last_seq) continue;
       r.last_seq = req.seq;
+      if (req.leaving) {  // gone now: nobody waits for it, and its quorum re-forms
+        r.pending.reset();
+        dead_changed = dead_changed || !r.dead;  // (publishes the dead list)
+        r.dead = true;
+        continue;
+      }
       if (!r.pending) first_pending = std::min(first_pending, Clock::now());
       r.pending = std::move(req);
       r.heartbeat_moved = Clock::now();  // asking is a sign of life
       if (r.dead) {
         r.dead = false;
-        revived = true;
+        dead_changed = true;
       }
     }
-    if (revived) publish_dead();
+    if (dead_changed) publish_dead();
   }
 
   void maybe_form(Clock::time_point now) {

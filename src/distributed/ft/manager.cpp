@@ -93,6 +93,12 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
 
 Manager::~Manager() {
   heartbeat_.reset();
+  try {  // tells the Lighthouse at once, so that nobody waits for this replica
+    Request req{++request_seq_, step_, false, true, group_->reconfigure_handle()};
+    set_text(*options_.store, request_key(options_.replica_id), format_request(req));
+    options_.store->add(kRequestCountKey, 1);
+  } catch (...) {  // the store is gone (the job ends): the heartbeat's silence says the same
+  }
   try {
     group_->shutdown();
   } catch (...) {  // a destructor must not throw; the errors are on the Works
@@ -105,7 +111,7 @@ int Manager::num_participants() const {
 
 Quorum Manager::request_round(bool failed) {
   Store& store = *options_.store;
-  Request req{++request_seq_, step_, failed, group_->reconfigure_handle()};
+  Request req{++request_seq_, step_, failed, false, group_->reconfigure_handle()};
   set_text(store, request_key(options_.replica_id), format_request(req));
   store.add(kRequestCountKey, 1);
   const std::string answer = answer_key(options_.replica_id, req.seq);

@@ -38,16 +38,17 @@ std::string quorum_key(int64_t round) {
 }
 
 std::string format_request(const Request& r) {
-  return fmt::format("{} {} {} {}", r.seq, r.step, r.failed ? 1 : 0, r.handle);
+  return fmt::format("{} {} {} {}", r.seq, r.step, r.leaving ? 2 : r.failed ? 1 : 0, r.handle);
 }
 
 Request parse_request(const std::string& text) {
   std::istringstream in(text);
   std::string seq, step, failed, handle;
-  if (!(in >> seq >> step >> failed >> handle) || (failed != "0" && failed != "1"))
+  if (!(in >> seq >> step >> failed >> handle) || failed.size() != 1 || failed[0] < '0' ||
+      failed[0] > '2')
     malformed("quorum request", text);
   return {to_int(seq, "quorum request", text), to_int(step, "quorum request", text), failed == "1",
-          handle};
+          failed == "2", handle};
 }
 
 std::string format_quorum(const Quorum& q) {

@@ -23,8 +23,9 @@ std::string quorum_key(int64_t round);
 struct Request {
   int64_t seq = 0;
   int64_t step = 0;
-  bool failed = false;  // the replica's last step failed to commit (or its set-up failed)
-  std::string handle;   // its group's reconfigure handle
+  bool failed = false;   // the replica's last step failed to commit (or its set-up failed)
+  bool leaving = false;  // the replica leaves the job (its Manager is being destroyed)
+  std::string handle;    // its group's reconfigure handle
 };
 std::string format_request(const Request& r);
 Request parse_request(const std::string& text);

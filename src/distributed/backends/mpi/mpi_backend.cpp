@@ -25,6 +25,7 @@
 #include <mutex>
 #include <thread>
 
+#include "distributed/backends/mpi/mpi_window.h"
 #include "distributed/backends/op_backend.h"
 #include "tessera/ops/factory.h"
 
@@ -287,6 +288,17 @@ class MpiBackend : public OpBackend {
   }
 
   std::string name() const override { return "mpi"; }
+
+  // RMA windows as MPI windows on this communicator (mpi_window.cpp).
+  bool supports_window() const override { return true; }
+  std::shared_ptr<Window> new_window() override {
+    {
+      std::lock_guard lock(mutex_);
+      TS_CHECK(!error_ && !closed_, distributed::DistBackendError, "new_window(): {} was {}",
+               where_, error_ ? "aborted" : "shut down");
+    }
+    return make_mpi_window(shared_from_this(), comm_, timeout_, where_);
+  }
 
   void abort(const std::string& reason) override {
     fail_and_abort(nullptr, WorkStatus::ERROR,
@@ -785,6 +797,22 @@ void finalize_at_exit() {
 }
 
 }  // namespace
+
+// For mpi_window.cpp (see mpi_window.h).
+std::unique_lock<std::mutex> lock_mpi_calls() {
+  return call_lock();
+}
+void check_mpi_call(int rc, const std::string& where, const char* call) {
+  check_mpi(rc, where, call);
+}
+MPI_Datatype sum_datatype(ScalarType dtype) {
+  const ReduceSpec s = reduce_spec(dtype, ReduceOp::SUM);
+  TS_CHECK(!s.widen, NotImplementedError,
+           "accumulate(): the mpi backend's windows cannot sum dtype {} (MPI has no such type; "
+           "use float32 or float64)",
+           dtype);
+  return s.type;
+}
 
 }  // namespace mpi_impl
 

@@ -13,20 +13,6 @@ namespace tessera::distributed::shm {
 namespace {
 constexpr int64_t kPidCheckNs = 20'000'000;
 
-// Gone: no such process, or a zombie that its parent has not reaped yet.
-bool process_gone(int pid) {
-  if (::kill(pid, 0) != 0) return errno == ESRCH;
-  char path[64];
-  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
-  FILE* f = std::fopen(path, "r");
-  if (!f) return false;
-  char buf[512] = {};
-  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
-  std::fclose(f);
-  const char* close = std::strrchr(buf, ')');  // "pid (comm) S ...": comm may hold spaces
-  return n > 0 && close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
-}
-
 std::string reason_of(const RankControl& c) {
   return std::string(c.reason, strnlen(c.reason, sizeof(c.reason)));
 }

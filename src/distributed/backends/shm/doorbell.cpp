@@ -6,7 +6,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <signal.h>
+
+#include <cerrno>
 #include <climits>
+#include <cstdio>
+#include <cstring>
 
 namespace tessera::distributed::shm {
 
@@ -16,6 +21,19 @@ long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* ti
   return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, timeout, nullptr, 0);
 }
 }  // namespace
+
+bool process_gone(int pid) {
+  if (::kill(pid, 0) != 0) return errno == ESRCH;
+  char path[64];
+  std::snprintf(path, sizeof(path), "/proc/%d/stat", pid);
+  FILE* f = std::fopen(path, "r");
+  if (!f) return false;
+  char buf[512] = {};
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  const char* close = std::strrchr(buf, ')');  // "pid (comm) S ...": comm may hold spaces
+  return n > 0 && close && close[1] == ' ' && (close[2] == 'Z' || close[2] == 'X');
+}
 
 void ring(RankControl& c) {
   c.doorbell.fetch_add(1, std::memory_order_seq_cst);

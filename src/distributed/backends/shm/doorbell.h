@@ -30,6 +30,9 @@ void ring(RankControl& c);
 // Sleeps while c.doorbell == seen, at most `max_ns` (futex; shared between processes).
 void sleep_on(RankControl& c, uint32_t seen, int64_t max_ns);
 
+// Whether process `pid` is gone: no such process, or a zombie its parent has not reaped yet.
+bool process_gone(int pid);
+
 // One step of a spin: gives the core to another runnable thread if there is one (a rank's
 // caller and progress thread often share a core), else returns at once.
 inline void cpu_relax() {

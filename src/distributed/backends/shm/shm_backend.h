@@ -32,6 +32,9 @@ class ShmBackend : public OpBackend {
   ~ShmBackend() override;
 
   std::string name() const override { return "shm"; }
+  // RMA windows over direct loads and stores (window.cpp).
+  bool supports_window() const override { return true; }
+  std::shared_ptr<Window> new_window() override;
 
   void abort(const std::string& reason) override;
   void shutdown() override;

@@ -1,0 +1,151 @@
+// One-sided RMA windows (torchcomms' TorchCommWindow, c10d's Window): every rank of a group
+// registers one tensor, and then any rank reads and writes any peer's registered tensor
+// without the peer posting a matching call.
+//
+//   auto win = distributed::new_window(group);        // every rank, same order
+//   Tensor mine = distributed::window_empty({rows, dim}, kFloat32);
+//   win->tensor_register(mine);                        // collective
+//   win->put(src, /*dst=*/1, /*dst_offset=*/128);      // writes rank 1's tensor, signals it
+//   win->wait_signal(/*peer=*/0);                      // on rank 1: one put from rank 0 landed
+//   win->get(out, /*src_rank=*/2, /*src_offset=*/64);  // reads rank 2's tensor
+//   win->tensor_deregister();                          // collective
+//
+// Semantics:
+//   - Ranks are group ranks; offsets and counts are in elements of the registered tensors,
+//     viewed flat (row-major). Each rank's numel, dtype and sizes are exchanged once, at
+//     registration, so ranks may register tensors of different sizes (not dtypes: every
+//     rank registers the same dtype).
+//   - put(src, dst, off) writes src's elements to dst's tensor at [off, off + src.numel()) and
+//     then signals dst (as ncclPutSignal does, a put always signals): once dst's wait_signal
+//     for this rank returns, the data is there. get(dst, src_rank, off) reads the other way.
+//     accumulate(src, dst, off) adds src element-wise into dst's tensor; concurrent
+//     accumulates into one rank's tensor from any ranks are atomic with respect to each
+//     other (not to plain puts). put, get and accumulate complete before they return; the
+//     returned Work is completed and holds no tensors (async_op is accepted for API parity
+//     and changes nothing).
+//   - signal(peer) increments the count of signals peer holds from this rank;
+//     wait_signal(peer) waits until this rank holds one from `peer` and consumes it: two
+//     signals take two waits, extras stay counted. Its wait ends at its timeout (the group's
+//     when not given) with DistTimeoutError.
+//   - flush() completes this rank's outstanding operations (they are complete already on shm;
+//     MPI_Win_flush_all on mpi). fence() is collective: every rank's operations issued before
+//     it are visible everywhere after it.
+//   - Errors (ValueError, TypeError, IndexError naming the op, the argument, what was expected
+//     and what was given) are thrown before anything is written: a range past the peer's
+//     tensor, a dtype other than the window's, a rank outside the group, a window with no
+//     tensor registered (or deregistered).
+//
+// Backends: shm (direct loads and stores into the peer's mapped memory; the registered tensor
+// must come from window_empty()) and mpi (MPI windows, passive target; any contiguous
+// tensor). Every other backend refuses new_window() with DistBackendError.
+//
+// Thread-safety: one thread per rank drives a window; windows of one group are independent.
+// A window must not outlive its group (it keeps the backend alive, but the backend's
+// shutdown ends it).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/core/tensor.h"
+#include "tessera/distributed/work.h"
+
+namespace tessera::distributed {
+
+class Backend;
+
+class Window {
+ public:
+  virtual ~Window();
+  Window(const Window&) = delete;
+  Window& operator=(const Window&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  // The backend's name ("shm", "mpi").
+  const std::string& backend_name() const { return backend_name_; }
+
+  // Collective: every rank registers one contiguous tensor of the same dtype (any numel).
+  // ValueError when a tensor is registered already; the backend's error when it cannot use
+  // the tensor (shm: not from window_empty()).
+  void tensor_register(const Tensor& tensor);
+  // Collective: completes every rank's operations (as fence()), then releases the peers'
+  // memory. Later operations throw until a tensor is registered again.
+  void tensor_deregister();
+  bool is_registered() const { return registered_; }
+  // This rank's registered tensor.
+  const Tensor& get_tensor() const;
+  // The numel, and the sizes, of rank's registered tensor.
+  int64_t get_size(int rank) const;
+  const std::vector<int64_t>& get_sizes(int rank) const;
+  ScalarType dtype() const;
+
+  WorkPtr put(const Tensor& src, int dst, int64_t dst_offset, bool async_op = false);
+  WorkPtr get(const Tensor& dst, int src_rank, int64_t src_offset, bool async_op = false);
+  WorkPtr accumulate(const Tensor& src, int dst, int64_t dst_offset, bool async_op = false);
+  void signal(int peer);
+  void wait_signal(int peer, std::optional<Milliseconds> timeout = std::nullopt);
+  void flush();
+  void fence();
+
+ protected:
+  Window(std::shared_ptr<Backend> backend, Milliseconds timeout);
+
+  // What a rank publishes at registration beyond numel, dtype and sizes: the transport's
+  // handle of its memory (shm: process id and descriptors; mpi: nothing).
+  using Handle = std::vector<int64_t>;
+  static constexpr size_t kHandleWords = 8;
+
+  // ---- transport (called after the checks above; ranks are valid, ranges in bounds) ------
+  // Prepares `tensor` for registration and returns this rank's handle (at most kHandleWords).
+  virtual Handle prepare(const Tensor& tensor) = 0;
+  // Maps every rank's memory given their handles; collective for transports that need it.
+  // On failure it releases what it took and throws.
+  virtual void attach(const std::vector<Handle>& handles) = 0;
+  // Releases the peers' memory (every rank's operations completed before).
+  virtual void detach() = 0;
+  // dst_offset and count in elements, bytes of the window's dtype.
+  virtual void do_put(const void* src, int dst, int64_t dst_offset, int64_t count) = 0;
+  virtual void do_get(void* dst, int src_rank, int64_t src_offset, int64_t count) = 0;
+  virtual void do_accumulate(const Tensor& src, int dst, int64_t dst_offset) = 0;
+  virtual void do_signal(int peer) = 0;
+  // Waits for one more signal from `peer` than `consumed`, until `deadline`.
+  virtual void do_wait_signal(int peer, uint64_t consumed, Clock::time_point deadline,
+                              Milliseconds timeout) = 0;
+  virtual void do_flush() = 0;
+
+  Backend& backend() const { return *backend_; }
+  Milliseconds timeout() const { return timeout_; }
+
+ private:
+  void check_registered(const char* op) const;
+  void check_rank(const char* op, const char* arg, int r) const;
+  // `t` is a contiguous tensor of the window's dtype, [offset, offset + t.numel()) lies within
+  // rank r's tensor.
+  void check_range(const char* op, const char* tensor_arg, const Tensor& t, int r,
+                   const char* offset_arg, int64_t offset) const;
+  void barrier(const char* op);
+
+  std::shared_ptr<Backend> backend_;
+  const int rank_, size_;
+  const std::string backend_name_;
+  const Milliseconds timeout_;
+  const WorkPtr done_put_, done_get_, done_accumulate_;
+  bool registered_ = false;
+  Tensor tensor_;
+  ScalarType dtype_ = ScalarType::Float32;
+  std::vector<int64_t> numels_;
+  std::vector<std::vector<int64_t>> sizes_;
+  std::vector<uint64_t> consumed_;  // signals taken from each peer
+};
+
+using WindowPtr = std::shared_ptr<Window>;
+
+// A tensor in memory that peers can map (a memfd): what the shm backend's windows need.
+// Contents are zero. Usable with every backend and everywhere else as any tensor.
+Tensor window_empty(const std::vector<int64_t>& sizes, ScalarType dtype);
+
+}  // namespace tessera::distributed

@@ -1,0 +1,223 @@
+// Window: the checks every backend shares, the registration exchange and the signal
+// bookkeeping. The transports (shm, mpi) only move bytes. See window.h.
+#include "tessera/distributed/window.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "tessera/distributed/backend.h"
+#include "tessera/ops/factory.h"
+
+namespace tessera::distributed {
+
+namespace {
+
+// One rank's registration record, exchanged with all_gather_into_tensor as int64 words:
+// numel, dtype, ndim, sizes (kMaxDims), the transport's handle.
+constexpr size_t kMaxDims = 16;
+constexpr size_t kNumelWord = 0, kDtypeWord = 1, kNdimWord = 2, kSizesWord = 3;
+constexpr size_t kHandleWord = kSizesWord + kMaxDims;
+
+}  // namespace
+
+Window::Window(std::shared_ptr<Backend> backend, Milliseconds timeout)
+    : backend_(std::move(backend)),
+      rank_(backend_->rank()),
+      size_(backend_->size()),
+      backend_name_(backend_->name()),
+      timeout_(timeout),
+      // The ops complete in their calls: one completed Work per kind serves every call (a
+      // Work per op would cost more than an 8-byte put).
+      done_put_(completed_work(backend_name_ + ":window_put")),
+      done_get_(completed_work(backend_name_ + ":window_get")),
+      done_accumulate_(completed_work(backend_name_ + ":window_accumulate")) {}
+
+Window::~Window() = default;
+
+void Window::tensor_register(const Tensor& tensor) {
+  TS_CHECK(!registered_, ValueError,
+           "tensor_register(): window (rank {}) already has a tensor registered (sizes {}); "
+           "call tensor_deregister() first",
+           rank_, fmt::join(sizes_[static_cast<size_t>(rank_)], ", "));
+  TS_CHECK(tensor.defined(), ValueError, "tensor_register(): argument 'tensor' is undefined");
+  TS_CHECK(tensor.is_contiguous(), ValueError,
+           "tensor_register(): argument 'tensor' must be contiguous, but got strides {}",
+           fmt::join(tensor.strides(), ", "));
+  TS_CHECK(tensor.dim() <= static_cast<int64_t>(kMaxDims), ValueError,
+           "tensor_register(): argument 'tensor' may have at most {} dimensions, but has {}",
+           kMaxDims, tensor.dim());
+  const Handle handle = prepare(tensor);
+  TS_INTERNAL_ASSERT(handle.size() <= kHandleWords);
+
+  const int64_t words = static_cast<int64_t>(kHandleWord + kHandleWords);
+  Tensor mine = zeros({words}, TensorOptions(kInt64));
+  Tensor all = empty({words * size_}, TensorOptions(kInt64));
+  int64_t* m = mine.data_ptr<int64_t>();
+  m[kNumelWord] = tensor.numel();
+  m[kDtypeWord] = static_cast<int64_t>(tensor.dtype());
+  m[kNdimWord] = tensor.dim();
+  for (int64_t d = 0; d < tensor.dim(); ++d) m[kSizesWord + size_t(d)] = tensor.size(d);
+  for (size_t i = 0; i < handle.size(); ++i) m[kHandleWord + i] = handle[i];
+  try {
+    AllgatherOptions opts;
+    opts.timeout = timeout_;
+    backend_->allgather_into_tensor(all, mine, opts)->wait();
+  } catch (...) {
+    detach();
+    throw;
+  }
+
+  // Every rank sees the same records, so every rank throws the same error here.
+  const int64_t* a = all.data_ptr<int64_t>();
+  std::vector<Handle> handles(static_cast<size_t>(size_));
+  std::vector<int64_t> numels(static_cast<size_t>(size_));
+  std::vector<std::vector<int64_t>> sizes(static_cast<size_t>(size_));
+  for (int r = 0; r < size_; ++r) {
+    const int64_t* rec = a + r * words;
+    const auto dtype = static_cast<ScalarType>(rec[kDtypeWord]);
+    if (dtype != tensor.dtype()) {
+      detach();
+      TS_THROW(TypeError,
+               "tensor_register(): every rank must register the same dtype, but rank {} "
+               "registered {} and rank {} registered {}",
+               rank_, tensor.dtype(), r, dtype);
+    }
+    numels[size_t(r)] = rec[kNumelWord];
+    sizes[size_t(r)].assign(rec + kSizesWord, rec + kSizesWord + rec[kNdimWord]);
+    handles[size_t(r)].assign(rec + kHandleWord, rec + kHandleWord + kHandleWords);
+  }
+  attach(handles);
+  tensor_ = tensor;
+  dtype_ = tensor.dtype();
+  numels_ = std::move(numels);
+  sizes_ = std::move(sizes);
+  consumed_.assign(static_cast<size_t>(size_), 0);
+  registered_ = true;
+}
+
+void Window::tensor_deregister() {
+  check_registered("tensor_deregister");
+  // Everything issued before is visible everywhere before any rank lets go of its peers.
+  fence();
+  detach();
+  registered_ = false;
+  tensor_ = Tensor();
+}
+
+const Tensor& Window::get_tensor() const {
+  check_registered("get_tensor");
+  return tensor_;
+}
+
+int64_t Window::get_size(int r) const {
+  check_registered("get_size");
+  check_rank("get_size", "rank", r);
+  return numels_[static_cast<size_t>(r)];
+}
+
+const std::vector<int64_t>& Window::get_sizes(int r) const {
+  check_registered("get_sizes");
+  check_rank("get_sizes", "rank", r);
+  return sizes_[static_cast<size_t>(r)];
+}
+
+ScalarType Window::dtype() const {
+  check_registered("dtype");
+  return dtype_;
+}
+
+WorkPtr Window::put(const Tensor& src, int dst, int64_t dst_offset, bool /*async_op*/) {
+  check_registered("put");
+  check_rank("put", "dst", dst);
+  check_range("put", "src", src, dst, "dst_offset", dst_offset);
+  do_put(src.data_ptr(), dst, dst_offset, src.numel());
+  do_signal(dst);
+  return done_put_;
+}
+
+WorkPtr Window::get(const Tensor& dst, int src_rank, int64_t src_offset, bool /*async_op*/) {
+  check_registered("get");
+  check_rank("get", "src_rank", src_rank);
+  check_range("get", "dst", dst, src_rank, "src_offset", src_offset);
+  do_get(dst.data_ptr(), src_rank, src_offset, dst.numel());
+  return done_get_;
+}
+
+WorkPtr Window::accumulate(const Tensor& src, int dst, int64_t dst_offset, bool /*async_op*/) {
+  check_registered("accumulate");
+  check_rank("accumulate", "dst", dst);
+  check_range("accumulate", "src", src, dst, "dst_offset", dst_offset);
+  TS_CHECK(dtype_ != ScalarType::Bool && !is_complex(dtype_), TypeError,
+           "accumulate(): the window's dtype {} has no sum; expected a real numeric dtype", dtype_);
+  if (src.numel() > 0) do_accumulate(src, dst, dst_offset);
+  return done_accumulate_;
+}
+
+void Window::signal(int peer) {
+  check_registered("signal");
+  check_rank("signal", "peer", peer);
+  do_signal(peer);
+}
+
+void Window::wait_signal(int peer, std::optional<Milliseconds> timeout) {
+  check_registered("wait_signal");
+  check_rank("wait_signal", "peer", peer);
+  const Milliseconds t = timeout.value_or(timeout_);
+  TS_CHECK(t.count() >= 0, ValueError,
+           "wait_signal(): argument 'timeout' must not be negative, but got {} ms", t.count());
+  uint64_t& consumed = consumed_[static_cast<size_t>(peer)];
+  do_wait_signal(peer, consumed, Clock::now() + t, t);
+  ++consumed;  // extras stay counted: the next wait needs one more
+}
+
+void Window::flush() {
+  check_registered("flush");
+  do_flush();
+}
+
+void Window::fence() {
+  check_registered("fence");
+  do_flush();
+  barrier("fence");
+}
+
+void Window::barrier(const char* op) {
+  BarrierOptions opts;
+  opts.timeout = timeout_;
+  try {
+    backend_->barrier(opts)->wait();
+  } catch (const DistError& e) {
+    TS_THROW(distributed::DistBackendError, "{}(): the window's barrier failed on rank {}: {}", op,
+             rank_, e.what());
+  }
+}
+
+void Window::check_registered(const char* op) const {
+  TS_CHECK(registered_, ValueError,
+           "{}(): window (rank {} of {}, backend '{}') has no tensor registered (call "
+           "tensor_register first; a deregistered window has none)",
+           op, rank_, size_, backend_name_);
+}
+
+void Window::check_rank(const char* op, const char* arg, int r) const {
+  TS_CHECK(r >= 0 && r < size_, ValueError,
+           "{}(): argument '{}' must be a group rank in [0, {}), but got {}", op, arg, size_, r);
+}
+
+void Window::check_range(const char* op, const char* tensor_arg, const Tensor& t, int r,
+                         const char* offset_arg, int64_t offset) const {
+  TS_CHECK(t.defined(), ValueError, "{}(): argument '{}' is undefined", op, tensor_arg);
+  TS_CHECK(t.dtype() == dtype_, TypeError,
+           "{}(): argument '{}' must have the window's dtype {}, but got {}", op, tensor_arg,
+           dtype_, t.dtype());
+  TS_CHECK(t.is_contiguous(), ValueError,
+           "{}(): argument '{}' must be contiguous, but got strides {}", op, tensor_arg,
+           fmt::join(t.strides(), ", "));
+  const int64_t limit = numels_[static_cast<size_t>(r)];
+  TS_CHECK(offset >= 0 && offset <= limit && t.numel() <= limit - offset, IndexError,
+           "{}(): elements [{}, {}) are out of bounds of rank {}'s window tensor of {} elements "
+           "(argument '{}' = {}, '{}' has {} elements)",
+           op, offset, offset + t.numel(), r, limit, offset_arg, offset, tensor_arg, t.numel());
+}
+
+}  // namespace tessera::distributed
