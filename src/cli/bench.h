@@ -17,6 +17,7 @@ struct BenchOptions {
   std::vector<int> threads;  // thread counts to measure; empty: 1 and the machine's cores
   std::string json_path;     // empty: no JSON file
   std::string filter;        // only cases whose name contains this (anchors too)
+  bool soak = false;         // bench ft: the 300-step soak run with kills
 };
 
 // `tessera bench ops`: reductions over 64M float32 and an 8192x8192 matrix, broadcast add,
@@ -55,6 +56,26 @@ int run_bench_comm(const BenchOptions& options);
 // `tessera bench window`: one-sided put and get (each with a flush) between 2 ranks, 8 B latency
 // and 1-64 MiB bandwidth, Tessera's shm window against OpenMPI's MPI_Put/MPI_Get.
 int run_bench_window(const BenchOptions& options);
+
+// `tessera bench ft`: recovery of a 4-rank data-parallel job (ft::Manager under tessera launch
+// --ft) from SIGKILLed ranks, kill to next committed step, against tearing the job down and
+// relaunching it from its checkpoint and against PyTorch 1.13's gloo group re-created by the
+// survivors. --soak: 300 steps with a kill about every 30, final loss against a clean run.
+int run_bench_ft(const BenchOptions& options);
+
+// One rank of a `bench ft` job or of the fault-injection tests (the hidden `bench-ft-worker`
+// command, under tessera launch; see bench_ft.cpp for what it logs).
+struct FtWorkerOptions {
+  std::string backend = "shm";
+  int steps = 30;
+  std::vector<std::string> kills;  // RANK:STEP:MODE, carried out in a rank's first life only
+  std::string log_dir;             // empty: no log
+  int64_t dim = 256;               // elements of the weights (and of each step's all-reduce)
+  int heartbeat_ms = 100;
+  bool plain = false;      // an ordinary group and a checkpoint instead of ft::Manager
+  std::string checkpoint;  // --plain: the checkpoint file
+};
+int run_bench_ft_worker(const FtWorkerOptions& options);
 
 // One rank of a `bench comm` job (started by tessera launch; the hidden `bench-comm-worker`
 // command): times the ops and sizes given, rank 0 writes JSON lines to out_path.

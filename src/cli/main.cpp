@@ -43,10 +43,12 @@ int main(int argc, char** argv) {
   std::string threads;
   auto* bench = app.add_subcommand("bench", "Run a benchmark suite against its anchors");
   bench
-      ->add_option("suite", bench_opts.suite,
-                   "Suite to run (ops, gemm, gemv, train, ctc, attention, linalg, comm, window)")
+      ->add_option(
+          "suite", bench_opts.suite,
+          "Suite to run (ops, gemm, gemv, train, ctc, attention, linalg, comm, window, ft)")
       ->required();
   bench->add_flag("--quick", bench_opts.quick, "Headline cases only (about 2 minutes)");
+  bench->add_flag("--soak", bench_opts.soak, "ft: the 300-step soak run with kills");
   bench->add_option("--threads", threads, "Thread counts, e.g. 1,2 (comm: rank counts, e.g. 2,4)");
   bench->add_option("--json", bench_opts.json_path, "Write JSON lines to this file");
   bench->add_option("--filter", bench_opts.filter,
@@ -62,10 +64,10 @@ int main(int argc, char** argv) {
                  bench_opts.suite == "gemv" || bench_opts.suite == "train" ||
                  bench_opts.suite == "ctc" || bench_opts.suite == "attention" ||
                  bench_opts.suite == "linalg" || bench_opts.suite == "comm" ||
-                 bench_opts.suite == "window",
+                 bench_opts.suite == "window" || bench_opts.suite == "ft",
              NotImplementedError,
              "bench: suite '{}' is not available yet (available: ops, gemm, gemv, train, ctc, "
-             "attention, linalg, comm, window)",
+             "attention, linalg, comm, window, ft)",
              bench_opts.suite);
     status = bench_opts.suite == "gemm"        ? tessera::cli::run_bench_gemm(bench_opts)
              : bench_opts.suite == "gemv"      ? tessera::cli::run_bench_gemv(bench_opts)
@@ -75,6 +77,7 @@ int main(int argc, char** argv) {
              : bench_opts.suite == "linalg"    ? tessera::cli::run_bench_linalg(bench_opts)
              : bench_opts.suite == "comm"      ? tessera::cli::run_bench_comm(bench_opts)
              : bench_opts.suite == "window"    ? tessera::cli::run_bench_window(bench_opts)
+             : bench_opts.suite == "ft"        ? tessera::cli::run_bench_ft(bench_opts)
                                                : tessera::cli::run_bench_ops(bench_opts);
   });
 
@@ -94,6 +97,20 @@ int main(int argc, char** argv) {
   };
   add_worker("bench-comm-worker", tessera::cli::run_bench_comm_worker);
   add_worker("bench-window-worker", tessera::cli::run_bench_window_worker);
+
+  // One rank of a `bench ft` job or of the fault-injection tests (hidden, as above).
+  tessera::cli::FtWorkerOptions ft_opts;
+  auto* ft_worker = app.add_subcommand("bench-ft-worker", "");
+  ft_worker->group("");
+  ft_worker->add_option("--backend", ft_opts.backend);
+  ft_worker->add_option("--steps", ft_opts.steps)->check(CLI::Range(1, 1000000));
+  ft_worker->add_option("--kill", ft_opts.kills);
+  ft_worker->add_option("--log", ft_opts.log_dir);
+  ft_worker->add_option("--dim", ft_opts.dim)->check(CLI::Range(1, 1 << 24));
+  ft_worker->add_option("--heartbeat-ms", ft_opts.heartbeat_ms)->check(CLI::Range(1, 60000));
+  ft_worker->add_flag("--plain", ft_opts.plain);
+  ft_worker->add_option("--checkpoint", ft_opts.checkpoint);
+  ft_worker->callback([&] { status = tessera::cli::run_bench_ft_worker(ft_opts); });
 
   tessera::cli::TrainOptions train_opts;
   auto* train = app.add_subcommand(
@@ -164,7 +181,20 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   launch
       ->add_option("--max-restarts", launch_opts.max_restarts,
-                   "Restart the whole group this many times after a failure")
+                   "Restart the whole group this many times after a failure (with --ft: each "
+                   "failed rank alone, this many times per rank)")
+      ->capture_default_str();
+  launch->add_flag("--ft", launch_opts.ft,
+                   "Fault tolerance (ft::Manager programs): run the lighthouse; restart a dead "
+                   "or hung rank alone while the others go on");
+  launch
+      ->add_option("--min-replicas", launch_opts.ft_min_replicas,
+                   "--ft: replicas a quorum needs at least")
+      ->capture_default_str();
+  int heartbeat_timeout_ms = 2000;
+  launch
+      ->add_option("--heartbeat-timeout", heartbeat_timeout_ms,
+                   "--ft: milliseconds of silence after which a replica is dead")
       ->capture_default_str();
   launch
       ->add_option("--term-timeout", term_timeout_s,
@@ -177,6 +207,7 @@ int main(int argc, char** argv) {
              "launch: --term-timeout must be in (0, 1e6) seconds, but got {}", term_timeout_s);
     launch_opts.term_timeout =
         std::chrono::milliseconds(static_cast<int64_t>(term_timeout_s * 1000));
+    launch_opts.ft_heartbeat_timeout = std::chrono::milliseconds(heartbeat_timeout_ms);
     status = tessera::distributed::launch(launch_opts);
   });
 

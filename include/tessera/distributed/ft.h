@@ -23,10 +23,13 @@
 //   ft/dead                the replicas the Lighthouse declared dead, "1,3" (may be empty)
 //
 // Quorum rules (torchft's): a round forms when every live replica has asked, or, after a
-// short join window once some asked, with the askers alone when they are at least
-// `min_replicas` and a majority of the live replicas (no split brain: two disjoint halves can
-// never both form one). Live means a heartbeat within `heartbeat_timeout`, or a request, and
-// not declared dead (a replica whose process the launcher saw exit is dead at once). The
+// join window once some asked, with the askers alone when they are at least `min_replicas`
+// and a majority of the live replicas (no split brain: two disjoint halves can never both form
+// one). Live means: its heartbeat moved within `heartbeat_timeout` (or it asks now), it was
+// not declared dead (a replica whose process the launcher saw exit is dead at once), and it
+// has asked at least once or registered less than join_window ago (a replica still starting
+// holds a round up for at most that long; one that starts later joins and heals at a later
+// round). The
 // quorum id bumps whenever the members (or a member's handle: a restarted process) change,
 // or when a member reports that its last step failed to commit.
 #pragma once
@@ -70,6 +73,9 @@ class Lighthouse {
   // as live, and the members of the current quorum abort their group at their next
   // heartbeat. A later request from `id` (a restarted process) makes it live again.
   void mark_dead(int id);
+  // The replicas declared dead because their heartbeat stopped (not those that left or were
+  // marked dead); a replica leaves this list when it asks for a quorum again.
+  std::vector<int> stale() const;
   // Rounds formed so far, and the current quorum id.
   int64_t rounds() const;
   int64_t quorum_id() const;

@@ -10,7 +10,8 @@
 //   TESSERA_JOB_ID                       names the job (Flight Recorder headers)
 //   TESSERA_RESTART_COUNT                0 on the first attempt, then 1, 2, ...
 //
-// Failure policy: when a worker exits with a non-zero code or is killed by a signal, the
+// Failure policy (without --ft; see LaunchOptions::ft): when a worker exits with a non-zero code
+// or is killed by a signal, the
 // launcher names it ("rank 1 (local rank 1, pid 4242) exited with code 3"), sends SIGTERM to
 // the other workers, SIGKILL to those still alive after `term_timeout`, and then either
 // restarts the whole group (while restarts are left) or returns the failed worker's exit code
@@ -45,6 +46,15 @@ struct LaunchOptions {
   std::string run_id;
   // The program and its arguments.
   std::vector<std::string> command;
+  // Fault-tolerance mode (--ft, for programs using ft::Manager): the launcher runs the job's
+  // ft::Lighthouse beside the store; a worker that dies is declared dead at once and started
+  // again alone (same RANK, TESSERA_RESTART_COUNT counting its own restarts) while restarts
+  // are left (max_restarts per rank), and a worker the Lighthouse declares dead for a stale
+  // heartbeat (hung, e.g. stopped) is killed and restarted the same way. The others go on;
+  // nobody is torn down. One node only for now.
+  bool ft = false;
+  int ft_min_replicas = 1;
+  std::chrono::milliseconds ft_heartbeat_timeout{2000};
 };
 
 // Runs the job to its end and returns the launcher's exit code (0 when every worker

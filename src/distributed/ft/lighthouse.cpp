@@ -23,6 +23,9 @@ struct Lighthouse::Impl {
     int64_t last_seq = 0;  // the last request seen
     std::optional<Request> pending;
     bool dead = false;
+    bool stale = false;   // dead because its heartbeat stopped
+    bool joined = false;  // it asked for a quorum at least once
+    Clock::time_point registered;
   };
 
   Impl(StorePtr s, LighthouseOptions o) : store(std::move(s)), options(o) {
@@ -78,6 +81,7 @@ struct Lighthouse::Impl {
       const int id = std::stoi(get_text(*store, key));
       std::lock_guard lock(mutex);
       if (!replicas.count(id)) replicas[id].heartbeat_moved = Clock::now();
+      replicas[id].registered = Clock::now();  // (again, for a restarted replica)
     }
   }
 
@@ -95,8 +99,10 @@ struct Lighthouse::Impl {
       if (hb != r.heartbeat) {
         r.heartbeat = hb;
         r.heartbeat_moved = now;
-      } else if (!r.dead && !r.pending && now - r.heartbeat_moved > options.heartbeat_timeout) {
+      } else if (r.joined && !r.dead && !r.pending &&
+                 now - r.heartbeat_moved > options.heartbeat_timeout) {
         r.dead = true;
+        r.stale = true;
         changed = true;
       }
     }
@@ -126,13 +132,16 @@ struct Lighthouse::Impl {
         r.pending.reset();
         dead_changed = dead_changed || !r.dead;  // (publishes the dead list)
         r.dead = true;
+        r.stale = false;
         continue;
       }
       if (!r.pending) first_pending = std::min(first_pending, Clock::now());
+      r.joined = true;
       r.pending = std::move(req);
       r.heartbeat_moved = Clock::now();  // asking is a sign of life
       if (r.dead) {
         r.dead = false;
+        r.stale = false;
         dead_changed = true;
       }
     }
@@ -148,6 +157,9 @@ struct Lighthouse::Impl {
         failure = failure || std::count(last_members.begin(), last_members.end(), id) > 0;
         continue;
       }
+      // A replica still starting (registered, not asked yet) holds a round up for at most
+      // join_window after it registered.
+      if (!r.joined && now - r.registered >= options.join_window) continue;
       live.push_back(id);
       if (r.pending) {
         asking.push_back(id);
@@ -223,9 +235,18 @@ void Lighthouse::mark_dead(int id) {
     std::lock_guard lock(impl_->mutex);
     auto& r = impl_->replicas[id];
     r.dead = true;
+    r.stale = false;
     r.pending.reset();
   }
   impl_->publish_dead();
+}
+
+std::vector<int> Lighthouse::stale() const {
+  std::lock_guard lock(impl_->mutex);
+  std::vector<int> ids;
+  for (const auto& [id, r] : impl_->replicas)
+    if (r.stale) ids.push_back(id);
+  return ids;
 }
 
 int64_t Lighthouse::rounds() const {

@@ -87,6 +87,11 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
   const int64_t slot = options_.store->add(kRegisteredKey, 1) - 1;
   set_text(*options_.store, fmt::format("{}{}", kRegisterPrefix, slot),
            std::to_string(options_.replica_id));
+  // Request numbers go on from the wall clock, so that a restarted replica's never repeat its
+  // earlier life's (the Lighthouse ignores old numbers, and answers are keyed by them).
+  request_seq_ = std::chrono::duration_cast<std::chrono::microseconds>(
+                     std::chrono::system_clock::now().time_since_epoch())
+                     .count();
   heartbeat_ = std::make_unique<Heartbeat>(options_.store, options_.replica_id,
                                            options_.heartbeat_interval, group_);
 }

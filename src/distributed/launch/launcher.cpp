@@ -2,10 +2,9 @@
 //
 // Shape: launch() runs attempts; an attempt serves the store (node 0), starts a WorkerGroup
 // and monitors it until every worker succeeded, one failed or the launcher was signalled.
-// What happens after a failure is decided in one place (launch()'s loop): today the whole
-// group is torn down and restarted while restarts are left. Issue 7's `--ft` mode restarts
-// only the dead worker instead; WorkerGroup already starts, watches and stops workers one by
-// one, so that mode is a different decision in that loop, not a different agent.
+// What happens after a failure is decided in one place: launch()'s loop tears the whole group
+// down and restarts it while restarts are left; with --ft, run_ft() restarts only the dead
+// worker and the others go on (WorkerGroup starts, watches and stops workers one by one).
 //
 // Signals: SIGINT, SIGTERM and SIGCHLD are caught by a handler that only writes the signal
 // number to a pipe (async-signal-safe); the monitor loop polls that pipe with a timeout, so
@@ -23,7 +22,9 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 
+#include "tessera/distributed/ft.h"
 #include "tessera/distributed/launch.h"
 #include "tessera/distributed/store.h"
 
@@ -184,6 +185,35 @@ class WorkerGroup {
     return failure;
   }
 
+  // Reaps the workers that ended and returns them all (ft mode handles each).
+  std::vector<Worker> reap_each() {
+    std::vector<Worker> ended;
+    for (auto& w : workers_) {
+      if (!w.running) continue;
+      int status = 0;
+      if (::waitpid(w.pid, &status, WNOHANG) != w.pid) continue;
+      w.running = false;
+      w.status = status;
+      ended.push_back(w);
+    }
+    return ended;
+  }
+
+  // Starts rank's worker again with `extra` added to its environment.
+  void restart(int rank, const Env& extra) {
+    for (auto& w : workers_) {
+      if (w.rank != rank || w.running) continue;
+      start(w, extra);
+      return;
+    }
+  }
+
+  // Sends `sig` to rank's worker (its process group) when it runs.
+  void signal_rank(int rank, int sig) {
+    for (const auto& w : workers_)
+      if (w.rank == rank && w.running) ::kill(-w.pid, sig);
+  }
+
   bool all_done() const {
     for (const auto& w : workers_)
       if (w.running) return false;
@@ -226,8 +256,9 @@ class WorkerGroup {
   }
 
  private:
-  void start(Worker& w) {
+  void start(Worker& w, const Env& extra = {}) {
     Env env = env_;
+    for (const auto& [k, v] : extra) env[k] = v;
     env["RANK"] = std::to_string(w.rank);
     env["LOCAL_RANK"] = std::to_string(w.local_rank);
     env["GROUP_RANK"] = std::to_string(options_.node_rank);
@@ -316,6 +347,14 @@ void check_options(const LaunchOptions& o) {
            o.term_timeout.count());
   TS_CHECK(!o.command.empty() && !o.command[0].empty(), ValueError,
            "launch: no program given (usage: tessera launch [options] -- PROGRAM ARGS)");
+  TS_CHECK(!o.ft || o.nnodes == 1, NotImplementedError,
+           "launch: --ft with --nnodes {} is not implemented yet (the lighthouse would have to "
+           "learn of deaths on the other nodes); use one node",
+           o.nnodes);
+  TS_CHECK(!o.ft || (o.ft_min_replicas >= 1 && o.ft_heartbeat_timeout.count() > 0), ValueError,
+           "launch: --ft needs --min-replicas >= 1 and a positive --heartbeat-timeout, but got {} "
+           "and {} ms",
+           o.ft_min_replicas, o.ft_heartbeat_timeout.count());
   if (o.nnodes > 1) {
     // Agents on several nodes would first have to agree on each restart round (a rendezvous
     // among launchers); without it a restart on one node would meet stale workers elsewhere.
@@ -328,6 +367,53 @@ void check_options(const LaunchOptions& o) {
 
 bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+// --ft: no teardown. A worker that dies is declared dead to the Lighthouse at once (its peers
+// abort their collectives on their next heartbeat and re-form the quorum without it) and is
+// started again alone while its restarts last; a hung one (a stale heartbeat) is killed first.
+// Returns the launcher's exit code: 0 when every rank's last process exited with 0.
+int run_ft(const LaunchOptions& options, WorkerGroup& group, ft::Lighthouse& lighthouse,
+           SignalRelay& relay) {
+  std::map<int, int> restarts;       // per rank
+  std::map<int, int> final_failure;  // rank -> exit code, for ranks out of restarts
+  std::set<int> killed_as_hung;
+  for (;;) {
+    for (const Worker& w : group.reap_each()) {
+      const bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
+      if (ok) continue;  // finished (its Manager told the lighthouse it leaves)
+      lighthouse.mark_dead(w.rank);
+      const std::string why = killed_as_hung.erase(w.rank) ? "stopped heartbeating and was killed"
+                                                           : describe_status(w.status);
+      int& n = restarts[w.rank];
+      if (n < options.max_restarts) {
+        ++n;
+        say("rank {} (pid {}) {}; restarting it ({} of {} restarts), the others go on", w.rank,
+            w.pid, why, n, options.max_restarts);
+        group.restart(w.rank, {{"TESSERA_RESTART_COUNT", std::to_string(n)}});
+      } else {
+        say("rank {} (pid {}) {}; no restarts left, the others go on without it", w.rank, w.pid,
+            why);
+        final_failure[w.rank] = exit_code_of(w.status);
+      }
+    }
+    if (group.all_done()) break;
+    for (int rank : lighthouse.stale()) {
+      if (killed_as_hung.insert(rank).second) {
+        say("rank {} stopped heartbeating (hung?); killing it", rank);
+        group.signal_rank(rank, SIGKILL);
+      }
+    }
+    if (const int sig = relay.wait(milliseconds(20))) {
+      say("received {}; forwarding it to the workers", signal_name(sig));
+      group.stop(sig, options.term_timeout, &relay);
+      return 128 + sig;
+    }
+  }
+  if (final_failure.empty()) return 0;
+  const auto& [rank, code] = *final_failure.begin();
+  say("job finished; rank {} had failed for good; exiting with code {}", rank, code);
+  return code;
 }
 
 }  // namespace
@@ -372,13 +458,29 @@ int launch(const LaunchOptions& options) {
             {kJobSecretEnv, secret},
             {"TESSERA_STORE_EXTERNAL", "1"},
             {"TESSERA_JOB_ID", job_id},
-            {"TESSERA_RESTART_COUNT", std::to_string(attempt)}};
+            // With --ft each rank counts its own restarts (run_ft).
+            {"TESSERA_RESTART_COUNT", std::to_string(options.ft ? 0 : attempt)}};
+    if (options.ft) env.emplace("TESSERA_FT", std::string("1"));
     WorkerGroup group(options, std::move(env));
     say("starting {} worker(s) (ranks {}..{} of {}){}", options.nproc_per_node,
         options.node_rank * options.nproc_per_node,
         (options.node_rank + 1) * options.nproc_per_node - 1, world_size,
         attempt > 0 ? fmt::format(", restart {} of {}", attempt, options.max_restarts) : "");
+    std::unique_ptr<ft::Lighthouse> lighthouse;
+    if (options.ft) {  // beside the store, through a client of its own
+      TCPStoreOptions co;
+      co.port = static_cast<uint16_t>(port);
+      co.secret = secret;
+      ft::LighthouseOptions lo;
+      lo.min_replicas = options.ft_min_replicas;
+      lo.heartbeat_timeout = options.ft_heartbeat_timeout;
+      lighthouse = std::make_unique<ft::Lighthouse>(
+          std::make_shared<TCPStore>(
+              is_loopback(options.master_addr) ? "127.0.0.1" : options.master_addr, co),
+          lo);
+    }
     group.start_all();
+    if (lighthouse) return run_ft(options, group, *lighthouse, relay);
 
     std::optional<Failure> failure;
     int stop_signal = 0;
