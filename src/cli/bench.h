@@ -68,7 +68,7 @@ int run_bench_ft(const BenchOptions& options);
 struct FtWorkerOptions {
   std::string backend = "shm";
   int steps = 30;
-  std::vector<std::string> kills;  // RANK:STEP:MODE, carried out in a rank's first life only
+  std::vector<std::string> kills;  // RANK:STEP:MODE; a rank's k-th kill in its k-th life
   std::string log_dir;             // empty: no log
   int64_t dim = 256;               // elements of the weights (and of each step's all-reduce)
   int heartbeat_ms = 100;

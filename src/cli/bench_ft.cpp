@@ -140,11 +140,19 @@ class Log {
   for (;;) ::pause();  // SIGSTOP: the launcher kills this process when it sees it hang
 }
 
+// The kill planned for this rank at this step in this life: a rank's k-th kill (by step)
+// happens in its k-th life (TESSERA_RESTART_COUNT == k), so each kill happens once.
 std::optional<Kill> my_kill(const FtWorkerOptions& o, int rank, int64_t step) {
-  if (env_int("TESSERA_RESTART_COUNT", 0) != 0) return std::nullopt;  // only the first life
+  const int life = env_int("TESSERA_RESTART_COUNT", 0);
   for (const auto& text : o.kills) {
     const Kill k = parse_kill(text);
-    if (k.rank == rank && k.step == step) return k;
+    if (k.rank != rank || k.step != step) continue;
+    int earlier = 0;
+    for (const auto& other : o.kills) {
+      const Kill e = parse_kill(other);
+      if (e.rank == rank && e.step < k.step) ++earlier;
+    }
+    if (earlier == life) return k;
   }
   return std::nullopt;
 }
@@ -181,7 +189,8 @@ int run_ft(const FtWorkerOptions& o, int rank, Log& log) {
     manager.start_quorum();
     if (manager.healed()) log.line("heal {}", manager.current_step());
     if (manager.last_quorum_time().count() >= 20)  // slow rounds, for the record
-      log.line("quorum {} {} ms", manager.current_step(), manager.last_quorum_time().count());
+      log.line("quorum {} {} ms {}", manager.current_step(), manager.last_quorum_time().count(),
+               wall_ns());
     if (kill && kill->mode == "sigkill") die(log, "sigkill", SIGKILL);
     if (kill && kill->mode == "sigstop") die(log, "sigstop", SIGSTOP);
     const Tensor grad = model.gradient(manager.current_step(), rank);
