@@ -140,21 +140,20 @@ class Log {
   for (;;) ::pause();  // SIGSTOP: the launcher kills this process when it sees it hang
 }
 
-// The kill planned for this rank at this step in this life: a rank's k-th kill (by step)
-// happens in its k-th life (TESSERA_RESTART_COUNT == k), so each kill happens once.
+// The kill planned for this rank in this life, once the job reached its step: a rank's k-th
+// kill (by step) happens in its k-th life (TESSERA_RESTART_COUNT == k), so each happens once,
+// also when this replica skipped the step itself (it joined late and healed past it).
 std::optional<Kill> my_kill(const FtWorkerOptions& o, int rank, int64_t step) {
   const int life = env_int("TESSERA_RESTART_COUNT", 0);
+  std::vector<Kill> mine;
   for (const auto& text : o.kills) {
     const Kill k = parse_kill(text);
-    if (k.rank != rank || k.step != step) continue;
-    int earlier = 0;
-    for (const auto& other : o.kills) {
-      const Kill e = parse_kill(other);
-      if (e.rank == rank && e.step < k.step) ++earlier;
-    }
-    if (earlier == life) return k;
+    if (k.rank == rank) mine.push_back(k);
   }
-  return std::nullopt;
+  std::sort(mine.begin(), mine.end(), [](const Kill& a, const Kill& b) { return a.step < b.step; });
+  if (life >= static_cast<int>(mine.size()) || step < mine[static_cast<size_t>(life)].step)
+    return std::nullopt;
+  return mine[static_cast<size_t>(life)];
 }
 
 int run_ft(const FtWorkerOptions& o, int rank, Log& log) {
@@ -178,8 +177,7 @@ int run_ft(const FtWorkerOptions& o, int rank, Log& log) {
   mo.state_dict = [&] { return dist::ft::StateDict{{"w", model.w}}; };
   dist::ft::Manager manager(mo);
   while (manager.current_step() < o.steps) {
-    const int64_t step = manager.current_step();
-    const auto kill = my_kill(o, rank, step);
+    auto kill = my_kill(o, rank, manager.current_step());
     if (kill && kill->mode == "sigkill-quorum") {  // dies while the quorum (re)forms
       std::thread([&log] {
         std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -188,7 +186,8 @@ int run_ft(const FtWorkerOptions& o, int rank, Log& log) {
     }
     manager.start_quorum();
     if (manager.healed()) log.line("heal {}", manager.current_step());
-    if (manager.last_quorum_time().count() >= 20)  // slow rounds, for the record
+    if (!kill) kill = my_kill(o, rank, manager.current_step());  // (healing moves the step)
+    if (manager.last_quorum_time().count() >= 20)                // slow rounds, for the record
       log.line("quorum {} {} ms {}", manager.current_step(), manager.last_quorum_time().count(),
                wall_ns());
     if (kill && kill->mode == "sigkill") die(log, "sigkill", SIGKILL);
