@@ -33,21 +33,30 @@ std::vector<int> ProcessGroup::global_ranks() const {
   return global_ranks_;
 }
 
+template <class F>
+decltype(auto) ProcessGroup::with_ranks(F&& f) const {
+  // The list the group was made with needs no copy; a reconfigured backend's does.
+  if (is_member() && backend_->generation() > 0) return f(backend_->member_global_ranks());
+  return f(global_ranks_);
+}
+
 int ProcessGroup::group_rank(int global_rank) const {
-  const std::vector<int> ranks = global_ranks();
-  const auto it = std::find(ranks.begin(), ranks.end(), global_rank);
-  TS_CHECK(it != ranks.end(), ValueError,
-           "process group '{}': global rank {} is not in the group (its ranks are {})", name_,
-           global_rank, fmt::join(ranks, ", "));
-  return static_cast<int>(it - ranks.begin());
+  return with_ranks([&](const std::vector<int>& ranks) {
+    const auto it = std::find(ranks.begin(), ranks.end(), global_rank);
+    TS_CHECK(it != ranks.end(), ValueError,
+             "process group '{}': global rank {} is not in the group (its ranks are {})", name_,
+             global_rank, fmt::join(ranks, ", "));
+    return static_cast<int>(it - ranks.begin());
+  });
 }
 
 int ProcessGroup::global_rank(int group_rank) const {
-  const std::vector<int> ranks = global_ranks();
-  TS_CHECK(group_rank >= 0 && group_rank < static_cast<int>(ranks.size()), ValueError,
-           "process group '{}': group rank must be in [0, {}), but got {}", name_, ranks.size(),
-           group_rank);
-  return ranks[static_cast<size_t>(group_rank)];
+  return with_ranks([&](const std::vector<int>& ranks) {
+    TS_CHECK(group_rank >= 0 && group_rank < static_cast<int>(ranks.size()), ValueError,
+             "process group '{}': group rank must be in [0, {}), but got {}", name_, ranks.size(),
+             group_rank);
+    return ranks[static_cast<size_t>(group_rank)];
+  });
 }
 
 WorkPtr ProcessGroup::reconfigure(const ReconfigureOptions& options) {

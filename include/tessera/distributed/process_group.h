@@ -87,6 +87,9 @@ class ProcessGroup {
   uint64_t p2p_seq_id() const { return p2p_seq_.load(); }
 
  private:
+  // f(the members' global ranks), without copying the list the group was made with.
+  template <class F>
+  decltype(auto) with_ranks(F&& f) const;
   // Counts the op, runs the pre hooks, issues it with issue(backend), runs the post hooks.
   // describe(args) fills in the op's tensors, root and reduce op (called only when hooks
   // are registered).

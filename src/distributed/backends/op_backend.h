@@ -3,6 +3,7 @@
 #pragma once
 
 #include <exception>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -54,12 +55,20 @@ class OpBackend : public Backend {
   // Queues a validated op and returns its Work; `keep` are the tensors the Work holds until it
   // completes (the op's outputs first). An unset timeout takes the backend's default.
   virtual WorkPtr enqueue(Op op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout) = 0;
+  // suspend()'s first check: throws DistBackendError naming `group` while a send or recv this
+  // rank issued has not completed.
+  void check_no_pending_p2p(std::string_view group) const;
 
  private:
   // gather's and scatter's list: on the root one tensor per rank like `like`; elsewhere empty.
   void check_root_list(std::string_view op, std::string_view arg, const std::vector<Tensor>& list,
                        const Tensor& like, int root, std::string_view role,
                        std::string_view root_arg) const;
+  // Records a send's or recv's Work for check_no_pending_p2p (completed ones are dropped).
+  WorkPtr track_p2p(WorkPtr work);
+
+  mutable std::mutex p2p_mutex_;
+  std::vector<std::weak_ptr<Work>> p2p_works_;
 };
 
 }  // namespace tessera::distributed

@@ -96,6 +96,12 @@ struct FlightRecorder::Impl : std::enable_shared_from_this<Impl> {
            steady_to_system_ns;
   }
 
+  bool knows_members(const std::string& key) {
+    std::lock_guard lock(mutex);
+    const auto it = groups.find(key);
+    return it != groups.end() && !it->second.ranks.empty();
+  }
+
   // The members and backend of the attached group `name` as they are now.
   std::optional<fr::TraceGroup> current_members(const std::string& name) {
     std::lock_guard lock(control_mutex);
@@ -119,9 +125,11 @@ struct FlightRecorder::Impl : std::enable_shared_from_this<Impl> {
     fr::TraceEntry e;
     e.group = a.generation == 0 ? a.group_name : fmt::format("{}@g{}", a.group_name, a.generation);
     e.generation = static_cast<int64_t>(a.generation);
-    // A new generation's members, from the group (known to be attached: its hooks call this).
+    // A new generation's members, from the group (known to be attached: its hooks call this),
+    // looked up once per generation, outside this recorder's lock.
     std::optional<fr::TraceGroup> generation_group;
-    if (a.generation > 0) generation_group = current_members(a.group_name);
+    if (a.generation > 0 && !knows_members(e.group))
+      generation_group = current_members(a.group_name);
     e.op_id = static_cast<int64_t>(a.op_id);
     e.collective_seq_id = static_cast<int64_t>(a.collective_seq_id);
     e.p2p_seq_id = static_cast<int64_t>(a.p2p_seq_id);

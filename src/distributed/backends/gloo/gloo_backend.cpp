@@ -228,17 +228,7 @@ class GlooBackend : public OpBackend {
   // Suspend closes the connections and drops the context; resume connects a new full mesh
   // through the store (under "gloo/<group>/resume<n>/").
   void suspend() override {
-    {
-      std::lock_guard lock(mutex_);
-      const auto pending = std::count_if(p2p_.begin(), p2p_.end(), [](const P2P& p) {
-        const auto w = p.work.lock();
-        return w && !w->is_completed();
-      });
-      TS_CHECK(pending == 0, distributed::DistBackendError,
-               "suspend(): gloo group '{}' (rank {}) has {} sends/recvs pending; wait for them "
-               "first",
-               group_name_, rank_, pending);
-    }
+    check_no_pending_p2p(group_name_);
     barrier(BarrierOptions{})->wait();  // every rank's earlier ops are done
     std::lock_guard lock(mutex_);
     TS_CHECK(!suspended_, distributed::DistBackendError,
@@ -314,7 +304,6 @@ class GlooBackend : public OpBackend {
     std::unique_ptr<::gloo::transport::UnboundBuffer> buffer;
     std::thread thread;
     std::shared_ptr<std::atomic<bool>> done;  // set by the waiter as its last step
-    std::weak_ptr<Work> work;
   };
 
   // A context connected to every peer through the store under `prefix` within `connect`; the
@@ -385,7 +374,6 @@ class GlooBackend : public OpBackend {
     reap_finished_p2p();
     P2P& p = p2p_.emplace_back();
     p.done = std::make_shared<std::atomic<bool>>(false);
-    p.work = work;
     auto* buffer = (p.buffer = context_->createUnboundBuffer(data, bytes)).get();
     work->mark_started();
     if (bytes > 0) {

@@ -78,13 +78,6 @@ WorkPtr ShmBackend::enqueue(Op op, std::vector<Tensor> outputs,
     work = new_work(op, std::move(outputs), timeout, timeout_, group_name_, next_seq_, stopping_,
                     error_, suspended_);
     if (error_) return work;
-    if (op.kind == OpKind::SEND || op.kind == OpKind::RECV) {
-      std::erase_if(p2p_works_, [](const auto& w) {
-        const auto p = w.lock();
-        return !p || p->is_completed();
-      });
-      p2p_works_.push_back(work);
-    }
     queue_.push_back({std::move(op), work});
   }
   // A Work whose wait() gives up on a stuck progress thread aborts the communicator.
@@ -266,16 +259,7 @@ void ShmBackend::shutdown() {
 }
 
 void ShmBackend::suspend() {
-  {
-    std::lock_guard lock(mutex_);
-    const auto pending = std::count_if(p2p_works_.begin(), p2p_works_.end(), [](const auto& w) {
-      const auto p = w.lock();
-      return p && !p->is_completed();
-    });
-    TS_CHECK(pending == 0, distributed::DistBackendError,
-             "suspend(): shm group '{}' (rank {}) has {} sends/recvs pending; wait for them first",
-             group_name_, rank_, pending);
-  }
+  check_no_pending_p2p(group_name_);
   // Every rank's earlier ops finish before anyone lets go of the segment.
   barrier(BarrierOptions{})->wait();
   {

@@ -80,7 +80,6 @@ class ShmBackend : public OpBackend {
   bool stopping_ = false;
   bool suspended_ = false;
   uint64_t suspend_count_ = 0;
-  std::vector<std::weak_ptr<Work>> p2p_works_;  // sends/recvs issued (suspend checks them)
   uint64_t next_seq_ = 0;
   std::thread progress_;
 };
