@@ -1,12 +1,14 @@
 // The GEMM engine (src/gemm) against its float64 oracle: every ISA table this CPU runs,
 // float32 and float64, all operand layouts, odd sizes, alpha/beta combinations, garbage in C
 // when beta is 0, sentinels around C, and bitwise equality across thread counts.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <random>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "gemm/blocksizes.h"
@@ -280,13 +282,25 @@ TEST(GemmEngine, BadInputErrors) {
 }
 
 TEST(GemmEngine, BlockSizesAreSane) {
-  for (const auto& nk : runnable_kernels()) {
-    const auto& s = nk.kernels->sgemm;
-    const BlockSizes b = block_sizes(s.mr, s.nr, sizeof(float), cache_sizes());
-    EXPECT_EQ(b.mc % b.mr, 0) << to_string(b);
-    EXPECT_EQ(b.nc % b.nr, 0) << to_string(b);
-    EXPECT_GE(b.kc, 64) << to_string(b);
-  }
+  // Every register tile of the kernels here (and the bf16 pair kernel's 14 x 32 with 2-byte
+  // elements) under this machine's caches and a range of others: a 2 MiB L2 with bf16 once
+  // gave MC = 1024, not a multiple of MR = 14, and the last tile of a block overran the
+  // float32 accumulators.
+  std::vector<CacheSizes> caches = {cache_sizes()};
+  for (int64_t l1 : {32 << 10, 48 << 10})
+    for (int64_t l2 : {256 << 10, 1 << 20, 2 << 20, 8 << 20}) caches.push_back({l1, l2, 32 << 20});
+  std::vector<std::pair<int64_t, int64_t>> tiles = {{14, 32}, {14, 16}, {6, 16}, {6, 8}, {4, 8}};
+  for (const auto& nk : runnable_kernels())
+    tiles.emplace_back(nk.kernels->sgemm.mr, nk.kernels->sgemm.nr);
+  for (const CacheSizes& c : caches)
+    for (const auto& [mr, nr] : tiles)
+      for (int64_t elem : {2, 4, 8, 16}) {
+        const BlockSizes b = block_sizes(mr, nr, elem, c);
+        SCOPED_TRACE(fmt::format("L1 {} L2 {} element {} B", c.l1d, c.l2, elem));
+        EXPECT_EQ(b.mc % b.mr, 0) << to_string(b);
+        EXPECT_EQ(b.nc % b.nr, 0) << to_string(b);
+        EXPECT_GE(b.kc, 64) << to_string(b);
+      }
 }
 
 }  // namespace
