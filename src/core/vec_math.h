@@ -82,26 +82,39 @@ inline Vec<float> erf_approx(Vec<float> z) {
 //   0.5 * erfc(a) = u * exp(H(u) - a^2),   H of degree 9 fitted on a in [0, 10],
 // and Phi(x) = 0.5 erfc(a) for x < 0, 1 - 0.5 erfc(a) for x >= 0. a^2 = (|x| / 2) * |x| enters
 // exp's argument through one fused multiply-add, so the lower tail keeps its relative
-// accuracy. |x| is clamped to 16, where exp underflows to exactly 0 (gelu(-inf) = -inf * 0 =
-// NaN, as in PyTorch). About 40 vector instructions: gelu's whole cost.
+// accuracy down to Phi(-12.9) = 2.2e-38, just above float's smallest normal. Beyond |x| = 12.9
+// the tail is exactly 0 (Phi = 0 or 1): the values there are subnormal, and every operation
+// that makes or reads a subnormal costs a microcode assist of ~150 cycles on Intel cores (gelu
+// of GEMM outputs with a few |x| > 13 ran 3x slower). PyTorch 1.13 returns 0 from x < -5.5,
+// where 1 + erf(x / sqrt 2) cancels. gelu(-inf) = -inf * 0 = NaN, as in PyTorch. About 40
+// vector instructions: gelu's whole cost.
+constexpr float kNormalCdfTail = 12.9f;
+
 inline Vec<float> normal_cdf(Vec<float> x) {
   using V = Vec<float>;
-  const V xc = V::min_fast(V(16.0f), x.abs());  // NaN: min_fast returns its second operand
+  const V ax = x.abs();
+  const V xc = V::min_fast(V(kNormalCdfTail), ax);  // NaN: min_fast returns its second operand
   const V u = V(1.0f) / V::fmadd(xc, V(0.7071067811865476f), V(2.0f));
   const V half_xc = V(0.5f) * xc;
-  const V half_erfc =
+  V half_erfc =
       u * detail::fnmadd_exact(half_xc, xc, detail::horner(detail::kErfcH, u)).exp_finite();
+  half_erfc = V::select_lt(V(kNormalCdfTail), ax, V(0.0f), half_erfc);  // NaN: kept
   return V::select_lt(x, V(0.0f), half_erfc, V(1.0f) - half_erfc);
 }
 
 // gelu's tanh form, 0.5 x (1 + tanh(y)) with y = sqrt(2/pi) (x + 0.044715 x^3), computed as
 // x * sigmoid(2y) = x / (1 + exp(-2y)): the same function, without tanh's cost or its
 // cancellation for negative x. C is float or double.
+// exp's argument stays in [-87, 87], where its result and 1 + it are normal floats: past 87
+// (x > 10.3) the quotient is x exactly, before -87 (x < -10.3) it is x * 0 = -0 (PyTorch's
+// tanh form gives 0 from x < -5.8, and NaN at -inf as this does); subnormals there would cost
+// a microcode assist each (see normal_cdf).
 template <class C>
 Vec<C> gelu_tanh(Vec<C> x) {
   using V = Vec<C>;
   const V y2 = V(C(2 * 0.7978845608028654)) * V::fmadd(V(C(0.044715)) * x * x, x, x);
-  return x / (V(C(1)) + (-y2).exp());
+  const V arg = V::min_fast(V(C(87)), V::max_fast(V(C(-87)), -y2));  // NaN: passed through
+  return V::select_lt(V(C(87)), -y2, x * V(C(0)), x / (V(C(1)) + arg.exp()));  // -inf: NaN
 }
 
 }  // namespace tessera::vec::TS_ISA

@@ -97,12 +97,15 @@ TEST(PointwiseMath, GeluErfFloat32KeepsRelativeAccuracyInTheTail) {
       }
       continue;
     }
-    // exp's argument is about -x^2/2; rounding it costs x^2/2 * 2^-24 relative. Where Phi(x)
-    // itself is subnormal in float, a few of its smallest units are lost as well.
+    // exp's argument is about -x^2/2; rounding it costs x^2/2 * 2^-24 relative. Beyond
+    // |x| = 12.9, where Phi(x) would be subnormal in float, the tail is exactly 0 (a subnormal
+    // costs a microcode assist per operation on Intel cores): gelu(x) = -0 there, x above.
     const double rel = (0.5 * x * x + 16) * 0x1p-24;
-    if (std::fabs(ref / x) < 2e-38) {
-      ASSERT_LE(std::fabs(got[i] - ref), std::fabs(ref) * rel + std::fabs(x) * 4e-44)
-          << "gelu(" << x << ")";
+    if (std::fabs(x) > 12.9) {
+      ASSERT_EQ(got[i], x < 0 ? 0.0f : static_cast<float>(x)) << "gelu(" << x << ")";
+      if (x < 0) {
+        ASSERT_TRUE(std::signbit(got[i])) << "gelu(" << x << ") is -0";
+      }
       continue;
     }
     const double tol = 4 * ulp_of(ref) + std::fabs(ref) * rel;
@@ -119,6 +122,42 @@ namespace {
 
 // Cheap ops stream outputs of 32 MiB and more around the cache (src/core/loops.h): an output
 // that starts off the vector alignment, float64 and two threads must still give exact results.
+// gelu's tanh form, float32 and float64: within a few ulp of the formula where exp's argument
+// is normal; past |2y| = 87 the result is x (above) or -0 (below), never a subnormal, and the
+// infinities as in PyTorch (gelu(inf) = inf, gelu(-inf) = NaN).
+TEST(PointwiseMath, GeluTanhTailsAreExactWithoutSubnormals) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> xs = {-1e30f, -40.0f, -10.5f, -10.0f, -3.0f, -0.5f, 0.0f,
+                                 0.5f,   3.0f,   10.0f,  10.5f,  40.0f, 1e30f};
+  for (ScalarType dtype : {kFloat32, kFloat64}) {
+    SCOPED_TRACE(dtype == kFloat32 ? "float32" : "float64");
+    Tensor y = gelu(tensor<float>(xs).to(dtype), "tanh").to(kFloat64);
+    const double* got = y.data_ptr<double>();
+    for (size_t i = 0; i < xs.size(); ++i) {
+      const double x = xs[i];
+      const double two_y = 2 * 0.7978845608028654 * (x + 0.044715 * x * x * x);
+      if (two_y < -87) {
+        EXPECT_EQ(got[i], 0.0) << "gelu_tanh(" << x << ")";
+        EXPECT_TRUE(std::signbit(got[i])) << "gelu_tanh(" << x << ") is -0";
+        continue;
+      }
+      if (two_y > 87) {
+        EXPECT_EQ(got[i], x) << "gelu_tanh(" << x << ")";
+        continue;
+      }
+      // 0.5 x (1 + tanh(y)) = x / (1 + exp(-2y)) without the cancellation; rounding 2y costs
+      // |2y| units of the dtype relative.
+      const double ref = x / (1 + std::exp(-two_y));
+      const double eps = dtype == kFloat32 ? 0x1p-24 : 0x1p-53;
+      EXPECT_NEAR(got[i], ref, std::fabs(ref) * (std::fabs(two_y) + 8) * eps + 1e-300)
+          << "gelu_tanh(" << x << ")";
+    }
+    Tensor specials = gelu(tensor<float>({inf, -inf}).to(dtype), "tanh").to(kFloat64);
+    EXPECT_EQ(specials.data_ptr<double>()[0], inf);
+    EXPECT_TRUE(std::isnan(specials.data_ptr<double>()[1]));
+  }
+}
+
 TEST(PointwiseMath, LargeStreamedOutputsAreExact) {
   const int64_t n = (int64_t{32} << 20) / 4 + 37;  // just past the threshold for float32
   const int saved = get_num_threads();
