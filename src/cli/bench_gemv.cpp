@@ -88,15 +88,20 @@ Operands make_operands(const Format& f, const Shape& s) {
     for (int64_t e = 0; e < o.scales.numel(); ++e)
       sp[e] = static_cast<uint8_t>(0x30 + hash(e, 2) % 16);
   } else {
-    o.w = empty({s.n, s.k}, f.dtype);
-    auto* wp = static_cast<uint8_t*>(o.w.data_ptr());
-    const int64_t bytes = o.w.numel() * element_size(f.dtype);
-    // float8: codes with a clear top exponent bit are finite; 16-bit: small-exponent patterns.
-    for (int64_t e = 0; e < bytes; ++e) wp[e] = static_cast<uint8_t>(hash(e, 3) & 0xb7);
-    if (f.dtype == kFloat32) {
-      float* p = o.w.data_ptr<float>();
-      for (int64_t e = 0; e < o.w.numel(); ++e)
+    // Floating weights are uniform in [-1, 1) as the anchors draw them (random bit patterns
+    // would make bfloat16 weights denormal-heavy, and every FMA on a denormal product traps
+    // to microcode); float8 codes with a clear top exponent bit are finite.
+    if (f.dtype == kFloat32 || f.dtype == kBFloat16 || f.dtype == kFloat16) {
+      Tensor w = empty({s.n, s.k}, kFloat32);
+      float* p = w.data_ptr<float>();
+      for (int64_t e = 0; e < w.numel(); ++e)
         p[e] = static_cast<float>(hash(e, 4) >> 8) * (2.0f / 16777216.0f) - 1.0f;
+      o.w = f.dtype == kFloat32 ? w : w.to(f.dtype);
+    } else {
+      o.w = empty({s.n, s.k}, f.dtype);
+      auto* wp = static_cast<uint8_t*>(o.w.data_ptr());
+      const int64_t bytes = o.w.numel() * element_size(f.dtype);
+      for (int64_t e = 0; e < bytes; ++e) wp[e] = static_cast<uint8_t>(hash(e, 3) & 0xb7);
     }
   }
   o.x = empty({1, 1, s.k}, kFloat32);
