@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 
 #include "cli/bench_anchors.h"
+#include "gemm/lowp.h"
 #include "tessera/tessera.h"
 
 namespace tessera::cli {
@@ -69,6 +70,10 @@ void bench_gemm_lowp(const BenchOptions& options, const std::vector<int>& thread
   std::erase_if(
       cases, [&](const LowpCase& c) { return c.name().find(options.filter) == std::string::npos; });
   if (cases.empty()) return;
+  const gemm::Bf16Path& path = gemm::bf16_path();
+  notes.push_back(fmt::format(
+      "bfloat16/float8/NVFP4 products ran the {} ({})",
+      path.pairs ? "vdpbf16ps pair kernel" : "float32 kernel on decoded operands", path.reason));
   const int saved = get_num_threads();
   for (const auto& c : cases) {
     const auto fn = make_case(c);

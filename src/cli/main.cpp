@@ -8,6 +8,7 @@
 #include "cli/bench.h"
 #include "cli/demo.h"
 #include "cli/train.h"
+#include "gemm/lowp.h"
 #include "tessera/distributed/flight_recorder.h"
 #include "tessera/distributed/launch.h"
 #include "tessera/tessera.h"
@@ -34,7 +35,12 @@ int main(int argc, char** argv) {
   int status = 0;
 
   auto* info = app.add_subcommand("info", "Print the kernel ISA, threads, build type, libraries");
-  info->callback([] { std::fputs(tessera::build_info().c_str(), stdout); });
+  info->callback([] {
+    std::fputs(tessera::build_info().c_str(), stdout);
+    const auto& bf16 = tessera::gemm::bf16_path();
+    std::printf("bf16 GEMM:    %s (%s)\n", bf16.pairs ? "vdpbf16ps pair kernel" : "float32 kernel",
+                bf16.reason.c_str());
+  });
 
   auto* demo = app.add_subcommand("demo", "Run the showcase of the tensor library");
   demo->callback([&] { status = tessera::cli::run_demo(); });

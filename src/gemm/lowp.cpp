@@ -20,8 +20,11 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <new>
 #include <vector>
+
+#include <fmt/format.h>
 
 #include "core/dispatch.h"
 #include "gemm/blocksizes.h"
@@ -37,6 +40,10 @@ namespace {
 constexpr int64_t kMinParallelWork = int64_t{1} << 21;
 constexpr int64_t kMaxAccBytes = int64_t{8} << 20;
 constexpr int64_t kMaxTile = 32 * 64;
+// The pair kernel runs where its instruction does at least this many times the multiply-adds
+// of a float32 FMA: at 2x (the usual AVX512_BF16 core) it nearly doubles the float32 kernel;
+// some cores run vdpbf16ps at half that rate, where decoding to float32 while packing wins.
+constexpr double kMinPairGain = 1.2;
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -293,9 +300,51 @@ double lowp_decode(const LowpOperand& o, bool is_b, int64_t row, int64_t col) {
   return is_b ? lowp_value(lanes_of_b(o), col, row) : lowp_value(lanes_of_a(o), row, col);
 }
 
+const Bf16Path& bf16_path() {
+  static const Bf16Path path = [] {
+    const cpu::LowpGemmKernels& ks = TS_DISPATCH(lowp_gemm_kernels);
+    Bf16Path p;
+    if (ks.bf16.fn == nullptr) {
+      p.reason = "this CPU or ISA has no AVX512_BF16";
+      return p;
+    }
+    p.gain = ks.bf16.gain ? ks.bf16.gain() : 2.0;
+    const char* env = std::getenv("TESSERA_GEMM_BF16");
+    const std::string_view forced = env ? env : "";
+    TS_CHECK(forced.empty() || forced == "pairs" || forced == "float32", ValueError,
+             "gemm_lowp(): environment variable TESSERA_GEMM_BF16 expected 'pairs' or "
+             "'float32', but got '{}'",
+             forced);
+    if (!forced.empty()) {
+      p.pairs = forced == "pairs";
+      p.reason = fmt::format("TESSERA_GEMM_BF16={}", forced);
+    } else {
+      p.pairs = p.gain >= kMinPairGain;
+      p.reason =
+          fmt::format("vdpbf16ps does {:.2f}x the multiply-adds of an FMA on this core", p.gain);
+    }
+    return p;
+  }();
+  return path;
+}
+
 void gemm_lowp(const LowpProblem& p, const cpu::LowpGemmKernels* kernels, std::string_view op) {
   validate(p, op);
-  run(p, kernels ? *kernels : TS_DISPATCH(lowp_gemm_kernels));
+  if (kernels) {
+    run(p, *kernels);
+    return;
+  }
+  const cpu::LowpGemmKernels& ks = TS_DISPATCH(lowp_gemm_kernels);
+  if (ks.bf16.fn == nullptr || bf16_path().pairs) {
+    run(p, ks);
+    return;
+  }
+  static const cpu::LowpGemmKernels without_pairs = [&] {
+    cpu::LowpGemmKernels t = ks;
+    t.bf16 = {};
+    return t;
+  }();
+  run(p, without_pairs);
 }
 
 void gemm_lowp_reference(const LowpProblem& p) {

@@ -25,6 +25,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 #include "gemm/kernels/lowp_kernels.h"
@@ -57,8 +58,20 @@ struct LowpProblem {
 // Whether `dtype` is an operand format of this path.
 bool gemm_lowp_supports(ScalarType dtype);
 
+// Which kernel the default dispatch gives bfloat16 products, decided once per process: the
+// vdpbf16ps pair kernel where the CPU has AVX512_BF16 and the instruction measurably beats the
+// float32 FMA (a 1 ms probe on first use), else the float32 kernel on operands decoded while
+// packing. TESSERA_GEMM_BF16=pairs|float32 forces either. `tessera info` prints it.
+struct Bf16Path {
+  bool pairs = false;
+  double gain = 0;     // measured multiply-adds of vdpbf16ps per FMA's (0: not measured)
+  std::string reason;  // why this path, for tessera info
+};
+const Bf16Path& bf16_path();
+
 // Validates p (throws tessera::Error naming `op`) and runs it on the kernels of the ISA chosen
-// at start-up, or on `kernels` (tests pass each ISA's table, and one with bf16.fn cleared).
+// at start-up (bfloat16: the path bf16_path() chose), or on `kernels` (tests pass each ISA's
+// table, and one with bf16.fn cleared).
 void gemm_lowp(const LowpProblem& p, const cpu::LowpGemmKernels* kernels = nullptr,
                std::string_view op = "gemm_lowp");
 

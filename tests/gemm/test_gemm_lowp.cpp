@@ -6,12 +6,14 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "core/dispatch.h"
 #include "gemm/lowp.h"
 #include "tessera/core/error.h"
 #include "tessera/core/half.h"
@@ -294,6 +296,45 @@ TEST(GemmLowp, ThreadCountsGiveIdenticalBits) {
     }
   }
   set_num_threads(saved);
+}
+
+// The default dispatch gives bfloat16 the kernel bf16_path() chose from its probe (the pair
+// kernel only where vdpbf16ps beats the float32 FMA), bit for bit what that table gives when
+// it is passed explicitly.
+TEST(GemmLowp, DefaultBf16PathFollowsTheProbe) {
+  const Bf16Path& path = bf16_path();
+  const cpu::LowpGemmKernels& dispatched = TS_DISPATCH(lowp_gemm_kernels);
+  const char* forced = std::getenv("TESSERA_GEMM_BF16");
+  if (dispatched.bf16.fn == nullptr) {
+    EXPECT_FALSE(path.pairs);
+    EXPECT_NE(path.reason.find("AVX512_BF16"), std::string::npos) << path.reason;
+  } else {
+    EXPECT_GT(path.gain, 0.05) << path.reason;
+    EXPECT_LT(path.gain, 20.0) << path.reason;
+    if (forced == nullptr) {
+      EXPECT_EQ(path.pairs, path.gain >= 1.2) << path.reason;
+    }
+  }
+  cpu::LowpGemmKernels chosen = dispatched;
+  if (!path.pairs) chosen.bf16 = {};
+  std::mt19937_64 rng(9);
+  const Shape s{70, 90, 301};
+  Mat a(ScalarType::BFloat16, s.m, s.k, 0), b(ScalarType::BFloat16, s.k, s.n, 0);
+  a.fill(rng, -1, 1);
+  b.fill(rng, -1, 1);
+  std::vector<Mat> cs;
+  for (const cpu::LowpGemmKernels* table : {static_cast<const cpu::LowpGemmKernels*>(nullptr),
+                                            static_cast<const cpu::LowpGemmKernels*>(&chosen)}) {
+    Mat c(ScalarType::Float32, s.m, s.n, 0);
+    LowpProblem p;
+    p.m = s.m, p.n = s.n, p.k = s.k;
+    p.a = {ScalarType::BFloat16, a.data(), a.rs, a.cs};
+    p.b = {ScalarType::BFloat16, b.data(), b.rs, b.cs};
+    p.c_dtype = ScalarType::Float32, p.c = c.data(), p.c_rs = c.rs, p.c_cs = c.cs;
+    gemm_lowp(p, table);
+    cs.push_back(c);
+  }
+  EXPECT_EQ(cs[0].buf, cs[1].buf) << path.reason;
 }
 
 TEST(GemmLowp, ReferenceAgreesWithEngine) {

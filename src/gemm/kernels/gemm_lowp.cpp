@@ -6,8 +6,12 @@
 //                      multiply-adds of a float32 FMA step for the same instruction count.
 //                      Compiled with the avx512bf16 target only around the kernel, and listed
 //                      in the table only when cpuid reports AVX512_BF16.
+//   bf16_pair_gain:    times vdpbf16ps against vfmadd231ps chains on this core (the driver
+//                      keeps the pair kernel only where it wins; lowp.h, bf16_path()).
 //   store_tile:        the epilogue over Tessera's Vec<float> of the ISA (16, 8 or 4 lanes):
 //                      scale, bias, beta * C and the rounding to bfloat16/float16/float32.
+#include <algorithm>
+#include <chrono>
 #include <cstring>
 
 #include "gemm/kernels/lowp_kernels.h"
@@ -22,6 +26,8 @@
 
 namespace tessera::cpu::TS_ISA {
 namespace {
+
+[[maybe_unused]] volatile float g_probe_sink;
 
 #if defined(__AVX512F__)
 #pragma GCC push_options
@@ -57,6 +63,54 @@ void bf16_avx512_14x32(int64_t kp, const uint16_t* __restrict a, const uint16_t*
     _mm512_storeu_ps(row, acc[i][0]);
     _mm512_storeu_ps(row + 16, acc[i][1]);
   }
+}
+
+// Seconds for `iters` rounds of kChains independent chains acc = step(acc): the throughput of
+// the step's instruction on this core, latency hidden. (Inside the avx512bf16 region, so the
+// vdpbf16ps step inlines; the FMA step needs nothing more.)
+constexpr int kChains = 12;
+
+template <class Step>
+double time_chains(int64_t iters, Step step) {
+  __m512 acc[kChains];
+  // Distinct starting values: identical chains would be folded into one (latency-bound).
+  for (int k = 0; k < kChains; ++k) acc[k] = _mm512_set1_ps(static_cast<float>(k));
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int64_t i = 0; i < iters; ++i)
+#pragma GCC unroll 12
+    for (int k = 0; k < kChains; ++k) acc[k] = step(acc[k]);
+  const auto t1 = std::chrono::steady_clock::now();
+  __m512 s = acc[0];
+  for (int k = 1; k < kChains; ++k) s = _mm512_add_ps(s, acc[k]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, s);
+  g_probe_sink = lanes[0];
+  return std::chrono::duration<double>(t1 - t0).count();
+}
+
+double time_dpbf16(int64_t iters) {
+  const __m512bh x = (__m512bh)_mm512_set1_epi16(0x3f80);  // 1.0
+  const __m512bh y = (__m512bh)_mm512_set1_epi16(0x3380);  // ~6e-8
+  return time_chains(iters, [&](__m512 a) { return _mm512_dpbf16_ps(a, x, y); });
+}
+
+double time_fma(int64_t iters) {
+  const __m512 x = _mm512_set1_ps(0.999999f), y = _mm512_set1_ps(1e-7f);
+  return time_chains(iters, [&](__m512 a) { return _mm512_fmadd_ps(a, x, y); });
+}
+
+// Multiply-adds per second of the pair kernel's instruction over the float32 kernel's: a
+// vdpbf16ps does 32 of them, a vfmadd231ps 16. Best of five alternating rounds of 0.05-0.2 ms each,
+// so a preempted round does not decide.
+double bf16_pair_gain_avx512() {
+  constexpr int64_t kIters = 8000;
+  double dp = 1e30, fma = 1e30;
+  time_dpbf16(kIters / 4);  // warm the unit up
+  for (int r = 0; r < 5; ++r) {
+    dp = std::min(dp, time_dpbf16(kIters));
+    fma = std::min(fma, time_fma(kIters));
+  }
+  return (32.0 / dp) / (16.0 / fma);
 }
 #pragma GCC pop_options
 #endif
@@ -129,7 +183,8 @@ const LowpGemmKernels& lowp_gemm_kernels() {
     t.f32 = &gemm_kernels();
     t.store = store_tile;
 #if defined(__AVX512F__)
-    if (cpu_features().avx512_bf16) t.bf16 = {bf16_avx512_14x32, 14, 32, "bf16_avx512_14x32"};
+    if (cpu_features().avx512_bf16)
+      t.bf16 = {bf16_avx512_14x32, 14, 32, "bf16_avx512_14x32", bf16_pair_gain_avx512};
 #endif
     return t;
   }();

@@ -36,6 +36,9 @@ struct Bf16PairKernel {
   int mr = 0;
   int nr = 0;
   const char* name = "";
+  // Measures, on this core, the multiply-add rate of the kernel's instruction over the float32
+  // FMA's (2.0 where vdpbf16ps runs at the FMA's rate; some cores run it at half of that).
+  double (*gain)() = nullptr;
 };
 
 // One tile of the epilogue: out(i, j) = alpha * row_scale[i] * col_scale[j] * acc(i, j)
