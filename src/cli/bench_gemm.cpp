@@ -8,7 +8,8 @@
 //
 // Cases (M x K x N, the same strings in bench/torch_gemm.py): mm/float32/MxKxN for square
 // n = 256, 512, 1024, 2048 (and 4096 without --quick) and the transformer shapes
-// (512,768,3072), (512,3072,768), (2048,4096,4096). Every implementation writes a
+// (512,768,3072), (512,3072,768), (2048,4096,4096), small squares n = 8..64 and the tall-skinny
+// (8,4096,4096), (64,4096,4096). Every implementation writes a
 // preallocated row-major C = A B (alpha 1, beta 0), so no allocation is timed.
 //
 // Threads: Tessera's pool at each thread count; OpenBLAS with openblas_set_num_threads(t)
@@ -53,6 +54,11 @@ std::vector<GemmShape> make_shapes(bool quick) {
   s.push_back({512, 768, 3072});
   s.push_back({512, 3072, 768});
   s.push_back({2048, 4096, 4096});
+  // Small products (a microkernel's worth of work) and tall-skinny ones (a decode batch of 8
+  // or a short prefill of 64 tokens through a 4096x4096 weight: bound by reading B).
+  for (int64_t n : {8, 16, 32, 64}) s.push_back({n, n, n});
+  s.push_back({8, 4096, 4096});
+  s.push_back({64, 4096, 4096});
   return s;
 }
 

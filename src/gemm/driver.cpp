@@ -227,6 +227,32 @@ void macro_kernel_epilogue(const cpu::GemmMicroKernel<float>& uk, int64_t mc, in
   }
 }
 
+// A small product (one KC block) with an epilogue plan: each microkernel-sized tile is
+// computed unpacked into the plan's scratch tile (partial sums copied in when beta != 0) and
+// handed to the plan, the same tiles with the same values as macro_kernel_epilogue's.
+void small_epilogue(const Operands<float>& p, const cpu::GemmMicroKernel<float>& uk,
+                    cpu::SmallGemmFn<float> small, const EpilogueHook& epi) {
+  const int mr = uk.mr, nr = uk.nr;
+  float* acc = epilogue_scratch(*epi.program, mr, nr);
+  cpu::EpilogueTile t{acc, mr, nr, 0, 0, 0, 0, acc + mr * nr};
+  for (int64_t j0 = 0; j0 < p.n; j0 += nr) {
+    const int nv = static_cast<int>(std::min<int64_t>(nr, p.n - j0));
+    for (int64_t i0 = 0; i0 < p.m; i0 += mr) {
+      const int mv = static_cast<int>(std::min<int64_t>(mr, p.m - i0));
+      if (p.beta != 0.0f) {
+        const float* tile = p.c + i0 * p.c_rs + j0 * p.c_cs;
+        for (int i = 0; i < mv; ++i)
+          for (int j = 0; j < nv; ++j) acc[i * nr + j] = tile[i * p.c_rs + j * p.c_cs];
+      }
+      prefetch_tile_memory(*epi.program, p.i0 + i0, p.j0 + j0, mv, nv);
+      small(mv, nv, p.k, p.alpha, p.a + i0 * p.a_rs, p.a_rs, p.a_cs, p.b + j0, p.b_rs, p.beta, acc,
+            nr);
+      t.i0 = p.i0 + i0, t.j0 = p.j0 + j0, t.mv = mv, t.nv = nv;
+      epi.fn(*epi.program, t);
+    }
+  }
+}
+
 // Loops 2 and 1 over one packed A block (mc x kc) and one packed B block (kc x nc).
 template <class T>
 void macro_kernel(const cpu::GemmMicroKernel<T>& uk, int64_t mc, int64_t nc, int64_t kc, T alpha,
@@ -307,6 +333,9 @@ void gemm_serial(const Operands<T>& p, const cpu::GemmMicroKernel<T>& uk, const 
   }
 }
 
+// Products with at most this many rows and columns (and k <= KC) take the unpacked small kernel.
+constexpr int64_t kSmallMax = 64;
+
 struct Grid {
   int64_t tm = 1, tn = 1;
 };
@@ -374,6 +403,22 @@ void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_thre
   TS_INTERNAL_ASSERT((p.b_packed != nullptr) == (packed_bs != nullptr));
   const BlockSizes bs =
       packed_bs ? *packed_bs : block_sizes(uk.mr, uk.nr, sizeof(T), cache_sizes());
+  // A product of a few register tiles within one KC block runs unpacked (packing would cost
+  // about as much as the product), with the same per-element arithmetic (microkernel.h).
+  if (!p.b_packed && p.b_cs == 1 && p.m <= kSmallMax && p.n <= kSmallMax && p.k <= bs.kc &&
+      kernels.small<T>()) {
+    if (!epi && p.c_cs == 1) {
+      kernels.small<T>()(p.m, p.n, p.k, p.alpha, p.a, p.a_rs, p.a_cs, p.b, p.b_rs, p.beta, p.c,
+                         p.c_rs);
+      return;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      if (epi) {
+        small_epilogue(p, kernels.sgemm, kernels.small_sgemm, *epi);
+        return;
+      }
+    }
+  }
   const int64_t threads = allow_threads && !in_parallel_region() ? get_num_threads() : 1;
   const Grid g = plan_grid(p.m, p.n, p.k, bs, threads, p.b_packed != nullptr);
   if (g.tm * g.tn == 1) {
@@ -398,13 +443,11 @@ void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_thre
   });
 }
 
-// float32 products with at most this many rows or columns of C run on the GEMV path: each
-// output row (column) is a vector times the other operand, which then streams once from
-// memory instead of being packed (docs/gemm.md, "GEMV").
-constexpr int64_t kGemvMaxVectors = 4;
-
+// float32 products with few rows or columns of C (gemv_pays) run on the GEMV path: each output
+// row (column) is a vector times the other operand, which then streams once from memory
+// instead of being packed (docs/gemm.md, "GEMV").
 bool takes_gemv(const GemmProblem& p) {
-  return p.dtype == ScalarType::Float32 && (p.m <= kGemvMaxVectors || p.n <= kGemvMaxVectors);
+  return p.dtype == ScalarType::Float32 && gemv_pays(std::min(p.m, p.n), std::max(p.m, p.n));
 }
 
 // C = alpha A B + beta C as GEMV: with few rows of C, W = B^T (n x k) and the rows of A are
@@ -414,7 +457,7 @@ GemvProblem as_gemv(const GemmProblem& p) {
   g.k = p.k;
   g.alpha = p.alpha, g.beta = p.beta;
   g.y = static_cast<float*>(p.c);
-  if (p.m <= kGemvMaxVectors && (p.m <= p.n || p.n > kGemvMaxVectors)) {
+  if (p.m <= p.n) {
     g.n = p.n, g.nx = p.m;
     g.w = p.b, g.w_rs = p.b_cs, g.w_cs = p.b_rs;
     g.x = p.a, g.x_ld = p.a_rs, g.x_inc = p.a_cs;

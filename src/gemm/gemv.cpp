@@ -26,7 +26,7 @@ namespace {
 
 constexpr int64_t kMinParallelBytes = int64_t{1} << 19;
 constexpr int64_t kRowAlign = 16;
-constexpr int64_t kMaxVectors = 4;  // activation vectors per kernel call
+constexpr int64_t kMaxVectors = 8;  // activation vectors per kernel call
 
 // Bytes of one element of a typed format (NVFP4 rows are addressed in bytes).
 int64_t element_bytes(WeightFormat f) {
@@ -200,6 +200,10 @@ void gemv_run(const GemvProblem& p, const cpu::GemvKernels& kernels, bool allow_
   }
   for (int64_t m0 = 0; m0 < p.nx; m0 += kMaxVectors)
     run_group(p, m0, static_cast<int>(std::min(kMaxVectors, p.nx - m0)), kernels, allow_threads);
+}
+
+bool gemv_pays(int64_t few, int64_t many) {
+  return few <= 4 || (few <= kMaxVectors && many > 64);
 }
 
 void gemv(const GemvProblem& p, const cpu::GemvKernels* kernels, std::string_view op) {

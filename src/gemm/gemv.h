@@ -18,7 +18,7 @@
 // Semantics as gemm(): beta == 0 never reads Y, alpha == 0 or k == 0 reads neither W nor X,
 // n == 0 or nx == 0 touches nothing. Accumulation is float32 (FMA where the ISA has it) with
 // an order that depends only on k and the layout, so results are bitwise identical for every
-// thread count: threads split the outputs i, never k. nx > 4 runs in groups of 4.
+// thread count: threads split the outputs i, never k. nx > 8 runs in groups of 8.
 #pragma once
 
 #include <cstdint>
@@ -47,6 +47,12 @@ struct GemvProblem {
   int64_t y_inc = 1, y_ld = 0;
   double alpha = 1, beta = 0;
 };
+
+// Whether a product with `few` rows (or columns) of output against `many` of the other should
+// run on the GEMV path instead of a packed GEMM: up to 4 always, up to 8 beside more than 64
+// (eight vectors share one pass over the weight; a tiny square product is the small kernel's).
+// gemm(), the bfloat16/float16 products and linear() all choose with this.
+bool gemv_pays(int64_t few, int64_t many);
 
 // Validates p (throws tessera::Error naming `op`, the argument, expected and given) and runs it
 // on the ISA chosen at start-up, or on `kernels` (tests compare ISAs that way).

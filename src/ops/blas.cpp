@@ -86,13 +86,13 @@ ScalarType compute_dtype(ScalarType t) {
   return (t == kFloat16 || t == kBFloat16) ? kFloat32 : t;
 }
 
-// bfloat16/float16 products with at most 4 rows (or columns) of output, on the GEMV path with
-// the big operand read in its own dtype (no float32 copy of the weight): per batch, the rows
-// of the small operand are the activation vectors. Returns C in float32.
+// bfloat16/float16 products with few rows (or columns) of output (gemm::gemv_pays), on the GEMV
+// path with the big operand read in its own dtype (no float32 copy of the weight): per batch, the
+// rows of the small operand are the activation vectors. Returns C in float32.
 Tensor batched_gemv(const Tensor& a, const Tensor& b, std::string_view op) {
   const int64_t nb = a.size(0), m = a.size(1), n = b.size(2);
   Tensor c = make_empty({nb, m, n}, kFloat32, op);
-  const bool rows = m <= 4 && (m <= n || n > 4);  // activations are the rows of a
+  const bool rows = m <= n;  // activations are the rows of a
   gemm::WeightFormat format;
   gemm::weight_format_of(a.dtype(), &format);
   // float16 activations are converted (they are the small operand); bfloat16 ones are read.
@@ -130,7 +130,9 @@ Tensor batched_gemv(const Tensor& a, const Tensor& b, std::string_view op) {
 Tensor batched(const Tensor& a, const Tensor& b, std::string_view op) {
   // bfloat16/float16: a few rows or columns are a bandwidth problem (GEMV reads the weight in
   // its own dtype); the rest runs the low-precision GEMM.
-  if ((a.dtype() == kBFloat16 || a.dtype() == kFloat16) && (a.size(1) <= 4 || b.size(2) <= 4))
+  const int64_t m = a.size(1), n = b.size(2);
+  if ((a.dtype() == kBFloat16 || a.dtype() == kFloat16) &&
+      gemm::gemv_pays(std::min(m, n), std::max(m, n)))
     return batched_gemv(a, b, op).to(a.dtype());
   if (is_lowp_mm_dtype(a.dtype())) return bmm_lowp(a, b, op);
   const ScalarType ct = compute_dtype(a.dtype());

@@ -1,4 +1,4 @@
-// linear and linear_scaled (include/tessera/ops/blas.h). Inputs with at most kGemvRows rows
+// linear and linear_scaled (include/tessera/ops/blas.h). Inputs with few rows (gemm::gemv_pays)
 // run on the GEMV path (src/gemm/gemv.h) with the weight in its own format and the bias
 // fused as beta * Y (Y preloaded with the bias); larger plain-dtype inputs run one GEMM
 // through addmm/mm on the transposed weight view (no copy).
@@ -13,8 +13,6 @@
 namespace tessera {
 
 namespace {
-
-constexpr int64_t kGemvRows = 4;
 
 // Rows of an [..., in] input (the product of the leading dimensions).
 int64_t leading_rows(const Tensor& input) {
@@ -114,8 +112,8 @@ Tensor linear_kernel(const Tensor& input, const Tensor& weight, const Tensor& bi
   const Tensor x2d = input.reshape({rows, in});
   gemm::WeightFormat format;
   const ScalarType t = input.dtype();
-  if ((t == kFloat32 || t == kBFloat16 || t == kFloat16) && rows >= 1 && rows <= kGemvRows &&
-      gemm::weight_format_of(t, &format)) {
+  if ((t == kFloat32 || t == kBFloat16 || t == kFloat16) && rows >= 1 &&
+      gemm::gemv_pays(rows, out) && gemm::weight_format_of(t, &format)) {
     gemm::GemvProblem p;
     p.format = format;
     p.n = out;

@@ -357,6 +357,34 @@ TEST(GemmEpilogue, AccumulatorMatchesPlainGemmBitwise) {
   }
 }
 
+// A product of at most 64 x 64 within one KC block runs unpacked (driver.cpp, small_epilogue);
+// its tiles reach the plan with the packed path's values: the first 40 rows of an 80-row
+// problem (packed) equal the 40-row problem (unpacked) bit for bit, with and without beta.
+TEST(GemmEpilogue, SmallProductsHaveThePackedPathsBits) {
+  for (const auto& nk : runnable_kernels()) {
+    SCOPED_TRACE(nk.isa);
+    Operands o(80, 50, 100, Layout::RowMajor, Layout::RowMajor, 31);
+    for (double beta : {0.0, 0.5}) {
+      std::vector<float> d[2], rsum[2];
+      for (int small = 0; small < 2; ++small) {
+        GemmProblem q = o.p;
+        q.m = small ? 40 : 80;
+        q.beta = beta;
+        EpiloguePlan plan(q.m, o.n);
+        const Node h = plan.add(plan.accumulator(), plan.row_vector(o.row.data()));
+        const Node g = plan.unary(EpilogueOp::GeluErf, h);
+        d[small].assign(q.m * o.n, 0.0f);
+        rsum[small].assign(q.m, 0.0f);
+        plan.store(g, d[small].data(), o.n, 1);
+        plan.reduce(g, EpilogueReduceKind::Sum, EpilogueAxis::Rows, rsum[small].data());
+        gemm_epilogue(q, plan, nk.kernels);
+      }
+      for (int64_t e = 0; e < 40 * o.n; ++e) ASSERT_EQ(d[0][e], d[1][e]) << "beta " << beta;
+      for (int64_t i = 0; i < 40; ++i) ASSERT_EQ(rsum[0][i], rsum[1][i]) << "beta " << beta;
+    }
+  }
+}
+
 TEST(GemmEpilogue, SupportsSaysWhyNot) {
   Operands o(4, 5, 6, Layout::RowMajor, Layout::RowMajor, 1);
   std::vector<float> d(20);

@@ -7,6 +7,7 @@
 
 #if defined(__AVX2__) && !defined(__AVX512F__)
 #include "gemm/kernels/register_tile.h"
+#include "gemm/kernels/small_tile.h"
 
 namespace tessera::cpu::TS_ISA {
 namespace {
@@ -27,7 +28,9 @@ const GemmKernels& gemm_kernels() {
   static const GemmKernels table{"avx2",
                                  {sgemm_avx2_6x16, 6, 16, "sgemm_avx2_6x16"},
                                  {dgemm_avx2_6x8, 6, 8, "dgemm_avx2_6x8"},
-                                 epilogue_tile_f32};
+                                 epilogue_tile_f32,
+                                 small_sgemm,
+                                 small_dgemm};
   return table;
 }
 

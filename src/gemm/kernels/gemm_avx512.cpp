@@ -11,6 +11,7 @@
 
 #if defined(__AVX512F__)
 #include "gemm/kernels/register_tile.h"
+#include "gemm/kernels/small_tile.h"
 
 namespace tessera::cpu::TS_ISA {
 namespace {
@@ -31,7 +32,9 @@ const GemmKernels& gemm_kernels() {
   static const GemmKernels table{"avx512",
                                  {sgemm_avx512_14x32, 14, 32, "sgemm_avx512_14x32"},
                                  {dgemm_avx512_14x16, 14, 16, "dgemm_avx512_14x16"},
-                                 epilogue_tile_f32};
+                                 epilogue_tile_f32,
+                                 small_sgemm,
+                                 small_dgemm};
   return table;
 }
 

@@ -9,6 +9,7 @@
 
 #if !defined(__AVX2__)
 #include "gemm/kernels/register_tile.h"
+#include "gemm/kernels/small_tile.h"
 
 namespace tessera::cpu::TS_ISA {
 namespace {
@@ -29,7 +30,9 @@ const GemmKernels& gemm_kernels() {
   static const GemmKernels table{"generic",
                                  {sgemm_generic_4x8, 4, 8, "sgemm_generic_4x8"},
                                  {dgemm_generic_4x4, 4, 4, "dgemm_generic_4x4"},
-                                 epilogue_tile_f32};
+                                 epilogue_tile_f32,
+                                 small_sgemm,
+                                 small_dgemm};
   return table;
 }
 

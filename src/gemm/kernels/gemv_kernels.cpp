@@ -155,10 +155,26 @@ void row_tile(const GemvArgs& a, int64_t i0) {
 
 template <WeightFormat F, int MX>
 void rows_kernel(const GemvArgs& a) {
-  constexpr int R = MX == 1 ? 4 : 2;
+  constexpr int R = MX == 1 ? 4 : (MX <= 4 ? 2 : 1);
   int64_t i = 0;
   for (; i + R <= a.rows; i += R) row_tile<F, R, MX>(a, i);
   for (; i < a.rows; ++i) row_tile<F, 1, MX>(a, i);
+}
+
+// Eight activation vectors share one pass over W where the registers allow it (32 vector
+// registers: 8 accumulators and 16 x vectors per row tile, or 16 broadcasts per column pass);
+// otherwise, and for 5..7, the first four run and then the rest, each a pass over W.
+constexpr bool kEightVectors = kLanes >= 16;
+
+void split_vectors(const GemvArgs& a, GemvFn first_four, GemvFn rest) {
+  GemvArgs lo = a;
+  lo.nx = 4;
+  first_four(lo);
+  GemvArgs hi = a;
+  hi.nx = a.nx - 4;
+  hi.x = a.x + 4 * a.x_ld;
+  hi.y = a.y + 4 * a.y_ld;
+  rest(hi);
 }
 
 template <WeightFormat F>
@@ -170,14 +186,18 @@ void row_fn(const GemvArgs& a) {
       return rows_kernel<F, 2>(a);
     case 3:
       return rows_kernel<F, 3>(a);
-    default:
+    case 4:
       return rows_kernel<F, 4>(a);
+    default:
+      if constexpr (kEightVectors)
+        if (a.nx == 8) return rows_kernel<F, 8>(a);
+      return split_vectors(a, rows_kernel<F, 4>, row_fn<F>);
   }
 }
 
 // acc[m][v..v+n) += sum over the J columns c[j] of W(v.., p+j) * X(m, p+j), in p order.
-template <WeightFormat F, int MX, int J>
-void col_step(float (*acc)[1024], const uint8_t* const* cols, const V (*xb)[4], int64_t v, int n) {
+template <WeightFormat F, int MX, int J, int64_t B>
+void col_step(float (*acc)[B], const uint8_t* const* cols, const V (*xb)[J], int64_t v, int n) {
   V w[J];
   for (int j = 0; j < J; ++j)
     w[j] = n == kLanes ? Decode<F>::load(cols[j], v) : Decode<F>::load(cols[j], v, n);
@@ -192,30 +212,33 @@ void col_step(float (*acc)[1024], const uint8_t* const* cols, const V (*xb)[4], 
   }
 }
 
-template <WeightFormat F, int MX, int J>
-void col_pass(const GemvArgs& a, float (*acc)[1024], const uint8_t* base, int64_t p, int64_t nb) {
+template <WeightFormat F, int MX, int J, int64_t B>
+void col_pass(const GemvArgs& a, float (*acc)[B], const uint8_t* base, int64_t p, int64_t nb) {
   const uint8_t* cols[J];
-  V xb[MX][4];
+  V xb[MX][J];
   for (int j = 0; j < J; ++j) {
     cols[j] = base + (p + j) * a.w_cs;
     for (int m = 0; m < MX; ++m) xb[m][j] = V(a.x[m * a.x_ld + p + j]);
   }
   int64_t v = 0;
-  for (; v + kLanes <= nb; v += kLanes) col_step<F, MX, J>(acc, cols, xb, v, kLanes);
-  if (v < nb) col_step<F, MX, J>(acc, cols, xb, v, static_cast<int>(nb - v));
+  for (; v + kLanes <= nb; v += kLanes) col_step<F, MX, J, B>(acc, cols, xb, v, kLanes);
+  if (v < nb) col_step<F, MX, J, B>(acc, cols, xb, v, static_cast<int>(nb - v));
 }
 
+// Up to four activations walk four columns of W per pass with 1024-output blocks; eight walk
+// two per pass (16 broadcasts) with 512-output blocks, so the accumulators stay 16 KiB of L1.
 template <WeightFormat F, int MX>
 void cols_kernel(const GemvArgs& a) {
-  constexpr int64_t kBlock = 1024;
+  constexpr int64_t kBlock = MX <= 4 ? 1024 : 512;
+  constexpr int J = MX <= 4 ? 4 : 2;
   alignas(64) float acc[MX][kBlock];
   for (int64_t i0 = 0; i0 < a.rows; i0 += kBlock) {
     const int64_t nb = std::min(kBlock, a.rows - i0);
     for (int m = 0; m < MX; ++m) std::fill(acc[m], acc[m] + nb, 0.0f);
     const uint8_t* base = a.w + gemm::format_bytes(F, i0);
     int64_t p = 0;
-    for (; p + 4 <= a.k; p += 4) col_pass<F, MX, 4>(a, acc, base, p, nb);
-    for (; p < a.k; ++p) col_pass<F, MX, 1>(a, acc, base, p, nb);
+    for (; p + J <= a.k; p += J) col_pass<F, MX, J, kBlock>(a, acc, base, p, nb);
+    for (; p < a.k; ++p) col_pass<F, MX, 1, kBlock>(a, acc, base, p, nb);
     for (int m = 0; m < MX; ++m)
       for (int64_t i = 0; i < nb; ++i) store_output(a, i0 + i, m, acc[m][i], post_scale<F>());
   }
@@ -230,8 +253,12 @@ void col_fn(const GemvArgs& a) {
       return cols_kernel<F, 2>(a);
     case 3:
       return cols_kernel<F, 3>(a);
-    default:
+    case 4:
       return cols_kernel<F, 4>(a);
+    default:
+      if constexpr (kEightVectors)
+        if (a.nx == 8) return cols_kernel<F, 8>(a);
+      return split_vectors(a, cols_kernel<F, 4>, col_fn<F>);
   }
 }
 

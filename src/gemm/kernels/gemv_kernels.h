@@ -1,6 +1,7 @@
 // The GEMV kernel contract and the per-ISA table (the driver is src/gemm/gemv.cpp).
 //
-// A kernel computes, for `nx` activation vectors at once (1..4),
+// A kernel computes, for `nx` activation vectors at once (1..8; eight share one pass over W on
+// AVX-512, otherwise they go four at a time),
 //
 //   Y(m, i) := alpha * scale(i) * sum_p W(i, p) * X(m, p) + beta * Y(m, i)   i < rows, m < nx
 //

@@ -44,11 +44,21 @@ struct GemmMicroKernel {
 
 // One ISA's GEMM kernels: float32 and float64 microkernels (more dtypes join later) and the
 // float32 epilogue-plan interpreter that runs on each finished tile (epilogue_tile.h).
+// Small products without packing (kernels/small_tile.h): C[m x n] = alpha A B + beta C with
+// A(i, p) at a[i * a_rs + p * a_cs], B's rows and C's rows contiguous (B(p, j) at
+// b[p * b_rs + j], C(i, j) at c[i * c_rs + j]), k at most one KC block. Same per-element
+// arithmetic as the microkernel above, so the driver may take either path for a product.
+template <class T>
+using SmallGemmFn = void (*)(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_rs,
+                             int64_t a_cs, const T* b, int64_t b_rs, T beta, T* c, int64_t c_rs);
+
 struct GemmKernels {
   const char* isa = "";
   GemmMicroKernel<float> sgemm;
   GemmMicroKernel<double> dgemm;
   EpilogueTileFn epilogue_f32 = nullptr;
+  SmallGemmFn<float> small_sgemm = nullptr;
+  SmallGemmFn<double> small_dgemm = nullptr;
 
   template <class T>
   const GemmMicroKernel<T>& get() const {
@@ -56,6 +66,14 @@ struct GemmKernels {
       return sgemm;
     } else {
       return dgemm;
+    }
+  }
+  template <class T>
+  SmallGemmFn<T> small() const {
+    if constexpr (sizeof(T) == sizeof(float)) {
+      return small_sgemm;
+    } else {
+      return small_dgemm;
     }
   }
 };

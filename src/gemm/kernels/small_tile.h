@@ -1,0 +1,110 @@
+// The small-product kernel, written once over Tessera's per-ISA vector type like
+// register_tile.h and instantiated by each ISA's kernel file. Contract (microkernel.h,
+// SmallGemmFn): C[m x n] = alpha A B + beta C straight from the operands, without packing, for
+// B and C with contiguous rows and k within one KC block; beta == 0 never reads C.
+//
+// Tiles of MR = 4 rows x up to NV = 2 vectors of columns; per k step NV loads of B's row (the
+// last one masked at the right edge), one broadcast of A(i, p) per row and MR * NV FMAs. Each
+// element is one FMA chain over p in ascending order from zero, then alpha * acc (+ beta * C):
+// the register-tile kernel's arithmetic, so a small product has the packed path's bits.
+//
+// Include only from kernel files compiled per ISA (TS_ISA defined).
+#pragma once
+
+#if !defined(TS_ISA)
+#error "small_tile.h is for kernel files compiled per ISA (TS_ISA must be defined)"
+#endif
+
+#include <algorithm>
+#include <cstdint>
+
+#include "core/vec.h"
+
+namespace tessera::cpu::TS_ISA {
+
+// Rows [0, MR) and columns [0, cols) of C, cols in ((NV - 1) L, NV L].
+template <class T, int MR, int NV>
+inline void small_tile(int64_t k, T alpha, const T* a, int64_t a_rs, int64_t a_cs, const T* b,
+                       int64_t b_rs, T beta, T* c, int64_t c_rs, int cols) {
+  using V = vec::TS_ISA::Vec<T>;
+  constexpr int L = V::kSize;
+  const int last = cols - (NV - 1) * L;  // columns in the last vector, 1..L
+  auto load_b = [&](const T* row, int j) {
+    return j < NV - 1 || last == L ? V::load(row + j * L) : V::load(row + j * L, last);
+  };
+  V acc[MR][NV];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) acc[i][j] = V(T(0));
+  for (int64_t p = 0; p < k; ++p) {
+    V bv[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) bv[j] = load_b(b + p * b_rs, j);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) {
+      const V ai(a[i * a_rs + p * a_cs]);
+#pragma GCC unroll 4
+      for (int j = 0; j < NV; ++j) acc[i][j] = V::fmadd(ai, bv[j], acc[i][j]);
+    }
+  }
+  const V va(alpha), vb(beta);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    T* row = c + i * c_rs;
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) {
+      const bool full = j < NV - 1 || last == L;
+      V r = acc[i][j] * va;
+      if (beta != T(0))
+        r = V::fmadd(vb, full ? V::load(row + j * L) : V::load(row + j * L, last), r);
+      if (full) {
+        r.store(row + j * L);
+      } else {
+        r.store(row + j * L, last);
+      }
+    }
+  }
+}
+
+// Rows [0, MR) of C, every column: blocks of two vectors, then one or two for the rest.
+template <class T, int MR>
+inline void small_rows(int64_t n, int64_t k, T alpha, const T* a, int64_t a_rs, int64_t a_cs,
+                       const T* b, int64_t b_rs, T beta, T* c, int64_t c_rs) {
+  constexpr int L = vec::TS_ISA::Vec<T>::kSize;
+  int64_t j = 0;
+  for (; j + 2 * L <= n; j += 2 * L)
+    small_tile<T, MR, 2>(k, alpha, a, a_rs, a_cs, b + j, b_rs, beta, c + j, c_rs, 2 * L);
+  const int rest = static_cast<int>(n - j);
+  if (rest > L) {
+    small_tile<T, MR, 2>(k, alpha, a, a_rs, a_cs, b + j, b_rs, beta, c + j, c_rs, rest);
+  } else if (rest > 0) {
+    small_tile<T, MR, 1>(k, alpha, a, a_rs, a_cs, b + j, b_rs, beta, c + j, c_rs, rest);
+  }
+}
+
+template <class T>
+inline void small_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_rs,
+                       int64_t a_cs, const T* b, int64_t b_rs, T beta, T* c, int64_t c_rs) {
+  constexpr int MR = 4;
+  int64_t i = 0;
+  for (; i + MR <= m; i += MR)
+    small_rows<T, MR>(n, k, alpha, a + i * a_rs, a_rs, a_cs, b, b_rs, beta, c + i * c_rs, c_rs);
+  for (; i < m; ++i)
+    small_rows<T, 1>(n, k, alpha, a + i * a_rs, a_rs, a_cs, b, b_rs, beta, c + i * c_rs, c_rs);
+}
+
+// The table entries (SmallGemmFn) every ISA's kernel file lists.
+inline void small_sgemm(int64_t m, int64_t n, int64_t k, float alpha, const float* a, int64_t a_rs,
+                        int64_t a_cs, const float* b, int64_t b_rs, float beta, float* c,
+                        int64_t c_rs) {
+  small_gemm<float>(m, n, k, alpha, a, a_rs, a_cs, b, b_rs, beta, c, c_rs);
+}
+
+inline void small_dgemm(int64_t m, int64_t n, int64_t k, double alpha, const double* a,
+                        int64_t a_rs, int64_t a_cs, const double* b, int64_t b_rs, double beta,
+                        double* c, int64_t c_rs) {
+  small_gemm<double>(m, n, k, alpha, a, a_rs, a_cs, b, b_rs, beta, c, c_rs);
+}
+
+}  // namespace tessera::cpu::TS_ISA
