@@ -105,14 +105,18 @@ void DnnlMatmul::set_threads(int threads) {
 }
 
 DnnlMatmul::DnnlMatmul(int64_t m, int64_t k, int64_t n, ScalarType in, ScalarType out,
-                       bool prepacked, const void* b)
+                       bool prepacked, const void* b, int64_t batch)
     : impl_(std::make_unique<Impl>()) {
   using tag = dnnl::memory::format_tag;
+  using dims = dnnl::memory::dims;
   Impl& s = *impl_;
-  s.a_md = dnnl::memory::desc({m, k}, dnnl_type(in), tag::ab);
-  const dnnl::memory::desc b_plain({k, n}, dnnl_type(in), tag::ab);
-  s.b_md = prepacked ? dnnl::memory::desc({k, n}, dnnl_type(in), tag::any) : b_plain;
-  s.c_md = dnnl::memory::desc({m, n}, dnnl_type(out), tag::ab);
+  const bool batched = batch > 1;
+  auto shape = [&](int64_t r, int64_t c) { return batched ? dims{batch, r, c} : dims{r, c}; };
+  const tag plain = batched ? tag::abc : tag::ab;
+  s.a_md = dnnl::memory::desc(shape(m, k), dnnl_type(in), plain);
+  const dnnl::memory::desc b_plain(shape(k, n), dnnl_type(in), plain);
+  s.b_md = prepacked ? dnnl::memory::desc(shape(k, n), dnnl_type(in), tag::any) : b_plain;
+  s.c_md = dnnl::memory::desc(shape(m, n), dnnl_type(out), plain);
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(s.a_md, s.b_md, s.c_md), s.engine);
   s.prim = dnnl::matmul(pd);
   dnnl::memory user_b(b_plain, s.engine, const_cast<void*>(b));
@@ -147,7 +151,8 @@ bool DnnlMatmul::available(std::string* why) {
 
 void DnnlMatmul::set_threads(int) {}
 
-DnnlMatmul::DnnlMatmul(int64_t, int64_t, int64_t, ScalarType, ScalarType, bool, const void*) {
+DnnlMatmul::DnnlMatmul(int64_t, int64_t, int64_t, ScalarType, ScalarType, bool, const void*,
+                       int64_t) {
   TS_THROW(RuntimeError, "bench gemm: Tessera was built without oneDNN");
 }
 

@@ -43,8 +43,9 @@ class DnnlMatmul {
   // oneDNN's OpenMP thread count for the primitives that run next.
   static void set_threads(int threads);
   // `b` is read now when `prepacked` (reordered into oneDNN's layout), else at every run().
+  // batch > 1: `batch` contiguous row-major problems one after another in a, b and c.
   DnnlMatmul(int64_t m, int64_t k, int64_t n, ScalarType in, ScalarType out, bool prepacked,
-             const void* b);
+             const void* b, int64_t batch = 1);
   ~DnnlMatmul();
   DnnlMatmul(const DnnlMatmul&) = delete;
   DnnlMatmul& operator=(const DnnlMatmul&) = delete;

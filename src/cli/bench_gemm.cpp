@@ -9,8 +9,9 @@
 // Cases (M x K x N, the same strings in bench/torch_gemm.py): mm/float32/MxKxN for square
 // n = 256, 512, 1024, 2048 (and 4096 without --quick) and the transformer shapes
 // (512,768,3072), (512,3072,768), (2048,4096,4096), small squares n = 8..64 and the tall-skinny
-// (8,4096,4096), (64,4096,4096). Every implementation writes a
-// preallocated row-major C = A B (alpha 1, beta 0), so no allocation is timed.
+// (8,4096,4096), (64,4096,4096); and bmm/float32/1000x32x32x32, a batch of small products. Every
+// implementation writes a preallocated row-major C = A B (alpha 1, beta 0), so no allocation is
+// timed.
 //
 // Threads: Tessera's pool at each thread count; OpenBLAS with openblas_set_num_threads(t)
 // (restored to 1 afterwards: Tessera's other OpenBLAS calls assume one thread), BLIS and oneDNN
@@ -198,6 +199,105 @@ std::vector<BenchRow> bench_fused(const std::vector<GemmShape>& shapes, bool qui
     set_num_threads(saved);
   }
   return rows;
+}
+
+// ---------------------------------------------------------------- batched small products
+// `batch` independent contiguous row-major products (gemm_strided_batched: small problems one
+// per task), against OpenBLAS and BLIS called in a loop, oneDNN's batched matmul and
+// torch.bmm, all into preallocated outputs.
+struct BatchedShape {
+  int64_t batch, m, k, n;
+  std::string name() const { return fmt::format("bmm/float32/{}x{}x{}x{}", batch, m, k, n); }
+  double flops() const { return 2.0 * batch * m * n * k; }
+};
+
+std::vector<BenchRow> bench_batched(const std::vector<int>& threads, const Budget& budget,
+                                    const std::string& filter, std::vector<std::string>& notes) {
+  std::vector<BatchedShape> shapes = {{1000, 32, 32, 32}};
+  std::erase_if(shapes,
+                [&](const BatchedShape& s) { return s.name().find(filter) == std::string::npos; });
+  std::vector<BenchRow> rows;
+  if (shapes.empty()) return rows;
+  std::string why;
+  const BlisAnchor* blis = BlisAnchor::get(&why);
+  const bool dnnl = DnnlMatmul::available(&why);
+  const int saved = get_num_threads();
+  for (const auto& s : shapes) {
+    const GemmShape one{s.m, s.k, s.n};
+    Operands o{empty({s.batch, s.m, s.k}, kFloat32), empty({s.batch, s.k, s.n}, kFloat32),
+               empty({s.batch, s.m, s.n}, kFloat32)};
+    fill(o.a, 1);
+    fill(o.b, 2);
+    const float *a = o.a.data_ptr<float>(), *b = o.b.data_ptr<float>();
+    float* c = o.c.data_ptr<float>();
+    const int64_t as = s.m * s.k, bs = s.k * s.n, cs = s.m * s.n;
+    auto add = [&](const char* impl, int t, const std::function<void()>& fn) {
+      BenchRow row{"gemm", s.name(), impl, t};
+      row.stats = measure(fn, budget);
+      row.gflops = s.flops() / row.stats->median_s / 1e9;
+      rows.push_back(row);
+    };
+    for (int t : threads) {
+      set_num_threads(t);
+      add("tessera", t, [&] {
+        gemm::gemm_strided_batched(row_major_problem(one, o.a, o.b, &o.c), s.batch, as, bs, cs);
+      });
+    }
+    set_num_threads(saved);
+    for (int t : threads) {  // anchors after every Tessera row (their workers spin afterwards)
+      openblas_set_num_threads(t);
+      add("openblas", t, [&] {
+        for (int64_t i = 0; i < s.batch; ++i)
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f, a + i * as,
+                      s.k, b + i * bs, s.n, 0.0f, c + i * cs, s.n);
+      });
+      openblas_set_num_threads(1);
+      if (blis) {
+        blis->set_threads(t);
+        add("blis", t, [&] {
+          for (int64_t i = 0; i < s.batch; ++i)
+            blis->sgemm(s.m, s.n, s.k, a + i * as, b + i * bs, c + i * cs);
+        });
+        blis->set_threads(1);
+      }
+      if (dnnl) {
+        DnnlMatmul::set_threads(t);
+        DnnlMatmul mm(s.m, s.k, s.n, kFloat32, kFloat32, false, b, s.batch);
+        add("onednn", t, [&] { mm.run(a, c); });
+      }
+    }
+    for (auto& r : run_torch_anchor("torch_gemm.py",
+                                    {"--cases", fmt::format("{}x{}x{}x{}", s.batch, s.m, s.k, s.n)},
+                                    threads, budget, "torch", notes)) {
+      if (r.case_name == s.name() && r.stats) r.gflops = s.flops() / r.stats->median_s / 1e9;
+      rows.push_back(r);
+    }
+  }
+  return rows;
+}
+
+void print_batched_table(const std::vector<BenchRow>& rows, const std::vector<int>& threads) {
+  for (int t : threads) {
+    std::printf(
+        "\nbatched small products, %d thread%s (GFLOP/s; x = anchor time / Tessera time; "
+        "OpenBLAS and BLIS called in a loop)\n",
+        t, t == 1 ? "" : "s");
+    std::printf("%-28s %9s %8s", "case", "ms", "GFLOP/s");
+    for (const char* a : {"openblas", "blis", "onednn", "torch"}) std::printf(" %9s %6s", a, "x");
+    std::printf("\n");
+    for (const auto& r : rows) {
+      if (r.impl != "tessera" || r.threads != t || !r.stats) continue;
+      std::string line =
+          fmt::format("{:<28} {:9.3f} {:8.1f}", r.case_name, r.stats->median_s * 1e3, *r.gflops);
+      for (const char* anchor : {"openblas", "blis", "onednn", "torch"}) {
+        const BenchRow* a = find_row(rows, anchor, r.case_name, t);
+        line += a && a->stats && a->gflops ? fmt::format(" {:9.1f} {:5.2f}x", *a->gflops,
+                                                         a->stats->median_s / r.stats->median_s)
+                                           : fmt::format(" {:>9} {:>6}", "skipped", "-");
+      }
+      std::printf("%s\n", line.c_str());
+    }
+  }
 }
 
 // BLIS and oneDNN (plain and prepacked weights) on the float32 shapes, after every Tessera row.
@@ -393,8 +493,12 @@ int run_bench_gemm(const BenchOptions& options) {
     }
   }
 
+  const std::vector<BenchRow> batched = bench_batched(threads, budget, options.filter, notes);
+  rows.insert(rows.end(), batched.begin(), batched.end());
+
   print_table(shapes, rows, threads);
   print_fused_table(rows, threads);
+  print_batched_table(rows, threads);
   bench_gemm_lowp(options, threads, budget, rows, notes);
   return finish_bench("gemm", notes, options.json_path, rows);
 }

