@@ -287,6 +287,7 @@ void print_batched_table(const std::vector<BenchRow>& rows, const std::vector<in
     std::printf("\n");
     for (const auto& r : rows) {
       if (r.impl != "tessera" || r.threads != t || !r.stats) continue;
+      if (!r.case_name.starts_with("bmm/")) continue;
       std::string line =
           fmt::format("{:<28} {:9.3f} {:8.1f}", r.case_name, r.stats->median_s * 1e3, *r.gflops);
       for (const char* anchor : {"openblas", "blis", "onednn", "torch"}) {

@@ -199,6 +199,26 @@ void prefetch_tile_memory(const cpu::EpilogueProgram& program, int64_t i0, int64
   }
 }
 
+// Runs the plan on every microkernel-sized tile of an m x n product (tiles at multiples of
+// MR and NR from (i_base, j_base), as the packed path visits them); fill(acc, i0, j0, mv, nv)
+// writes the tile's accumulators into the plan's scratch tile (row stride NR) first.
+template <class Fill>
+void epilogue_tiles(const EpilogueHook& epi, int mr, int nr, int64_t m, int64_t n, int64_t i_base,
+                    int64_t j_base, Fill fill) {
+  float* acc = epilogue_scratch(*epi.program, mr, nr);
+  cpu::EpilogueTile t{acc, mr, nr, 0, 0, 0, 0, acc + mr * nr};
+  for (int64_t j0 = 0; j0 < n; j0 += nr) {
+    const int nv = static_cast<int>(std::min<int64_t>(nr, n - j0));
+    for (int64_t i0 = 0; i0 < m; i0 += mr) {
+      const int mv = static_cast<int>(std::min<int64_t>(mr, m - i0));
+      prefetch_tile_memory(*epi.program, i_base + i0, j_base + j0, mv, nv);
+      fill(acc, i0, j0, mv, nv);
+      t.i0 = i_base + i0, t.j0 = j_base + j0, t.mv = mv, t.nv = nv;
+      epi.fn(*epi.program, t);
+    }
+  }
+}
+
 // Loops 2 and 1 for the last rank-KC update of an epilogue plan: each tile is finished in a
 // contiguous buffer (partial sums copied in from c when beta != 0) and handed to the plan
 // while it is hot in L1; c itself is not written. (i0, j0): where c sits in the output.
@@ -207,50 +227,29 @@ void macro_kernel_epilogue(const cpu::GemmMicroKernel<float>& uk, int64_t mc, in
                            const float* c, int64_t rs, int64_t cs, const EpilogueHook& epi,
                            int64_t i0, int64_t j0) {
   const int mr = uk.mr, nr = uk.nr;
-  float* acc = epilogue_scratch(*epi.program, mr, nr);
-  cpu::EpilogueTile t{acc, mr, nr, 0, 0, 0, 0, acc + mr * nr};
-  for (int64_t jr = 0; jr < nc; jr += nr) {
-    const int nv = static_cast<int>(std::min<int64_t>(nr, nc - jr));
-    for (int64_t ir = 0; ir < mc; ir += mr) {
-      const int mv = static_cast<int>(std::min<int64_t>(mr, mc - ir));
-      if (beta != 0.0f) {
-        std::fill(acc, acc + mr * nr, 0.0f);
-        const float* tile = c + ir * rs + jr * cs;
-        for (int i = 0; i < mv; ++i)
-          for (int j = 0; j < nv; ++j) acc[i * nr + j] = tile[i * rs + j * cs];
-      }
-      prefetch_tile_memory(*epi.program, i0 + ir, j0 + jr, mv, nv);
-      uk.fn(kc, alpha, ap + ir * kc, bp + jr * kc, beta, acc, nr, 1);
-      t.i0 = i0 + ir, t.j0 = j0 + jr, t.mv = mv, t.nv = nv;
-      epi.fn(*epi.program, t);
-    }
-  }
+  epilogue_tiles(epi, mr, nr, mc, nc, i0, j0,
+                 [&](float* acc, int64_t ir, int64_t jr, int mv, int nv) {
+                   if (beta != 0.0f) {
+                     std::fill(acc, acc + mr * nr, 0.0f);
+                     const float* tile = c + ir * rs + jr * cs;
+                     for (int i = 0; i < mv; ++i)
+                       for (int j = 0; j < nv; ++j) acc[i * nr + j] = tile[i * rs + j * cs];
+                   }
+                   uk.fn(kc, alpha, ap + ir * kc, bp + jr * kc, beta, acc, nr, 1);
+                 });
 }
 
-// A small product (one KC block) with an epilogue plan: each microkernel-sized tile is
-// computed unpacked into the plan's scratch tile (partial sums copied in when beta != 0) and
-// handed to the plan, the same tiles with the same values as macro_kernel_epilogue's.
+// A small product (one KC block) with an epilogue plan: each tile is computed unpacked into
+// the plan's scratch tile, the same tiles with the same values as macro_kernel_epilogue's (C
+// is a leaf of the plan, so beta is 0 here).
 void small_epilogue(const Operands<float>& p, const cpu::GemmMicroKernel<float>& uk,
                     cpu::SmallGemmFn<float> small, const EpilogueHook& epi) {
-  const int mr = uk.mr, nr = uk.nr;
-  float* acc = epilogue_scratch(*epi.program, mr, nr);
-  cpu::EpilogueTile t{acc, mr, nr, 0, 0, 0, 0, acc + mr * nr};
-  for (int64_t j0 = 0; j0 < p.n; j0 += nr) {
-    const int nv = static_cast<int>(std::min<int64_t>(nr, p.n - j0));
-    for (int64_t i0 = 0; i0 < p.m; i0 += mr) {
-      const int mv = static_cast<int>(std::min<int64_t>(mr, p.m - i0));
-      if (p.beta != 0.0f) {
-        const float* tile = p.c + i0 * p.c_rs + j0 * p.c_cs;
-        for (int i = 0; i < mv; ++i)
-          for (int j = 0; j < nv; ++j) acc[i * nr + j] = tile[i * p.c_rs + j * p.c_cs];
-      }
-      prefetch_tile_memory(*epi.program, p.i0 + i0, p.j0 + j0, mv, nv);
-      small(mv, nv, p.k, p.alpha, p.a + i0 * p.a_rs, p.a_rs, p.a_cs, p.b + j0, p.b_rs, p.beta, acc,
-            nr);
-      t.i0 = p.i0 + i0, t.j0 = p.j0 + j0, t.mv = mv, t.nv = nv;
-      epi.fn(*epi.program, t);
-    }
-  }
+  TS_INTERNAL_ASSERT(p.beta == 0.0f);
+  epilogue_tiles(epi, uk.mr, uk.nr, p.m, p.n, p.i0, p.j0,
+                 [&](float* acc, int64_t i0, int64_t j0, int mv, int nv) {
+                   small(mv, nv, p.k, p.alpha, p.a + i0 * p.a_rs, p.a_rs, p.a_cs, p.b + j0, p.b_rs,
+                         0.0f, acc, uk.nr);
+                 });
 }
 
 // Loops 2 and 1 over one packed A block (mc x kc) and one packed B block (kc x nc).
@@ -597,10 +596,36 @@ bool detail::needs_accumulation_buffer(const GemmProblem& p, const cpu::GemmKern
   return p.alpha != 0 && p.k > bs.kc;
 }
 
+namespace {
+
+// Few rows (or columns) beside many, with an epilogue plan: the GEMV kernels write alpha A B
+// into a float32 buffer, and the plan runs over it in the microkernel's tiles, as it would on
+// the packed path's accumulators (which would pack all of B for a 14-row kernel: 2.2x the
+// product's time at (8, 4096, 4096)). The accumulators are gemm()'s bits, since gemm() takes
+// the GEMV path for the same problem.
+void gemv_epilogue(const GemmProblem& p, const cpu::GemmKernels& kernels, const EpilogueHook& epi) {
+  std::vector<float> products(static_cast<size_t>(p.m * p.n));
+  GemmProblem q = p;
+  q.c = products.data(), q.c_rs = p.n, q.c_cs = 1, q.beta = 0;
+  gemv_run(as_gemv(q), gemv_kernels_for(kernels.isa), true);
+  const int nr = kernels.sgemm.nr;
+  epilogue_tiles(epi, kernels.sgemm.mr, nr, p.m, p.n, 0, 0,
+                 [&](float* acc, int64_t i0, int64_t j0, int mv, int nv) {
+                   for (int i = 0; i < mv; ++i)
+                     std::copy_n(products.data() + (i0 + i) * p.n + j0, nv, acc + i * nr);
+                 });
+}
+
+}  // namespace
+
 void detail::run_epilogue_loops(const GemmProblem& p, const cpu::GemmKernels& kernels,
                                 const cpu::EpilogueProgram& program, float* acc, int64_t acc_rs,
                                 int64_t acc_cs) {
   TS_INTERNAL_ASSERT(p.dtype == ScalarType::Float32 && kernels.epilogue_f32 != nullptr);
+  if (takes_gemv(p) && p.k > 0 && p.alpha != 0) {
+    gemv_epilogue(p, kernels, EpilogueHook{&program, kernels.epilogue_f32});
+    return;
+  }
   Operands<float> o = typed<float>(p);
   static float unused = 0;  // k within one KC block: the partial sums are never stored
   o.c = acc ? acc : &unused;

@@ -385,6 +385,34 @@ TEST(GemmEpilogue, SmallProductsHaveThePackedPathsBits) {
   }
 }
 
+// Few rows or columns beside many run the GEMV kernels, then the plan on their products: within
+// the oracle's bound on every ISA (both orientations, reductions on both axes, k past one KC
+// block), and the accumulator is gemm()'s, bit for bit.
+TEST(GemmEpilogue, FewRowsRunGemvThenThePlan) {
+  for (const auto& nk : runnable_kernels()) {
+    SCOPED_TRACE(nk.isa);
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 300}, {6, 300}, {8, 97}, {300, 5}}) {
+      Operands o(m, n, 700, Layout::RowMajor, Layout::RowMajor, 41 + m);
+      auto build = [&](EpiloguePlan& plan, Operands& o, Outputs& out) {
+        const Node h = plan.add(plan.accumulator(), plan.row_vector(o.row.data()));
+        const Node g = plan.unary(EpilogueOp::GeluErf, h);
+        store_matrix(plan, g, out, o.m, o.n, Layout::RowMajor);
+        for (auto axis : {EpilogueAxis::Rows, EpilogueAxis::Cols})
+          reduce_vector(plan, g, out, EpilogueReduceKind::Sum, axis, o.m, o.n, 1);
+      };
+      EXPECT_TRUE(check_plan(o, build, nk.kernels)) << "m=" << m << " n=" << n;
+      GuardedMatrix<float> plain(m, n, Layout::RowMajor), fused(m, n, Layout::RowMajor);
+      GemmProblem q = o.p;
+      q.c = plain.data(), q.c_rs = plain.rs, q.c_cs = plain.cs;
+      gemm(q, nk.kernels);
+      EpiloguePlan plan(m, n);
+      plan.store(plan.accumulator(), fused.data(), fused.rs, fused.cs);
+      gemm_epilogue(o.p, plan, nk.kernels);
+      EXPECT_EQ(plain.buf, fused.buf) << "m=" << m << " n=" << n;
+    }
+  }
+}
+
 TEST(GemmEpilogue, SupportsSaysWhyNot) {
   Operands o(4, 5, 6, Layout::RowMajor, Layout::RowMajor, 1);
   std::vector<float> d(20);
