@@ -4,7 +4,8 @@
 // Columns: GFLOP/s, % of the same run's vdpbf16ps peak (impl "peak", dpbf16 case), ratio to
 // Tessera's float32 mm of the same shape (goal >= 1.8x at n >= 1024) and to PyTorch 1.13's
 // bf16 mm (bench/torch_gemm.py --dtype bfloat16, OPENBLAS_NUM_THREADS per thread count) and
-// oneDNN's bf16 matmul (bf16 in and out, plain row-major weights; goal >= 1.0x).
+// oneDNN's bf16 matmul (bf16 in and out, plain row-major weights; goal >= 1.0x). bfloat16 mm
+// also runs with B prepacked (gemm::PackedLowpB) against oneDNN's prepacked bf16 matmul.
 #include "cli/bench_gemm_lowp.h"
 
 #include <cmath>
@@ -86,6 +87,23 @@ void bench_gemm_lowp(const BenchOptions& options, const std::vector<int>& thread
                    t, *row.gflops);
       rows.push_back(row);
     }
+    if (c.op != "mm") continue;
+    // The same product with B packed once beforehand (a prepacked bfloat16 Linear weight).
+    manual_seed(1);
+    const Tensor a = randn({c.n, c.n}).to(kBFloat16), b = randn({c.n, c.n}).to(kBFloat16);
+    const Tensor out = empty({c.n, c.n}, kBFloat16);
+    const gemm::PackedLowpB packed(ScalarType::BFloat16, c.n, c.n, b.data_ptr(), c.n, 1);
+    gemm::LowpProblem p;
+    p.m = p.n = p.k = c.n;
+    p.a = {ScalarType::BFloat16, a.data_ptr(), c.n, 1};
+    p.c_dtype = ScalarType::BFloat16, p.c = out.data_ptr(), p.c_rs = c.n, p.c_cs = 1;
+    for (int t : threads) {
+      set_num_threads(t);
+      BenchRow row{"gemm", c.name(), "tessera-prepacked", t};
+      row.stats = measure([&] { gemm::gemm_lowp_prepacked(p, packed); }, budget);
+      row.gflops = c.flops() / row.stats->median_s / 1e9;
+      rows.push_back(row);
+    }
   }
   set_num_threads(saved);
 
@@ -100,11 +118,13 @@ void bench_gemm_lowp(const BenchOptions& options, const std::vector<int>& thread
       manual_seed(1);
       Tensor a = randn({c.n, c.n}).to(kBFloat16), b = randn({c.n, c.n}).to(kBFloat16);
       Tensor out = empty({c.n, c.n}, kBFloat16);
-      DnnlMatmul mm(c.n, c.n, c.n, kBFloat16, kBFloat16, false, b.data_ptr());
-      BenchRow row{"gemm", c.name(), "onednn", t};
-      row.stats = measure([&] { mm.run(a.data_ptr(), out.data_ptr()); }, budget);
-      row.gflops = c.flops() / row.stats->median_s / 1e9;
-      rows.push_back(row);
+      for (bool prepacked : {false, true}) {
+        DnnlMatmul mm(c.n, c.n, c.n, kBFloat16, kBFloat16, prepacked, b.data_ptr());
+        BenchRow row{"gemm", c.name(), prepacked ? "onednn-prepacked" : "onednn", t};
+        row.stats = measure([&] { mm.run(a.data_ptr(), out.data_ptr()); }, budget);
+        row.gflops = c.flops() / row.stats->median_s / 1e9;
+        rows.push_back(row);
+      }
     }
   }
 
@@ -123,8 +143,9 @@ void bench_gemm_lowp(const BenchOptions& options, const std::vector<int>& thread
     const double pk = peak && peak->gflops ? *peak->gflops : NAN;
     std::printf("\ngemm low precision, %d thread%s: dpbf16 peak %.1f GFLOP/s\n", t,
                 t == 1 ? "" : "s", pk);
-    std::printf("%-36s %9s %8s %7s %10s %8s %8s %8s %8s\n", "case", "ms", "GFLOP/s", "% peak",
-                "x float32", "onednn", "x onednn", "torch", "x torch");
+    std::printf("%-36s %9s %8s %7s %10s %8s %8s %8s %8s %9s %9s\n", "case", "ms", "GFLOP/s",
+                "% peak", "x float32", "onednn", "x onednn", "torch", "x torch", "prepacked",
+                "x dnnl-pk");
     for (const auto& c : cases) {
       const BenchRow* ts = find(rows, "tessera", c.name(), t);
       if (!ts || !ts->stats) continue;
@@ -143,6 +164,13 @@ void bench_gemm_lowp(const BenchOptions& options, const std::vector<int>& thread
                                   a->stats->median_s / ts->stats->median_s)
                     : fmt::format(" {:>8} {:>8}", "skipped", "-");
       }
+      // Prepacked B against oneDNN with its weights reordered once.
+      const BenchRow* tp = find(rows, "tessera-prepacked", c.name(), t);
+      const BenchRow* dp = find(rows, "onednn-prepacked", c.name(), t);
+      line += tp && tp->stats ? fmt::format(" {:9.1f}", *tp->gflops) : fmt::format(" {:>9}", "-");
+      line += tp && tp->stats && dp && dp->stats
+                  ? fmt::format(" {:8.2f}x", dp->stats->median_s / tp->stats->median_s)
+                  : fmt::format(" {:>9}", "-");
       std::printf("%s\n", line.c_str());
     }
   }

@@ -129,7 +129,7 @@ void store_zero_product(const LowpProblem& p, const cpu::LowpGemmKernels& ks) {
 
 // Rows [i0, i1) x columns [j0, j1) of C on the calling thread.
 void run_block(const LowpProblem& p, const cpu::LowpGemmKernels& ks, const Plan& pl, int64_t i0,
-               int64_t i1, int64_t j0, int64_t j1) {
+               int64_t i1, int64_t j0, int64_t j1, const PackedLowpB* packed) {
   const BlockSizes& bs = pl.bs;
   const int64_t mr = pl.mr, nr = pl.nr, m = i1 - i0, n = j1 - j0;
   const bool multi_k = p.k > bs.kc;
@@ -145,7 +145,7 @@ void run_block(const LowpProblem& p, const cpu::LowpGemmKernels& ks, const Plan&
   const int64_t mc_max = std::min(bs.mc, m);
   LowpWorkspace& ws = workspace();
   void* apack = ws.get(0, ceil_div(mc_max, mr) * mr * kc_store * elem);
-  void* bpack = ws.get(1, ceil_div(nc_max, nr) * nr * kc_store * elem);
+  void* bpack = packed ? nullptr : ws.get(1, ceil_div(nc_max, nr) * nr * kc_store * elem);
   const int64_t ldw = ceil_div(nc_max, nr) * nr;
   float* acc_ws = multi_k ? static_cast<float*>(ws.get(2, m_pad * ldw * sizeof(float))) : nullptr;
   alignas(64) float tile[kMaxTile];
@@ -157,7 +157,9 @@ void run_block(const LowpProblem& p, const cpu::LowpGemmKernels& ks, const Plan&
       const int64_t kc = std::min(bs.kc, p.k - pc);
       const int64_t kcs = pl.pairs ? (kc + 1) / 2 * 2 : kc;
       const bool first = pc == 0, last = pc + kc >= p.k;
-      if (pl.pairs) {
+      if (packed) {
+        bpack = const_cast<void*>(packed->panels(pc / bs.kc, j0 + jc));
+      } else if (pl.pairs) {
         pack_lowp_pairs(bv, j0 + jc, pc, nc, kc, nr, static_cast<uint16_t*>(bpack));
       } else {
         pack_lowp_f32(bv, j0 + jc, pc, nc, kc, nr, static_cast<float*>(bpack));
@@ -192,19 +194,22 @@ void run_block(const LowpProblem& p, const cpu::LowpGemmKernels& ks, const Plan&
   }
 }
 
-void run(const LowpProblem& p, const cpu::LowpGemmKernels& ks) {
+void run(const LowpProblem& p, const cpu::LowpGemmKernels& ks,
+         const PackedLowpB* packed = nullptr) {
   if (p.m == 0 || p.n == 0) return;
   if (p.k == 0 || p.alpha == 0) {
     store_zero_product(p, ks);
     return;
   }
-  const Plan pl = make_plan(p, ks);
+  const Plan pl = packed ? Plan{packed->pairs(), packed->block_sizes().mr, packed->block_sizes().nr,
+                                packed->block_sizes()}
+                         : make_plan(p, ks);
   TS_INTERNAL_ASSERT(pl.mr * pl.nr <= kMaxTile);
   const int64_t threads = in_parallel_region() ? 1 : get_num_threads();
   const double work = double(p.m) * double(p.n) * double(p.k);
   const int64_t mp = ceil_div(p.m, pl.mr), np = ceil_div(p.n, pl.nr);
   if (threads <= 1 || work < double(kMinParallelWork) || (mp < 2 && np < 2)) {
-    run_block(p, ks, pl, 0, p.m, 0, p.n);
+    run_block(p, ks, pl, 0, p.m, 0, p.n, packed);
     return;
   }
   // Split the longer side (in tiles): cutting columns re-packs A per thread, rows B.
@@ -214,9 +219,9 @@ void run(const LowpProblem& p, const cpu::LowpGemmKernels& ks) {
   parallel_tasks(tasks, [&](int64_t t) {
     const int64_t s = tiles * t / tasks, e = tiles * (t + 1) / tasks;
     if (by_cols) {
-      run_block(p, ks, pl, 0, p.m, s * pl.nr, std::min(p.n, e * pl.nr));
+      run_block(p, ks, pl, 0, p.m, s * pl.nr, std::min(p.n, e * pl.nr), packed);
     } else {
-      run_block(p, ks, pl, s * pl.mr, std::min(p.m, e * pl.mr), 0, p.n);
+      run_block(p, ks, pl, s * pl.mr, std::min(p.m, e * pl.mr), 0, p.n, packed);
     }
   });
 }
@@ -328,23 +333,85 @@ const Bf16Path& bf16_path() {
   return path;
 }
 
-void gemm_lowp(const LowpProblem& p, const cpu::LowpGemmKernels* kernels, std::string_view op) {
-  validate(p, op);
-  if (kernels) {
-    run(p, *kernels);
-    return;
-  }
+namespace {
+
+// The dispatched table, without the pair kernel where bf16_path() decided against it.
+const cpu::LowpGemmKernels& default_lowp_kernels() {
   const cpu::LowpGemmKernels& ks = TS_DISPATCH(lowp_gemm_kernels);
-  if (ks.bf16.fn == nullptr || bf16_path().pairs) {
-    run(p, ks);
-    return;
-  }
+  if (ks.bf16.fn == nullptr || bf16_path().pairs) return ks;
   static const cpu::LowpGemmKernels without_pairs = [&] {
     cpu::LowpGemmKernels t = ks;
     t.bf16 = {};
     return t;
   }();
-  run(p, without_pairs);
+  return without_pairs;
+}
+
+}  // namespace
+
+void gemm_lowp(const LowpProblem& p, const cpu::LowpGemmKernels* kernels, std::string_view op) {
+  validate(p, op);
+  run(p, kernels ? *kernels : default_lowp_kernels());
+}
+
+PackedLowpB::PackedLowpB(ScalarType dtype, int64_t k, int64_t n, const void* b, int64_t b_rs,
+                         int64_t b_cs, const cpu::LowpGemmKernels* kernels, std::string_view op)
+    : dtype_(dtype), k_(k), n_(n), kernels_(kernels ? kernels : &default_lowp_kernels()) {
+  TS_CHECK(dtype == ScalarType::BFloat16 || dtype == ScalarType::Float16, TypeError,
+           "{}(): argument 'b' of dtype {}: low-precision prepacking is implemented for bfloat16 "
+           "and float16",
+           op, dtype);
+  TS_CHECK(k >= 0 && n >= 0, ValueError, "{}(): expected non-negative sizes, but got k={}, n={}",
+           op, k, n);
+  TS_CHECK(k == 0 || n == 0 || b != nullptr, ValueError,
+           "{}(): argument 'b' expected a pointer, but got null", op);
+  LowpProblem shape;  // the plan depends on the operand dtypes and the kernels only
+  shape.a.dtype = shape.b.dtype = dtype;
+  const Plan pl = make_plan(shape, *kernels_);
+  pairs_ = pl.pairs;
+  bs_ = pl.bs;
+  const int64_t elem = pairs_ ? 2 : 4, panels = ceil_div(n, bs_.nr);
+  for (int64_t pc = 0; pc < k; pc += bs_.kc) {
+    const int64_t kc = std::min(bs_.kc, k - pc);
+    const int64_t kcs = pairs_ ? (kc + 1) / 2 * 2 : kc;
+    block_offsets_.push_back(bytes_);
+    panel_bytes_.push_back(bs_.nr * kcs * elem);
+    bytes_ += panels * bs_.nr * kcs * elem;
+  }
+  if (bytes_ == 0) return;
+  data_ = ::operator new (static_cast<size_t>(bytes_), std::align_val_t{64});
+  const LaneView bv{dtype, b, b_cs, b_rs, nullptr, 0, 0};
+  parallel_tasks(static_cast<int64_t>(block_offsets_.size()), [&](int64_t t) {
+    const int64_t pc = t * bs_.kc, kc = std::min(bs_.kc, k - pc);
+    char* dst = static_cast<char*>(data_) + block_offsets_[t];
+    if (pairs_) {
+      pack_lowp_pairs(bv, 0, pc, n, kc, bs_.nr, reinterpret_cast<uint16_t*>(dst));
+    } else {
+      pack_lowp_f32(bv, 0, pc, n, kc, bs_.nr, reinterpret_cast<float*>(dst));
+    }
+  });
+}
+
+PackedLowpB::~PackedLowpB() {
+  if (data_) ::operator delete (data_, std::align_val_t{64});
+}
+
+const void* PackedLowpB::panels(int64_t block, int64_t col) const {
+  return static_cast<const char*>(data_) + block_offsets_[static_cast<size_t>(block)] +
+         col / bs_.nr * panel_bytes_[static_cast<size_t>(block)];
+}
+
+void gemm_lowp_prepacked(const LowpProblem& p, const PackedLowpB& b, std::string_view op) {
+  TS_CHECK(p.k == b.k() && p.n == b.n(), ValueError,
+           "{}(): expected a problem with k={}, n={} (the packed B), but got k={}, n={}", op, b.k(),
+           b.n(), p.k, p.n);
+  TS_CHECK(p.a.dtype == b.dtype(), TypeError,
+           "{}(): argument 'a' expected dtype {} (as the packed B), but got {}", op, b.dtype(),
+           p.a.dtype);
+  LowpProblem q = p;
+  q.b = {b.dtype(), b.data() ? b.data() : &b, 0, 0};  // validated as an operand, never read
+  validate(q, op);
+  run(q, b.kernels(), &b);
 }
 
 void gemm_lowp_reference(const LowpProblem& p) {

@@ -27,7 +27,9 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
+#include "gemm/blocksizes.h"
 #include "gemm/kernels/lowp_kernels.h"
 #include "tessera/core/dtype.h"
 
@@ -74,6 +76,47 @@ const Bf16Path& bf16_path();
 // table, and one with bf16.fn cleared).
 void gemm_lowp(const LowpProblem& p, const cpu::LowpGemmKernels* kernels = nullptr,
                std::string_view op = "gemm_lowp");
+
+// B packed once for many products (a bfloat16/float16 Linear weight): the panels run_block
+// would pack on every call, decoded to float32 or in vdpbf16ps pairs as the kernels the pack
+// was made for (the default: bf16_path()'s choice) want, KC block after KC block, so any
+// NR-aligned column range of a block is contiguous. Tied to those kernels and block sizes.
+class PackedLowpB {
+ public:
+  // Packs the k x n matrix B(p, j) = b[p * b_rs + j * b_cs] of dtype bfloat16 or float16.
+  PackedLowpB(ScalarType dtype, int64_t k, int64_t n, const void* b, int64_t b_rs, int64_t b_cs,
+              const cpu::LowpGemmKernels* kernels = nullptr, std::string_view op = "pack_b");
+  ~PackedLowpB();
+  PackedLowpB(const PackedLowpB&) = delete;
+  PackedLowpB& operator=(const PackedLowpB&) = delete;
+
+  ScalarType dtype() const { return dtype_; }
+  int64_t k() const { return k_; }
+  int64_t n() const { return n_; }
+  const cpu::LowpGemmKernels& kernels() const { return *kernels_; }
+  bool pairs() const { return pairs_; }
+  const BlockSizes& block_sizes() const { return bs_; }
+  const void* data() const { return data_; }
+  int64_t bytes() const { return bytes_; }
+  // The panels of KC block `block` starting at column `col` (a multiple of NR).
+  const void* panels(int64_t block, int64_t col) const;
+
+ private:
+  ScalarType dtype_;
+  int64_t k_, n_;
+  const cpu::LowpGemmKernels* kernels_;
+  bool pairs_ = false;
+  BlockSizes bs_;
+  std::vector<int64_t> block_offsets_, panel_bytes_;  // bytes, per KC block
+  void* data_ = nullptr;
+  int64_t bytes_ = 0;
+};
+
+// gemm_lowp with B prepacked: p.k and p.n must match the pack's, p.a's dtype its dtype; p.b is
+// ignored. Runs on the pack's kernels and block sizes: bitwise gemm_lowp() on the unpacked B
+// with those kernels.
+void gemm_lowp_prepacked(const LowpProblem& p, const PackedLowpB& b,
+                         std::string_view op = "gemm_lowp");
 
 // The oracle: operands decoded to double, one k-ordered sum in double per element, the
 // epilogue in double, one rounding to C's dtype. Serial; for tests.

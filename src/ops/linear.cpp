@@ -8,6 +8,7 @@
 #include "core/tensor_make.h"
 #include "gemm/gemm.h"
 #include "gemm/gemv.h"
+#include "gemm/lowp.h"
 #include "tessera/ops/blas.h"
 
 namespace tessera {
@@ -133,24 +134,31 @@ PackedLinearWeight::PackedLinearWeight(const Tensor& weight) {
            "{}(): argument 'weight' expected a 2-D tensor [out_features, in_features], but got "
            "{}-D",
            op, weight.dim());
-  TS_CHECK(weight.dtype() == kFloat32 || weight.dtype() == kFloat64, TypeError,
-           "{}(): argument 'weight' of dtype {}: prepacking is implemented for float32 and "
-           "float64 only (use linear() with the plain weight)",
-           op, weight.dtype());
+  const ScalarType t = weight.dtype();
+  TS_CHECK(t == kFloat32 || t == kFloat64 || t == kBFloat16 || t == kFloat16, TypeError,
+           "{}(): argument 'weight' of dtype {}: prepacking is implemented for float32, "
+           "float64, bfloat16 and float16 only (use linear() with the plain weight)",
+           op, t);
   // B = weight^T (in x out): B(p, j) = weight(j, p).
-  packed_ = std::make_shared<const gemm::PackedB>(weight.dtype(), weight.size(1), weight.size(0),
-                                                  weight.data_ptr(), weight.stride(1),
-                                                  weight.stride(0), nullptr, op);
+  if (t == kBFloat16 || t == kFloat16) {
+    lowp_ = std::make_shared<const gemm::PackedLowpB>(t, weight.size(1), weight.size(0),
+                                                      weight.data_ptr(), weight.stride(1),
+                                                      weight.stride(0), nullptr, op);
+    return;
+  }
+  packed_ =
+      std::make_shared<const gemm::PackedB>(t, weight.size(1), weight.size(0), weight.data_ptr(),
+                                            weight.stride(1), weight.stride(0), nullptr, op);
 }
 
 int64_t PackedLinearWeight::out_features() const {
-  return packed_ ? packed_->n() : 0;
+  return packed_ ? packed_->n() : (lowp_ ? lowp_->n() : 0);
 }
 int64_t PackedLinearWeight::in_features() const {
-  return packed_ ? packed_->k() : 0;
+  return packed_ ? packed_->k() : (lowp_ ? lowp_->k() : 0);
 }
 ScalarType PackedLinearWeight::dtype() const {
-  return packed_ ? packed_->dtype() : kFloat32;
+  return packed_ ? packed_->dtype() : (lowp_ ? lowp_->dtype() : kFloat32);
 }
 
 Tensor linear(const Tensor& input, const PackedLinearWeight& weight, const Tensor& bias) {
@@ -173,15 +181,24 @@ Tensor linear(const Tensor& input, const PackedLinearWeight& weight, const Tenso
   check_bias(op, bias, out, input.dtype());
   const Tensor x2d = input.reshape({rows, in});
   Tensor y = make_empty({rows, out}, input.dtype(), op);
+  if (bias.defined()) y.copy_(bias.reshape({bias.numel() == 1 ? 1 : out}).expand({rows, out}));
+  if (weight.lowp_) {
+    // As linear() runs it: addmm_lowp with the bias in C (beta 1) or mm (beta 0).
+    gemm::LowpProblem p;
+    p.m = rows, p.n = out, p.k = in;
+    p.a = {input.dtype(), x2d.data_ptr(), x2d.stride(0), x2d.stride(1)};
+    p.c_dtype = input.dtype();
+    p.c = y.data_ptr(), p.c_rs = out, p.c_cs = 1;
+    p.beta = bias.defined() ? 1.0f : 0.0f;
+    gemm::gemm_lowp_prepacked(p, *weight.lowp_, op);
+    return y.reshape(output_shape(input, out, true));
+  }
   gemm::GemmProblem p;
   p.dtype = input.dtype();
   p.m = rows, p.n = out, p.k = in;
   p.a = x2d.data_ptr(), p.a_rs = x2d.stride(0), p.a_cs = x2d.stride(1);
   p.c = y.data_ptr(), p.c_rs = out, p.c_cs = 1;
-  if (bias.defined()) {
-    y.copy_(bias.reshape({bias.numel() == 1 ? 1 : out}).expand({rows, out}));
-    p.beta = 1;
-  }
+  if (bias.defined()) p.beta = 1;
   gemm::gemm_prepacked(p, *weight.packed_, op);
   return y.reshape(output_shape(input, out, true));
 }

@@ -18,6 +18,7 @@
 #include "tessera/core/error.h"
 #include "tessera/core/half.h"
 #include "tessera/core/parallel.h"
+#include "test_support.h"
 
 namespace tessera::gemm::testing {
 namespace {
@@ -335,6 +336,71 @@ TEST(GemmLowp, DefaultBf16PathFollowsTheProbe) {
     cs.push_back(c);
   }
   EXPECT_EQ(cs[0].buf, cs[1].buf) << path.reason;
+}
+
+// A prepacked B (PackedLowpB) gives gemm_lowp's bits on the same kernels: every table (the
+// pair kernel and the float32 fallback), bfloat16 and float16, several KC blocks (default
+// blocks and small ones), both thread counts, bfloat16 and float32 outputs, with and without
+// beta and a bias.
+TEST(GemmLowp, PrepackedBHasTheSameBits) {
+  std::mt19937_64 rng(10);
+  const int saved = get_num_threads();
+  for (const char* blocks : {"", "28,16,64"}) {
+    if (*blocks) ::setenv("TESSERA_GEMM_BLOCKS", blocks, 1);
+    for (const auto& t : lowp_tables()) {
+      SCOPED_TRACE(t.name);
+      for (ScalarType dt : {ScalarType::BFloat16, ScalarType::Float16})
+        for (const Shape& s : {Shape{37, 70, 1100}, Shape{130, 45, 33}, Shape{9, 300, 517}}) {
+          Mat a(dt, s.m, s.k, 0), b(dt, s.k, s.n, 1);
+          a.fill(rng, -1, 1);
+          b.fill(rng, -1, 1);
+          std::vector<float> bias(static_cast<size_t>(s.n));
+          for (auto& v : bias) v = std::uniform_real_distribution<float>(-1, 1)(rng);
+          const PackedLowpB packed(dt, s.k, s.n, b.data(), b.rs, b.cs, &t.table);
+          EXPECT_EQ(packed.pairs(), t.table.bf16.fn != nullptr && dt == ScalarType::BFloat16);
+          for (ScalarType out : {ScalarType::BFloat16, ScalarType::Float32})
+            for (int threads : {1, 2}) {
+              set_num_threads(threads);
+              Mat c0(out, s.m, s.n, 0);
+              c0.fill(rng, -1, 1);
+              Mat c1 = c0;
+              LowpProblem p;
+              p.m = s.m, p.n = s.n, p.k = s.k;
+              p.a = {dt, a.data(), a.rs, a.cs};
+              p.b = {dt, b.data(), b.rs, b.cs};
+              p.c_dtype = out, p.c = c0.data(), p.c_rs = c0.rs, p.c_cs = c0.cs;
+              p.alpha = 0.75f, p.beta = threads == 1 ? 0.0f : 1.0f;
+              p.bias = threads == 1 ? nullptr : bias.data();
+              gemm_lowp(p, &t.table);
+              LowpProblem q = p;
+              q.b = {};
+              q.c = c1.data();
+              gemm_lowp_prepacked(q, packed);
+              EXPECT_EQ(c0.buf, c1.buf) << "m=" << s.m << " n=" << s.n << " k=" << s.k
+                                        << " threads=" << threads << " blocks=" << blocks;
+            }
+        }
+    }
+    ::unsetenv("TESSERA_GEMM_BLOCKS");
+  }
+  set_num_threads(saved);
+  // Errors name the problem: a shape or an A dtype that does not match the pack.
+  std::vector<uint16_t> w(64 * 32, 0x3f80);
+  const PackedLowpB packed(ScalarType::BFloat16, 64, 32, w.data(), 32, 1);
+  std::vector<float> y(8 * 32);
+  LowpProblem p;
+  p.m = 8, p.n = 32, p.k = 63;
+  p.a = {ScalarType::BFloat16, w.data(), 64, 1};
+  p.c_dtype = ScalarType::Float32, p.c = y.data(), p.c_rs = 32, p.c_cs = 1;
+  tessera::testing::expect_error_mentions([&] { gemm_lowp_prepacked(p, packed); },
+                                          {"gemm_lowp", "k=64", "k=63"});
+  p.k = 64;
+  p.a.dtype = ScalarType::Float16;
+  tessera::testing::expect_error_mentions([&] { gemm_lowp_prepacked(p, packed); },
+                                          {"gemm_lowp", "bfloat16", "float16"});
+  tessera::testing::expect_error_mentions(
+      [&] { PackedLowpB(ScalarType::Float8_e4m3fn, 4, 4, w.data(), 4, 1); },
+      {"pack_b", "float8_e4m3fn", "bfloat16 and float16"});
 }
 
 TEST(GemmLowp, ReferenceAgreesWithEngine) {

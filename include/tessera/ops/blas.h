@@ -9,7 +9,8 @@
 #include "tessera/core/tensor.h"
 
 namespace tessera::gemm {
-class PackedB;  // src/gemm/gemm.h
+class PackedB;      // src/gemm/gemm.h
+class PackedLowpB;  // src/gemm/lowp.h
 }  // namespace tessera::gemm
 
 namespace tessera {
@@ -31,34 +32,39 @@ Tensor outer(const Tensor& a, const Tensor& b);
 
 // torch.nn.functional.linear: input [..., in] @ weight.T + bias, with weight [out, in] (or
 // [in]: then the output drops the last dimension) and an optional bias [out] (or a scalar
-// tensor). Same dtype for all; float32/bfloat16/float16 accumulate in float32. Up to 4 rows
-// of input (e.g. [B, 1, in] with B <= 4, or [1, in]) take the GEMV path, which reads the
-// weight once at memory speed with the bias fused; larger inputs one GEMM.
+// tensor). Same dtype for all; float32/bfloat16/float16 accumulate in float32. Inputs of few
+// rows (up to 4, or up to 8 beside more than 64 outputs: [B, 1, in] decode steps) take the
+// GEMV path, which reads the weight once at memory speed with the bias fused; larger inputs
+// one GEMM.
 Tensor linear(const Tensor& input, const Tensor& weight, const Tensor& bias = {});
 
 // A Linear weight [out_features, in_features] packed once into the GEMM kernels' panel layout
 // (oneDNN's "prepacked weights"): linear() with it skips the packing every plain call
 // repeats, which matters most for medium batches and short in_features. A snapshot: later
 // in-place changes to the weight are not seen (pack again after an optimizer step). Holds
-// its own copy (about the weight's size); the weight tensor itself is not kept. float32 and
-// float64 (other dtypes throw). Every batch size runs the packed GEMM, so decode with one to
-// four rows is better served by plain linear(), whose GEMV path streams the weight.
+// its own copy (about the weight's size); the weight tensor itself is not kept. float32,
+// float64, bfloat16 and float16 (other dtypes throw; bfloat16/float16 are packed for the
+// low-precision kernels, decoded to float32 or in vdpbf16ps pairs as this CPU's path wants).
+// Every batch size runs the packed GEMM, so decode with one to eight rows is better served
+// by plain linear(), whose GEMV path streams the weight.
 class PackedLinearWeight {
  public:
   PackedLinearWeight() = default;
   explicit PackedLinearWeight(const Tensor& weight);
-  bool defined() const { return packed_ != nullptr; }
+  bool defined() const { return packed_ != nullptr || lowp_ != nullptr; }
   int64_t out_features() const;
   int64_t in_features() const;
   ScalarType dtype() const;
 
  private:
   friend Tensor linear(const Tensor& input, const PackedLinearWeight& weight, const Tensor& bias);
-  std::shared_ptr<const gemm::PackedB> packed_;
+  std::shared_ptr<const gemm::PackedB> packed_;    // float32, float64
+  std::shared_ptr<const gemm::PackedLowpB> lowp_;  // bfloat16, float16
 };
 
 // linear with a prepacked weight: the same result, bit for bit, as linear(input, weight, bias)
-// for inputs of more than 4 rows (the GEMV path of fewer rows rounds differently).
+// for inputs that linear() does not send to its GEMV path (at most 4 rows, or 8 beside more
+// than 64 outputs: gemm::gemv_pays), whose rounding differs.
 Tensor linear(const Tensor& input, const PackedLinearWeight& weight, const Tensor& bias = {});
 
 // linear with low-precision weights, dequantized on the fly inside the GEMV kernels:
