@@ -590,9 +590,11 @@ void detail::float_tile_shape(const cpu::GemmKernels& kernels, int64_t* mr, int6
   *nr = kernels.sgemm.nr;
 }
 
-bool detail::needs_accumulation_buffer(const GemmProblem& p, const cpu::GemmKernels& kernels) {
+bool detail::needs_accumulation_buffer(const GemmProblem& p, const cpu::GemmKernels& kernels,
+                                       const PackedB* packed) {
   const BlockSizes bs =
-      block_sizes(kernels.sgemm.mr, kernels.sgemm.nr, sizeof(float), cache_sizes());
+      packed ? packed->block_sizes()
+             : block_sizes(kernels.sgemm.mr, kernels.sgemm.nr, sizeof(float), cache_sizes());
   return p.alpha != 0 && p.k > bs.kc;
 }
 
@@ -620,9 +622,9 @@ void gemv_epilogue(const GemmProblem& p, const cpu::GemmKernels& kernels, const 
 
 void detail::run_epilogue_loops(const GemmProblem& p, const cpu::GemmKernels& kernels,
                                 const cpu::EpilogueProgram& program, float* acc, int64_t acc_rs,
-                                int64_t acc_cs) {
+                                int64_t acc_cs, const PackedB* packed) {
   TS_INTERNAL_ASSERT(p.dtype == ScalarType::Float32 && kernels.epilogue_f32 != nullptr);
-  if (takes_gemv(p) && p.k > 0 && p.alpha != 0) {
+  if (!packed && takes_gemv(p) && p.k > 0 && p.alpha != 0) {
     gemv_epilogue(p, kernels, EpilogueHook{&program, kernels.epilogue_f32});
     return;
   }
@@ -632,6 +634,13 @@ void detail::run_epilogue_loops(const GemmProblem& p, const cpu::GemmKernels& ke
   o.c_rs = acc ? acc_rs : 0, o.c_cs = acc ? acc_cs : 0;
   o.beta = 0.0f;  // the source C is a leaf of the plan, not the microkernel's
   const EpilogueHook hook{&program, kernels.epilogue_f32};
+  if (packed) {
+    o.b = nullptr;
+    o.b_packed = static_cast<const float*>(packed->data());
+    o.packed_n = packed->n();
+    run(o, kernels, true, &hook, &packed->block_sizes());
+    return;
+  }
   run(o, kernels, true, &hook);
 }
 
@@ -726,17 +735,22 @@ PackedB::~PackedB() {
   if (data_) ::operator delete (data_, std::align_val_t{64});
 }
 
-void gemm_prepacked(const GemmProblem& p, const PackedB& b, std::string_view op) {
-  GemmProblem q = p;
-  q.b = b.data() ? b.data() : &b;  // validated as present; never read through q.b
-  q.b_rs = q.b_cs = 0;
-  validate(q, op);
+GemmProblem detail::with_packed_b(const GemmProblem& p, const PackedB& b, std::string_view op) {
   TS_CHECK(p.dtype == b.dtype(), TypeError,
            "{}(): expected the problem's dtype to match the packed B's {}, but got {}", op,
            b.dtype(), p.dtype);
   TS_CHECK(p.k == b.k() && p.n == b.n(), ValueError,
            "{}(): expected k={} and n={} (the packed B's shape), but got k={} and n={}", op, b.k(),
            b.n(), p.k, p.n);
+  GemmProblem q = p;
+  q.b = b.data() ? b.data() : &b;  // validated as present; never read through q.b
+  q.b_rs = q.b_cs = 0;
+  return q;
+}
+
+void gemm_prepacked(const GemmProblem& p, const PackedB& b, std::string_view op) {
+  const GemmProblem q = detail::with_packed_b(p, b, op);
+  validate(q, op);
   auto go = [&](auto zero) {
     using T = decltype(zero);
     Operands<T> o = typed<T>(q);

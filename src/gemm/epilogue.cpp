@@ -395,10 +395,11 @@ const cpu::EpilogueStoreOp* accumulation_store(const GemmProblem& p, const Epilo
 
 }  // namespace
 
-void gemm_epilogue(const GemmProblem& p, const EpiloguePlan& plan, const cpu::GemmKernels* kernels,
-                   std::string_view op) {
-  check_call(p, plan, op);
-  const cpu::GemmKernels& ks = kernels ? *kernels : detail::default_gemm_kernels();
+namespace {
+
+// gemm_epilogue's body; `packed` (or null) is a prepacked B, whose kernels `ks` are.
+void run_plan(const GemmProblem& p, const EpiloguePlan& plan, const cpu::GemmKernels& ks,
+              const PackedB* packed, std::string_view op) {
   TS_CHECK(ks.epilogue_f32 != nullptr, NotImplementedError,
            "{}(): the {} kernel table has no epilogue interpreter", op, ks.isa);
   int64_t mr = 0, nr = 0;
@@ -432,7 +433,7 @@ void gemm_epilogue(const GemmProblem& p, const EpiloguePlan& plan, const cpu::Ge
     float* acc = nullptr;
     int64_t acc_rs = 0, acc_cs = 0;
     std::vector<float> acc_buffer;
-    if (detail::needs_accumulation_buffer(p, ks)) {
+    if (detail::needs_accumulation_buffer(p, ks, packed)) {
       if (const cpu::EpilogueStoreOp* s = accumulation_store(p, plan)) {
         acc = static_cast<float*>(s->data), acc_rs = s->rs, acc_cs = s->cs;
       } else {
@@ -440,7 +441,7 @@ void gemm_epilogue(const GemmProblem& p, const EpiloguePlan& plan, const cpu::Ge
         acc = acc_buffer.data(), acc_rs = p.n, acc_cs = 1;
       }
     }
-    detail::run_epilogue_loops(p, ks, program, acc, acc_rs, acc_cs);
+    detail::run_epilogue_loops(p, ks, program, acc, acc_rs, acc_cs, packed);
   }
 
   // Combine the partials of each row (column) in index order.
@@ -458,6 +459,21 @@ void gemm_epilogue(const GemmProblem& p, const EpiloguePlan& plan, const cpu::Ge
       store_value(red.out, red.dtype, i * red.stride, acc);
     }
   }
+}
+
+}  // namespace
+
+void gemm_epilogue(const GemmProblem& p, const EpiloguePlan& plan, const cpu::GemmKernels* kernels,
+                   std::string_view op) {
+  check_call(p, plan, op);
+  run_plan(p, plan, kernels ? *kernels : detail::default_gemm_kernels(), nullptr, op);
+}
+
+void gemm_epilogue_prepacked(const GemmProblem& p, const EpiloguePlan& plan, const PackedB& b,
+                             std::string_view op) {
+  const GemmProblem q = detail::with_packed_b(p, b, op);
+  check_call(q, plan, op);
+  run_plan(q, plan, b.kernels(), &b, op);
 }
 
 // ------------------------------------------------------------------------------ reference

@@ -132,6 +132,13 @@ void gemm_epilogue(const GemmProblem& p, const EpiloguePlan& plan,
                    const cpu::GemmKernels* kernels = nullptr,
                    std::string_view op = "gemm_epilogue");
 
+// gemm_epilogue with B prepacked (a Linear weight packed once, then bias and activation fused
+// into every product): p.k and p.n must match b's, p.b is ignored; runs on b's kernels and
+// block sizes. Bitwise gemm_epilogue() on the unpacked B for the problems that run the packed
+// kernels there (not the small or GEMV ones).
+void gemm_epilogue_prepacked(const GemmProblem& p, const EpiloguePlan& plan, const PackedB& b,
+                             std::string_view op = "gemm_epilogue");
+
 // The oracle: the product in double (long double sums), then the tree in double per element
 // (a cast rounds to its dtype), outputs converted at the end. Serial and slow; for tests.
 void gemm_epilogue_reference(const GemmProblem& p, const EpiloguePlan& plan);
@@ -140,14 +147,18 @@ namespace detail {
 // The driver's part (driver.cpp): the five loops with `program` run on every finished tile.
 // `acc` is a float32 m x n buffer (strides acc_rs, acc_cs) for the partial sums when k spans
 // several KC blocks; it may be null otherwise (see needs_accumulation_buffer).
+// `packed`: a prepacked B (its kernels are `kernels`), or null.
 void run_epilogue_loops(const GemmProblem& p, const cpu::GemmKernels& kernels,
                         const cpu::EpilogueProgram& program, float* acc, int64_t acc_rs,
-                        int64_t acc_cs);
-bool needs_accumulation_buffer(const GemmProblem& p, const cpu::GemmKernels& kernels);
+                        int64_t acc_cs, const PackedB* packed = nullptr);
+bool needs_accumulation_buffer(const GemmProblem& p, const cpu::GemmKernels& kernels,
+                               const PackedB* packed = nullptr);
 // The tile shape (MR, NR) of the float32 kernel, for sizing reduction partials.
 void float_tile_shape(const cpu::GemmKernels& kernels, int64_t* mr, int64_t* nr);
 const cpu::GemmKernels& default_gemm_kernels();
 void validate_problem(const GemmProblem& p, std::string_view op, bool c_is_output);
+// p with B taken from a pack (checked against p's dtype, k and n; p.b is ignored).
+GemmProblem with_packed_b(const GemmProblem& p, const PackedB& b, std::string_view op);
 }  // namespace detail
 
 }  // namespace tessera::gemm

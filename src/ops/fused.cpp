@@ -6,7 +6,10 @@
 #include "tessera/ops/fused.h"
 
 #include <array>
+#include <string>
 #include <utility>
+
+#include <fmt/ranges.h>
 
 #include "autograd/record.h"
 #include "core/tensor_make.h"
@@ -208,6 +211,46 @@ Tensor addmm_act(const Tensor& bias, const Tensor& a, const Tensor& b,
   FusedMatmulOptions o;
   o.activation = activation;
   return addmm_act_ex(bias, a, b, o).out;
+}
+
+Tensor linear_act(const Tensor& input, const PackedLinearWeight& weight,
+                  const std::optional<Tensor>& bias, std::string_view activation) {
+  constexpr std::string_view op = "linear_act";
+  const auto act = parse_activation(activation, op);
+  const Tensor b = bias.value_or(Tensor());
+  if (weight.dtype() != kFloat32) return activate(linear(input, weight, b), act);
+  autograd::check_no_grad_needed(std::vector<Tensor>{input, b}, "linear_act (prepacked weight)");
+  TS_CHECK(weight.defined(), ValueError,
+           "{}(): argument 'weight' expected a packed weight, but got an empty "
+           "PackedLinearWeight",
+           op);
+  TS_CHECK(input.dim() >= 1 && input.dtype() == kFloat32, TypeError,
+           "{}(): argument 'input' expected a float32 tensor of at least 1 dimension (as the "
+           "packed weight), but got {} of {} dimensions",
+           op, input.dtype(), input.dim());
+  const int64_t k = input.size(-1), n = weight.out_features();
+  TS_CHECK(k == weight.in_features(), RuntimeError,
+           "{}(): argument 'weight' expected in_features {} (the input's last dimension), but "
+           "got a packed weight [{}, {}]",
+           op, k, n, weight.in_features());
+  TS_CHECK(!b.defined() || (b.dim() == 1 && b.size(0) == n && b.dtype() == kFloat32), ValueError,
+           "{}(): argument 'bias' expected float32 [{}], but got {} [{}]", op, n,
+           b.defined() ? b.dtype() : kFloat32,
+           b.defined() ? fmt::format("{}", fmt::join(b.sizes(), ", ")) : std::string());
+  DimVector out_shape(input.sizes().begin(), input.sizes().end());
+  out_shape.back() = n;
+  const Tensor x2 = input.reshape({-1, k});
+  const int64_t m = x2.size(0);
+  Tensor y = make_empty({m, n}, kFloat32, op);
+  gemm::GemmProblem p;
+  p.m = m, p.n = n, p.k = k;
+  p.a = x2.data_ptr(), p.a_rs = x2.stride(0), p.a_cs = x2.stride(1);
+  gemm::EpiloguePlan plan(m, n);
+  auto h = plan.accumulator();
+  if (b.defined()) h = plan.add(h, plan.row_vector(b.data_ptr(), b.dtype(), b.stride(0)));
+  plan.store(act ? plan.unary(*act, h) : h, y.data_ptr(), n, 1);
+  gemm::gemm_epilogue_prepacked(p, plan, *weight.packed_, op);
+  return y.reshape(out_shape);
 }
 
 Tensor linear_act(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,

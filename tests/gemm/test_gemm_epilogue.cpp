@@ -2,6 +2,7 @@
 // reference (gemm_epilogue_reference), on every ISA table this CPU runs, over odd shapes,
 // strided operands and outputs, sentinels around every output, beta 0 with NaN in C, k over
 // several KC blocks, threads 1 vs 2 bitwise, supports() and error messages.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -411,6 +412,52 @@ TEST(GemmEpilogue, FewRowsRunGemvThenThePlan) {
       EXPECT_EQ(plain.buf, fused.buf) << "m=" << m << " n=" << n;
     }
   }
+}
+
+// A prepacked B runs the same tiles with the same values: every output and reduction of the
+// plan bit for bit what the unpacked B gives, on every ISA, with default and small blocks
+// (several KC blocks: the accumulation buffer) and one or two threads.
+TEST(GemmEpilogue, PrepackedBHasTheUnpackedBits) {
+  const int saved = get_num_threads();
+  for (const char* blocks : {"", "28,16,64"}) {
+    if (*blocks) ::setenv("TESSERA_GEMM_BLOCKS", blocks, 1);
+    for (const auto& nk : runnable_kernels()) {
+      for (int threads : {1, 2}) {
+        set_num_threads(threads);
+        SCOPED_TRACE(fmt::format("{} blocks '{}' threads {}", nk.isa, blocks, threads));
+        Operands o(100, 150, 700, Layout::RowMajor, Layout::ColMajor, 51 + threads);
+        Outputs out[2];
+        for (int packed = 0; packed < 2; ++packed) {
+          EpiloguePlan plan(o.m, o.n);
+          bias_gelu_plan(Layout::RowMajor)(plan, o, out[packed]);
+          if (packed) {
+            const PackedB pb(ScalarType::Float32, o.k, o.n, o.b.data(), o.b.rs, o.b.cs, nk.kernels);
+            gemm_epilogue_prepacked(o.p, plan, pb);
+          } else {
+            gemm_epilogue(o.p, plan, nk.kernels);
+          }
+        }
+        for (size_t i = 0; i < out[0].mats.size(); ++i)
+          EXPECT_EQ(out[0].mats[i].buf, out[1].mats[i].buf) << "matrix " << i;
+        for (size_t i = 0; i < out[0].vecs.size(); ++i)
+          EXPECT_EQ(out[0].vecs[i].buf, out[1].vecs[i].buf) << "vector " << i;
+      }
+    }
+    ::unsetenv("TESSERA_GEMM_BLOCKS");
+  }
+  set_num_threads(saved);
+  // The pack must fit the problem.
+  Operands o(20, 30, 40, Layout::RowMajor, Layout::RowMajor, 5);
+  EpiloguePlan plan(o.m, o.n);
+  Outputs sink;
+  bias_gelu_plan(Layout::RowMajor)(plan, o, sink);
+  std::vector<double> b64(40 * 30, 1.0);
+  const PackedB p64(ScalarType::Float64, 40, 30, b64.data(), 30, 1);
+  expect_error_mentions([&] { gemm_epilogue_prepacked(o.p, plan, p64); },
+                        {"gemm_epilogue", "float64", "float32"});
+  const PackedB p31(ScalarType::Float32, 40, 31, o.b.data(), o.b.rs, 1);
+  expect_error_mentions([&] { gemm_epilogue_prepacked(o.p, plan, p31); },
+                        {"gemm_epilogue", "n=31", "n=30"});
 }
 
 TEST(GemmEpilogue, SupportsSaysWhyNot) {

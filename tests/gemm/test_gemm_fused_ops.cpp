@@ -3,6 +3,8 @@
 // the float64 fallback, linear_act on a 3-D input, gradients of the fused path, and errors.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "tessera/tessera.h"
@@ -109,6 +111,47 @@ TEST(FusedOps, LinearActOnBatchedInput) {
   const Tensor y = linear_act(x, w, bias, "relu");
   EXPECT_EQ(y.sizes(), IntArrayRef({2, 3, 24}));
   EXPECT_TRUE(allclose(y, relu(add(matmul(x, w.t()), bias)), 1e-4, 1e-5));
+}
+
+// A float32 PackedLinearWeight runs bias and activation fused into the prepacked GEMM: bit for
+// bit the plain weight's linear_act where that runs the packed kernels too (more than 8 rows
+// beside 77 outputs), close where it runs GEMV (3 rows). Other packs run linear and then the
+// activation. Errors name the argument.
+TEST(FusedOps, LinearActWithPackedWeight) {
+  manual_seed(7);
+  const Tensor w = randn({77, 130}), bias = randn({77});
+  const PackedLinearWeight pw(w);
+  for (const char* act : {"none", "relu", "gelu", "gelu_tanh", "silu"}) {
+    SCOPED_TRACE(act);
+    for (const Tensor& x : {randn({9, 130}), randn({2, 20, 130}), randn({3, 130})}) {
+      for (bool with_bias : {true, false}) {
+        const std::optional<Tensor> b = with_bias ? std::optional<Tensor>(bias) : std::nullopt;
+        const Tensor got = linear_act(x, pw, b, act), ref = linear_act(x, w, b, act);
+        EXPECT_EQ(got.sizes(), ref.sizes());
+        if (x.numel() / 130 > 8) {
+          EXPECT_TRUE(equal(got, ref)) << x.dim() << "-D input";
+        } else {
+          EXPECT_TRUE(allclose(got, ref, 1e-5, 1e-5)) << x.dim() << "-D input";
+        }
+      }
+    }
+  }
+  const Tensor wb = w.to(kBFloat16), xb = randn({12, 130}).to(kBFloat16);
+  const PackedLinearWeight pwb(wb);
+  EXPECT_TRUE(equal(linear_act(xb, pwb, bias.to(kBFloat16), "gelu"),
+                    gelu(linear(xb, pwb, bias.to(kBFloat16)))));
+  auto expect_error = [](const std::function<void()>& fn, const char* text) {
+    try {
+      fn();
+      ADD_FAILURE() << "no error for " << text;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(text), std::string::npos) << e.what();
+    }
+  };
+  expect_error([&] { linear_act(randn({9, 130}).to(kFloat64), pw, bias, "relu"); }, "float64");
+  expect_error([&] { linear_act(randn({9, 131}), pw, bias, "relu"); }, "in_features 131");
+  expect_error([&] { linear_act(randn({9, 130}), pw, randn({76}), "relu"); }, "'bias'");
+  expect_error([&] { linear_act(randn({9, 130}), pw, bias, "swish"); }, "'swish'");
 }
 
 TEST(FusedOps, ErrorsNameArgument) {

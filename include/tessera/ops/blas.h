@@ -5,6 +5,7 @@
 
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include "tessera/core/tensor.h"
 
@@ -58,6 +59,8 @@ class PackedLinearWeight {
 
  private:
   friend Tensor linear(const Tensor& input, const PackedLinearWeight& weight, const Tensor& bias);
+  friend Tensor linear_act(const Tensor& input, const PackedLinearWeight& weight,
+                           const std::optional<Tensor>& bias, std::string_view activation);
   std::shared_ptr<const gemm::PackedB> packed_;    // float32, float64
   std::shared_ptr<const gemm::PackedLowpB> lowp_;  // bfloat16, float16
 };

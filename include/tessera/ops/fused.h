@@ -12,6 +12,8 @@
 
 namespace tessera {
 
+class PackedLinearWeight;  // tessera/ops/blas.h
+
 // What addmm_act_ex returns beyond the activation.
 struct FusedMatmulOptions {
   // "none", "relu", "gelu" (erf), "gelu_tanh", "silu", "sigmoid", "tanh".
@@ -43,5 +45,13 @@ FusedMatmulResult addmm_act_ex(const Tensor& bias, const Tensor& a, const Tensor
 // act(F.linear(input, weight, bias)): input [..., k], weight [n, k], bias [n] (optional).
 Tensor linear_act(const Tensor& input, const Tensor& weight, const std::optional<Tensor>& bias,
                   std::string_view activation = "none");
+
+// The same with a weight packed once (PackedLinearWeight, tessera/ops/blas.h): a float32 pack
+// runs the bias and activation fused into the prepacked GEMM (gemm_epilogue_prepacked), bit
+// for bit linear_act() with the plain weight wherever that runs the packed kernels too (more
+// than 8 rows, or any small product); bfloat16/float16/float64 packs run linear(input, packed,
+// bias) and then the activation, unfused. No autograd (as linear with a packed weight).
+Tensor linear_act(const Tensor& input, const PackedLinearWeight& weight,
+                  const std::optional<Tensor>& bias, std::string_view activation = "none");
 
 }  // namespace tessera
