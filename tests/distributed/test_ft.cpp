@@ -1,6 +1,7 @@
 // ft::Lighthouse and ft::Manager with replicas as threads: quorums, a replica that leaves,
 // one that joins late and heals, proactive aborts, and the majority rule.
 #include <atomic>
+#include <barrier>
 #include <chrono>
 #include <thread>
 
@@ -82,8 +83,12 @@ TEST_P(Ft, SurvivorsGoOnWhenAReplicaLeavesMidJob) {
   ft::Lighthouse lighthouse(store, quick_lighthouse(1));
   std::vector<std::vector<uint8_t>> final(4);
   std::atomic<int> failed_steps{0};
+  std::barrier registered(4);
   run_threads(4, [&](int id) {
     Replica r(store, id, GetParam());
+    // Every replica registered before anyone asks: with min_replicas 1 a round may otherwise
+    // form before a slow (sanitized) replica exists, and its late join fails a step.
+    registered.arrive_and_wait();
     for (int s = 0; s < 3; ++s) EXPECT_TRUE(r.step());
     if (id == 3) {
       // Leaves in the middle of step 4: it joins the quorum, then its process "dies" (its
@@ -133,8 +138,10 @@ TEST_P(Ft, ALateReplicaHealsFromAHealthyPeer) {
 TEST_P(Ft, TheLighthouseAbortsACollectiveBlockedOnADeadReplica) {
   auto store = std::make_shared<dist::HashStore>(kTestTimeout);
   ft::Lighthouse lighthouse(store, quick_lighthouse(2));
+  std::barrier registered(3);
   run_threads(3, [&](int id) {
     Replica r(store, id, GetParam());
+    registered.arrive_and_wait();  // all three in the first round (see above)
     EXPECT_TRUE(r.step());
     if (id == 2) {
       r.manager->start_quorum();
