@@ -1,6 +1,12 @@
 // The torch.distributed-style free functions: resolve the group, translate global ranks,
 // call the ProcessGroup, and wait unless async_op.
 #include "tessera/distributed/distributed.h"
+
+#include <algorithm>
+#include <functional>
+#include <string>
+
+#include "tessera/ops/factory.h"
 #include "tessera/ops/shape.h"
 
 namespace tessera::distributed {
@@ -165,37 +171,141 @@ std::vector<WorkPtr> batch_isend_irecv(const std::vector<P2POp>& p2p_op_list) {
   return works;
 }
 
+namespace {
+
+// Every tensor of `list` (argument `arg` of `op`) defined and of `dtype`.
+void check_one_dtype(std::string_view op, std::string_view arg, const std::vector<Tensor>& list,
+                     ScalarType dtype) {
+  for (size_t i = 0; i < list.size(); ++i) {
+    TS_CHECK(list[i].defined(), ValueError, "{}(): {}[{}] is an undefined tensor", op, arg, i);
+    TS_CHECK(list[i].dtype() == dtype, TypeError,
+             "{}(): every tensor must have one dtype, but the first is {} and {}[{}] is {}", op,
+             dtype, arg, i, list[i].dtype());
+  }
+}
+
+// A coalesced call's Work over `tensors`: it completes (or fails with the collective's
+// error) after `unpack` has copied the packed result back.
+WorkPtr coalesced_work(std::string name, const std::vector<Tensor>& tensors, const WorkPtr& inner,
+                       std::function<void()> unpack, bool async_op) {
+  auto outer =
+      std::make_shared<Work>(std::move(name), tensors, inner->timeout(), inner->sequence_number());
+  outer->mark_started();
+  complete_after(outer, inner, std::move(unpack));
+  if (!async_op) inner->wait();  // runs it on this thread when the backend allows
+  return finish(outer, async_op);
+}
+
+// The outputs/inputs pair lists of a coalesced collective: as many of each, at least one.
+void check_pairs(std::string_view op, const std::vector<Tensor>& outputs,
+                 const std::vector<Tensor>& inputs) {
+  TS_CHECK(!inputs.empty() && outputs.size() == inputs.size(), ValueError,
+           "{}(): expected as many outputs as inputs (at least one), but got {} and {}", op,
+           outputs.size(), inputs.size());
+  check_one_dtype(op, "inputs", inputs, inputs[0].dtype());
+  check_one_dtype(op, "outputs", outputs, inputs[0].dtype());
+}
+
+}  // namespace
+
 WorkPtr all_reduce_coalesced(const std::vector<Tensor>& tensors, ReduceOp op, GroupRef group,
                              bool async_op) {
   TS_CHECK(!tensors.empty(), ValueError,
            "all_reduce_coalesced(): argument 'tensors' must hold at least one tensor");
+  check_one_dtype("all_reduce_coalesced", "tensors", tensors, tensors[0].dtype());
   std::vector<Tensor> flat;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    TS_CHECK(tensors[i].defined(), ValueError,
-             "all_reduce_coalesced(): tensors[{}] is an undefined tensor", i);
-    TS_CHECK(tensors[i].dtype() == tensors[0].dtype(), TypeError,
-             "all_reduce_coalesced(): every tensor must have one dtype, but tensors[0] is {} and "
-             "tensors[{}] is {}",
-             tensors[0].dtype(), i, tensors[i].dtype());
-    flat.push_back(tensors[i].reshape({-1}));
-  }
+  for (const Tensor& t : tensors) flat.push_back(t.reshape({-1}));
   const Tensor buffer = cat(flat);
   AllreduceOptions o;
   o.reduce_op = op;
   o.async_op = async_op;
   WorkPtr inner = group_or_world(group)->allreduce(buffer, o);
-  auto outer = std::make_shared<Work>("all_reduce_coalesced", tensors, inner->timeout(),
-                                      inner->sequence_number());
-  outer->mark_started();
-  complete_after(outer, inner, [buffer, tensors] {
-    int64_t offset = 0;
-    for (const Tensor& t : tensors) {
-      t.copy_(buffer.narrow(0, offset, t.numel()).view(t.sizes()));
-      offset += t.numel();
+  return coalesced_work(
+      "all_reduce_coalesced", tensors, inner,
+      [buffer, tensors] {
+        int64_t offset = 0;
+        for (const Tensor& t : tensors) {
+          t.copy_(buffer.narrow(0, offset, t.numel()).view(t.sizes()));
+          offset += t.numel();
+        }
+      },
+      async_op);
+}
+
+WorkPtr all_gather_into_tensor_coalesced(const std::vector<Tensor>& outputs,
+                                         const std::vector<Tensor>& inputs, GroupRef group,
+                                         bool async_op) {
+  constexpr std::string_view op = "all_gather_into_tensor_coalesced";
+  check_pairs(op, outputs, inputs);
+  const ProcessGroupPtr g = group_or_world(group);
+  const int64_t world = g->size();
+  std::vector<Tensor> flat;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    TS_CHECK(outputs[i].numel() == world * inputs[i].numel(), ValueError,
+             "{}(): outputs[{}] expected {} elements (world size {} x the {} of inputs[{}]), but "
+             "got {}",
+             op, i, world * inputs[i].numel(), world, inputs[i].numel(), i, outputs[i].numel());
+    flat.push_back(inputs[i].reshape({-1}));
+  }
+  const Tensor in = cat(flat);
+  const int64_t total = in.numel();
+  const Tensor out = empty({world * total}, TensorOptions(in.dtype()));
+  AllgatherOptions o;
+  o.async_op = async_op;
+  WorkPtr inner = g->allgather_into_tensor(out, in, o);
+  // Rank r's block of `out` holds its inputs one after another; outputs[i] takes the i-th
+  // piece of every block, in rank order.
+  return coalesced_work(
+      std::string(op), outputs, inner,
+      [out, outputs, inputs, world, total] {
+        int64_t offset = 0;
+        for (size_t i = 0; i < outputs.size(); ++i) {
+          const int64_t n = inputs[i].numel();
+          std::vector<Tensor> pieces;
+          for (int64_t r = 0; r < world; ++r)
+            pieces.push_back(out.narrow(0, r * total + offset, n));
+          outputs[i].copy_(cat(pieces).view(outputs[i].sizes()));
+          offset += n;
+        }
+      },
+      async_op);
+}
+
+WorkPtr reduce_scatter_tensor_coalesced(const std::vector<Tensor>& outputs,
+                                        const std::vector<Tensor>& inputs, ReduceOp op,
+                                        GroupRef group, bool async_op) {
+  constexpr std::string_view name = "reduce_scatter_tensor_coalesced";
+  check_pairs(name, outputs, inputs);
+  const ProcessGroupPtr g = group_or_world(group);
+  const int64_t world = g->size();
+  for (size_t i = 0; i < inputs.size(); ++i)
+    TS_CHECK(inputs[i].numel() == world * outputs[i].numel(), ValueError,
+             "{}(): inputs[{}] expected {} elements (world size {} x the {} of outputs[{}]), but "
+             "got {}",
+             name, i, world * outputs[i].numel(), world, outputs[i].numel(), i, inputs[i].numel());
+  // Block r of the packed input holds chunk r of every input, so block r reduces onto rank r.
+  std::vector<Tensor> pieces;
+  for (int64_t r = 0; r < world; ++r)
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      const int64_t n = outputs[i].numel();
+      pieces.push_back(inputs[i].reshape({-1}).narrow(0, r * n, n));
     }
-  });
-  if (!async_op) inner->wait();  // runs it on this thread when the backend allows
-  return finish(outer, async_op);
+  const Tensor in = cat(pieces);
+  const Tensor out = empty({in.numel() / std::max<int64_t>(world, 1)}, TensorOptions(in.dtype()));
+  ReduceScatterOptions o;
+  o.reduce_op = op;
+  o.async_op = async_op;
+  WorkPtr inner = g->reduce_scatter_tensor(out, in, o);
+  return coalesced_work(
+      std::string(name), outputs, inner,
+      [out, outputs] {
+        int64_t offset = 0;
+        for (const Tensor& t : outputs) {
+          t.copy_(out.narrow(0, offset, t.numel()).view(t.sizes()));
+          offset += t.numel();
+        }
+      },
+      async_op);
 }
 
 WindowPtr new_window(GroupRef group) {

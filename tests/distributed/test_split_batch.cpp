@@ -1,4 +1,4 @@
-// split_group, batch_isend_irecv and all_reduce_coalesced through the free functions, with
+// split_group, batch_isend_irecv and the coalesced collectives through the free functions, with
 // ranks as threads on shm.
 #include "dist_test_util.h"
 
@@ -138,6 +138,59 @@ TEST(AllReduceCoalesced, ReducesEveryTensorInOneCollective) {
         },
         {"all_reduce_coalesced", "one dtype", "tensors[1]", "int64"});
     expect_error_mentions([&] { dist::all_reduce_coalesced({}); }, {"tensors", "at least one"});
+  });
+}
+
+// Two pairs of different sizes, one of them written through a strided view, in one collective.
+TEST(AllGatherIntoTensorCoalesced, GathersEveryPairInOneCollective) {
+  run_world(3, [](int r) {
+    const Tensor a = filled(kFloat64, 2, [&](int64_t i) { return 10 * r + i; });
+    const Tensor b = filled(kFloat64, 3, [&](int64_t i) { return 100 * r + i; }).view({3, 1});
+    Tensor oa = zeros({6}, TensorOptions(kFloat64));
+    Tensor ob_storage = zeros({3, 3}, TensorOptions(kFloat64));
+    Tensor ob = ob_storage.t();  // strided
+    const uint64_t before = dist::group_world()->collective_seq_id();
+    dist::all_gather_into_tensor_coalesced({oa, ob}, {a, b});
+    EXPECT_EQ(dist::group_world()->collective_seq_id(), before + 1);
+    EXPECT_EQ(as_doubles(oa), (std::vector<double>{0, 1, 10, 11, 20, 21}));
+    EXPECT_EQ(as_doubles(ob.contiguous().reshape({-1})),
+              (std::vector<double>{0, 1, 2, 100, 101, 102, 200, 201, 202}));
+    auto w = dist::all_gather_into_tensor_coalesced({oa}, {a}, nullptr, true);
+    EXPECT_TRUE(w->wait());
+    expect_error_mentions(
+        [&] { dist::all_gather_into_tensor_coalesced({zeros({5}, TensorOptions(kFloat64))}, {a}); },
+        {"all_gather_into_tensor_coalesced", "outputs[0]", "6 elements", "5"});
+    expect_error_mentions(
+        [&] {
+          dist::all_gather_into_tensor_coalesced({oa}, {a, b});
+        },
+        {"as many outputs as inputs", "1 and 2"});
+    expect_error_mentions(
+        [&] {
+          dist::all_gather_into_tensor_coalesced({oa, zeros({9}, TensorOptions(kFloat32))}, {a, b});
+        },
+        {"one dtype", "outputs[1]", "float32"});
+  });
+}
+
+TEST(ReduceScatterTensorCoalesced, ReducesEveryPairInOneCollective) {
+  run_world(3, [](int r) {
+    // inputs[0]: 3 chunks of 2, inputs[1]: 3 chunks of 1; rank r contributes (r + 1) * value.
+    const Tensor a = filled(kFloat64, 6, [&](int64_t i) { return (r + 1) * (i + 1.0); });
+    const Tensor b = filled(kFloat64, 3, [&](int64_t i) { return (r + 1) * (10.0 + i); });
+    Tensor oa = zeros({2}, TensorOptions(kFloat64)), ob = zeros({1, 1}, TensorOptions(kFloat64));
+    const uint64_t before = dist::group_world()->collective_seq_id();
+    dist::reduce_scatter_tensor_coalesced({oa, ob}, {a, b});
+    EXPECT_EQ(dist::group_world()->collective_seq_id(), before + 1);
+    // sum over r of (r + 1) = 6: chunk r of each input, times 6.
+    EXPECT_EQ(as_doubles(oa), (std::vector<double>{6.0 * (2 * r + 1), 6.0 * (2 * r + 2)}));
+    EXPECT_EQ(as_doubles(ob.reshape({-1})), (std::vector<double>{6.0 * (10 + r)}));
+    auto w =
+        dist::reduce_scatter_tensor_coalesced({oa, ob}, {a, b}, dist::ReduceOp::MAX, nullptr, true);
+    EXPECT_TRUE(w->wait());
+    EXPECT_EQ(as_doubles(oa), (std::vector<double>{3.0 * (2 * r + 1), 3.0 * (2 * r + 2)}));
+    expect_error_mentions([&] { dist::reduce_scatter_tensor_coalesced({oa}, {b}); },
+                          {"reduce_scatter_tensor_coalesced", "inputs[0]", "6 elements", "3"});
   });
 }
 

@@ -169,6 +169,21 @@ std::vector<WorkPtr> batch_isend_irecv(const std::vector<P2POp>& p2p_op_list);
 WorkPtr all_reduce_coalesced(const std::vector<Tensor>& tensors, ReduceOp op = ReduceOp::SUM,
                              GroupRef group = nullptr, bool async_op = false);
 
+// all_gather_into_tensor of several (output, input) pairs of one dtype as one collective
+// (c10d's allgather_into_tensor_coalesced): outputs[i] has world_size * inputs[i].numel()
+// elements and receives rank r's inputs[i] at [r * n_i, (r + 1) * n_i) of its flat order.
+WorkPtr all_gather_into_tensor_coalesced(const std::vector<Tensor>& outputs,
+                                         const std::vector<Tensor>& inputs,
+                                         GroupRef group = nullptr, bool async_op = false);
+
+// reduce_scatter_tensor of several pairs as one collective (c10d's
+// reduce_scatter_tensor_coalesced): inputs[i] has world_size * outputs[i].numel() elements;
+// rank r's outputs[i] is the reduction over ranks of chunk r of inputs[i].
+WorkPtr reduce_scatter_tensor_coalesced(const std::vector<Tensor>& outputs,
+                                        const std::vector<Tensor>& inputs,
+                                        ReduceOp op = ReduceOp::SUM, GroupRef group = nullptr,
+                                        bool async_op = false);
+
 // An RMA window over `group` (window.h): every member calls it, in the same order. The shm
 // and mpi backends have windows; others throw DistBackendError.
 WindowPtr new_window(GroupRef group = nullptr);
