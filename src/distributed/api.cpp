@@ -196,6 +196,22 @@ WorkPtr coalesced_work(std::string name, const std::vector<Tensor>& tensors, con
   return finish(outer, async_op);
 }
 
+// The tensors one after another in one flat buffer, and back: the packing of every coalesced
+// collective.
+Tensor pack_flat(const std::vector<Tensor>& tensors) {
+  std::vector<Tensor> flat;
+  for (const Tensor& t : tensors) flat.push_back(t.reshape({-1}));
+  return cat(flat);
+}
+
+void unpack_flat(const Tensor& buffer, const std::vector<Tensor>& tensors) {
+  int64_t offset = 0;
+  for (const Tensor& t : tensors) {
+    t.copy_(buffer.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
 // The outputs/inputs pair lists of a coalesced collective: as many of each, at least one.
 void check_pairs(std::string_view op, const std::vector<Tensor>& outputs,
                  const std::vector<Tensor>& inputs) {
@@ -213,22 +229,13 @@ WorkPtr all_reduce_coalesced(const std::vector<Tensor>& tensors, ReduceOp op, Gr
   TS_CHECK(!tensors.empty(), ValueError,
            "all_reduce_coalesced(): argument 'tensors' must hold at least one tensor");
   check_one_dtype("all_reduce_coalesced", "tensors", tensors, tensors[0].dtype());
-  std::vector<Tensor> flat;
-  for (const Tensor& t : tensors) flat.push_back(t.reshape({-1}));
-  const Tensor buffer = cat(flat);
+  const Tensor buffer = pack_flat(tensors);
   AllreduceOptions o;
   o.reduce_op = op;
   o.async_op = async_op;
   WorkPtr inner = group_or_world(group)->allreduce(buffer, o);
   return coalesced_work(
-      "all_reduce_coalesced", tensors, inner,
-      [buffer, tensors] {
-        int64_t offset = 0;
-        for (const Tensor& t : tensors) {
-          t.copy_(buffer.narrow(0, offset, t.numel()).view(t.sizes()));
-          offset += t.numel();
-        }
-      },
+      "all_reduce_coalesced", tensors, inner, [buffer, tensors] { unpack_flat(buffer, tensors); },
       async_op);
 }
 
@@ -239,15 +246,12 @@ WorkPtr all_gather_into_tensor_coalesced(const std::vector<Tensor>& outputs,
   check_pairs(op, outputs, inputs);
   const ProcessGroupPtr g = group_or_world(group);
   const int64_t world = g->size();
-  std::vector<Tensor> flat;
-  for (size_t i = 0; i < inputs.size(); ++i) {
+  for (size_t i = 0; i < inputs.size(); ++i)
     TS_CHECK(outputs[i].numel() == world * inputs[i].numel(), ValueError,
              "{}(): outputs[{}] expected {} elements (world size {} x the {} of inputs[{}]), but "
              "got {}",
              op, i, world * inputs[i].numel(), world, inputs[i].numel(), i, outputs[i].numel());
-    flat.push_back(inputs[i].reshape({-1}));
-  }
-  const Tensor in = cat(flat);
+  const Tensor in = pack_flat(inputs);
   const int64_t total = in.numel();
   const Tensor out = empty({world * total}, TensorOptions(in.dtype()));
   AllgatherOptions o;
@@ -297,15 +301,7 @@ WorkPtr reduce_scatter_tensor_coalesced(const std::vector<Tensor>& outputs,
   o.async_op = async_op;
   WorkPtr inner = g->reduce_scatter_tensor(out, in, o);
   return coalesced_work(
-      std::string(name), outputs, inner,
-      [out, outputs] {
-        int64_t offset = 0;
-        for (const Tensor& t : outputs) {
-          t.copy_(out.narrow(0, offset, t.numel()).view(t.sizes()));
-          offset += t.numel();
-        }
-      },
-      async_op);
+      std::string(name), outputs, inner, [out, outputs] { unpack_flat(out, outputs); }, async_op);
 }
 
 WindowPtr new_window(GroupRef group) {
