@@ -2,6 +2,7 @@
 // backends, with ranks as threads. Handles travel between the ranks through a side store, as
 // they would through a quorum.
 #include <atomic>
+#include <thread>
 
 #include "dist_test_util.h"
 #include "tessera/distributed/flight_recorder.h"
@@ -137,6 +138,10 @@ TEST_P(Reconfigure, SurvivorsShrinkAfterARankFails) {
 
 TEST_P(Reconfigure, PendingWorkIsRevokedWithTheReasonAndAbortHooksRun) {
   auto side = std::make_shared<dist::HashStore>(kTestTimeout);
+  // Rank 1 reconfigures only after rank 0 has: its reconfigure closes the old connections, and
+  // had it gone first rank 0's recv would fail on the closed connection (an error, but a
+  // different one) before rank 0 revoked it.
+  std::atomic<bool> rank0_revoked{false};
   run_world(
       2,
       [&](int r) {
@@ -149,7 +154,16 @@ TEST_P(Reconfigure, PendingWorkIsRevokedWithTheReasonAndAbortHooksRun) {
         Tensor never = empty({4}, TensorOptions(kFloat32));
         dist::WorkPtr pending;
         if (r == 0) pending = dist::irecv(never, 1, nullptr, /*tag=*/9);  // rank 1 never sends
-        dist::reconfigure(options("revoke", exchange(*side, "a", r, iota(2))))->wait();
+        const auto handles = exchange(*side, "a", r, iota(2));
+        if (r == 1) {
+          const auto deadline = std::chrono::steady_clock::now() + kTestTimeout;
+          while (!rank0_revoked.load() && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(1ms);
+          ASSERT_TRUE(rank0_revoked.load()) << "rank 0 never started its reconfigure";
+        }
+        auto reconfigured = dist::reconfigure(options("revoke", handles));
+        if (r == 0) rank0_revoked.store(true);  // reconfigure() revokes before it returns
+        reconfigured->wait();
         if (r == 0) {
           EXPECT_EQ(pending->status(), dist::WorkStatus::ERROR);
           try {
