@@ -113,6 +113,8 @@ struct Vec<float> {
   static Vec select_lt(Vec a, Vec b, Vec x, Vec y) {
     return _mm512_mask_mov_ps(y.v, _mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ), x.v);
   }
+  // Whether a < b in every lane (false where either is NaN).
+  static bool all_lt(Vec a, Vec b) { return _mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ) == 0xFFFF; }
   static Vec copysign(Vec mag, Vec sign) {
     return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(mag.v),
                                                          _mm512_castps_si512(sign.v),
@@ -311,6 +313,9 @@ struct Vec<float> {
   // Per lane: a < b ? x : y (an unordered compare picks y). copysign: |mag| with sign's sign.
   static Vec select_lt(Vec a, Vec b, Vec x, Vec y) {
     return _mm256_blendv_ps(y.v, x.v, _mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ));
+  }
+  static bool all_lt(Vec a, Vec b) {
+    return _mm256_movemask_ps(_mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ)) == 0xFF;
   }
   static Vec copysign(Vec mag, Vec sign) {
     const __m256 m = _mm256_set1_ps(-0.0f);
@@ -518,6 +523,11 @@ struct GenericVec {
     GenericVec r;
     for (int i = 0; i < N; ++i) r.v[i] = a.v[i] < b.v[i] ? x.v[i] : y.v[i];
     return r;
+  }
+  static bool all_lt(const GenericVec& a, const GenericVec& b) {
+    for (int i = 0; i < N; ++i)
+      if (!(a.v[i] < b.v[i])) return false;
+    return true;
   }
   static GenericVec copysign(const GenericVec& mag, const GenericVec& sign) {
     return zip(mag, sign, [](T m, T s) { return std::copysign(m, s); });

@@ -34,6 +34,13 @@ inline constexpr float kErfcH[] = {-1.2654414176940918f, 1.9969851970672607f,  1
                                    -41.681297302246094f, 143.66943359375f,     -170.5139617919922f,
                                    72.80412292480469f};
 
+// normal_cdf's C: log Phi(-a) + a^2 / 2 for a in [0, 3.5].
+inline constexpr float kLogPhiC[] = {-0.6931471824645996f,    -0.7978853583335876f,
+                                     0.18169955909252167f,    -0.03637295961380005f,
+                                     0.0048527345061302185f,  -3.510358146741055e-05f,
+                                     -0.0001727047492749989f, 4.453902874956839e-05f,
+                                     -5.435952971311053e-06f, 2.778940313419298e-07f};
+
 template <class V, size_t N>
 V horner(const float (&c)[N], V x) {
   V r(c[N - 1]);
@@ -88,11 +95,24 @@ inline Vec<float> erf_approx(Vec<float> z) {
 // of GEMM outputs with a few |x| > 13 ran 3x slower). PyTorch 1.13 returns 0 from x < -5.5,
 // where 1 + erf(x / sqrt 2) cancels. gelu(-inf) = -inf * 0 = NaN, as in PyTorch. About 40
 // vector instructions: gelu's whole cost.
+//
+// When every lane has |x| < 3.5 (all but 0.7% of 16-lane vectors of N(0, 1) data: most
+// activations), a cheaper form serves the vector: Phi(-|x|) = exp(C(|x|) - x^2/2), C of degree
+// 9 in |x| (fitted on [0, 3.5], coefficients refitted one by one after rounding each to
+// float; the float32 evaluation is within 3.5e-7 of log Phi(-|x|) + x^2/2, i.e. relative in
+// Phi). No division and a short, exp-bound chain: about 25 instructions.
 constexpr float kNormalCdfTail = 12.9f;
+constexpr float kNormalCdfCentral = 3.5f;
 
 inline Vec<float> normal_cdf(Vec<float> x) {
   using V = Vec<float>;
   const V ax = x.abs();
+  if (V::all_lt(ax, V(kNormalCdfCentral))) {  // no division, a shorter polynomial
+    const V half_ax = V(0.5f) * ax;
+    const V half_erfc =
+        detail::fnmadd_exact(half_ax, ax, detail::horner(detail::kLogPhiC, ax)).exp_finite();
+    return V::select_lt(x, V(0.0f), half_erfc, V(1.0f) - half_erfc);
+  }
   const V xc = V::min_fast(V(kNormalCdfTail), ax);  // NaN: min_fast returns its second operand
   const V u = V(1.0f) / V::fmadd(xc, V(0.7071067811865476f), V(2.0f));
   const V half_xc = V(0.5f) * xc;
