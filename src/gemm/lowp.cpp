@@ -259,7 +259,8 @@ void validate_operand(const LowpOperand& o, const char* name, bool is_b, int64_t
            op, name);
 }
 
-void validate(const LowpProblem& p, std::string_view op) {
+// b_packed: B comes from a PackedLowpB of dtype p.b.dtype (validated when it was packed).
+void validate(const LowpProblem& p, std::string_view op, bool b_packed = false) {
   TS_CHECK(p.m >= 0 && p.n >= 0 && p.k >= 0, ValueError,
            "{}(): expected non-negative sizes, but got m={}, n={}, k={}", op, p.m, p.n, p.k);
   TS_CHECK(is_output_dtype(p.c_dtype), TypeError,
@@ -269,7 +270,7 @@ void validate(const LowpProblem& p, std::string_view op) {
   TS_CHECK(p.c != nullptr, ValueError, "{}(): argument 'c' expected a pointer, but got null", op);
   if (p.k == 0 || p.alpha == 0) return;
   validate_operand(p.a, "a", false, p.m, p.k, op);
-  validate_operand(p.b, "b", true, p.n, p.k, op);
+  if (!b_packed) validate_operand(p.b, "b", true, p.n, p.k, op);
   TS_CHECK(
       (p.a.dtype == ScalarType::Float4_e2m1fn_x2) == (p.b.dtype == ScalarType::Float4_e2m1fn_x2),
       TypeError, "{}(): expected both operands float4_e2m1fn_x2 or neither, but got {} and {}", op,
@@ -354,17 +355,20 @@ void gemm_lowp(const LowpProblem& p, const cpu::LowpGemmKernels* kernels, std::s
   run(p, kernels ? *kernels : default_lowp_kernels());
 }
 
-PackedLowpB::PackedLowpB(ScalarType dtype, int64_t k, int64_t n, const void* b, int64_t b_rs,
-                         int64_t b_cs, const cpu::LowpGemmKernels* kernels, std::string_view op)
-    : dtype_(dtype), k_(k), n_(n), kernels_(kernels ? kernels : &default_lowp_kernels()) {
-  TS_CHECK(dtype == ScalarType::BFloat16 || dtype == ScalarType::Float16, TypeError,
-           "{}(): argument 'b' of dtype {}: low-precision prepacking is implemented for bfloat16 "
-           "and float16",
-           op, dtype);
+PackedLowpB::PackedLowpB(int64_t k, int64_t n, const LowpOperand& b,
+                         const cpu::LowpGemmKernels* kernels, std::string_view op)
+    : dtype_(b.dtype), k_(k), n_(n), kernels_(kernels ? kernels : &default_lowp_kernels()) {
   TS_CHECK(k >= 0 && n >= 0, ValueError, "{}(): expected non-negative sizes, but got k={}, n={}",
            op, k, n);
-  TS_CHECK(k == 0 || n == 0 || b != nullptr, ValueError,
-           "{}(): argument 'b' expected a pointer, but got null", op);
+  if (k > 0 && n > 0) {
+    validate_operand(b, "b", true, n, k, op);
+  } else {
+    TS_CHECK(gemm_lowp_supports(dtype_), TypeError,
+             "{}(): argument 'b' expected dtype bfloat16, float16, float8_e4m3fn, float8_e5m2 or "
+             "float4_e2m1fn_x2, but got {}",
+             op, dtype_);
+  }
+  const ScalarType dtype = dtype_;
   LowpProblem shape;  // the plan depends on the operand dtypes and the kernels only
   shape.a.dtype = shape.b.dtype = dtype;
   const Plan pl = make_plan(shape, *kernels_);
@@ -380,7 +384,7 @@ PackedLowpB::PackedLowpB(ScalarType dtype, int64_t k, int64_t n, const void* b, 
   }
   if (bytes_ == 0) return;
   data_ = ::operator new (static_cast<size_t>(bytes_), std::align_val_t{64});
-  const LaneView bv{dtype, b, b_cs, b_rs, nullptr, 0, 0};
+  const LaneView bv = lanes_of_b(b);
   parallel_tasks(static_cast<int64_t>(block_offsets_.size()), [&](int64_t t) {
     const int64_t pc = t * bs_.kc, kc = std::min(bs_.kc, k - pc);
     char* dst = static_cast<char*>(data_) + block_offsets_[t];
@@ -405,12 +409,13 @@ void gemm_lowp_prepacked(const LowpProblem& p, const PackedLowpB& b, std::string
   TS_CHECK(p.k == b.k() && p.n == b.n(), ValueError,
            "{}(): expected a problem with k={}, n={} (the packed B), but got k={}, n={}", op, b.k(),
            b.n(), p.k, p.n);
-  TS_CHECK(p.a.dtype == b.dtype(), TypeError,
+  // The two float8 formats mix, as in scaled_mm; otherwise A has the pack's dtype.
+  TS_CHECK(p.a.dtype == b.dtype() || (is_float8(p.a.dtype) && is_float8(b.dtype())), TypeError,
            "{}(): argument 'a' expected dtype {} (as the packed B), but got {}", op, b.dtype(),
            p.a.dtype);
   LowpProblem q = p;
-  q.b = {b.dtype(), b.data() ? b.data() : &b, 0, 0};  // validated as an operand, never read
-  validate(q, op);
+  q.b = {b.dtype(), nullptr, 0, 0};  // never read: the panels come from the pack
+  validate(q, op, /*b_packed=*/true);
   run(q, b.kernels(), &b);
 }
 

@@ -77,15 +77,21 @@ const Bf16Path& bf16_path();
 void gemm_lowp(const LowpProblem& p, const cpu::LowpGemmKernels* kernels = nullptr,
                std::string_view op = "gemm_lowp");
 
-// B packed once for many products (a bfloat16/float16 Linear weight): the panels run_block
+// B packed once for many products (a low-precision Linear weight): the panels run_block
 // would pack on every call, decoded to float32 or in vdpbf16ps pairs as the kernels the pack
 // was made for (the default: bf16_path()'s choice) want, KC block after KC block, so any
 // NR-aligned column range of a block is contiguous. Tied to those kernels and block sizes.
+// Every operand format packs: bfloat16, float16, float8 and NVFP4 (block scales multiplied in
+// while decoding, as run_block does); per-column scales, bias and alpha stay in the problem.
 class PackedLowpB {
  public:
-  // Packs the k x n matrix B(p, j) = b[p * b_rs + j * b_cs] of dtype bfloat16 or float16.
-  PackedLowpB(ScalarType dtype, int64_t k, int64_t n, const void* b, int64_t b_rs, int64_t b_cs,
+  // Packs the k x n operand b (LowpOperand's conventions, validated as gemm_lowp's B).
+  PackedLowpB(int64_t k, int64_t n, const LowpOperand& b,
               const cpu::LowpGemmKernels* kernels = nullptr, std::string_view op = "pack_b");
+  // The same for B(p, j) = b[p * b_rs + j * b_cs] of a format without block scales.
+  PackedLowpB(ScalarType dtype, int64_t k, int64_t n, const void* b, int64_t b_rs, int64_t b_cs,
+              const cpu::LowpGemmKernels* kernels = nullptr, std::string_view op = "pack_b")
+      : PackedLowpB(k, n, LowpOperand{dtype, b, b_rs, b_cs}, kernels, op) {}
   ~PackedLowpB();
   PackedLowpB(const PackedLowpB&) = delete;
   PackedLowpB& operator=(const PackedLowpB&) = delete;

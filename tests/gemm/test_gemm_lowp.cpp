@@ -338,6 +338,30 @@ TEST(GemmLowp, DefaultBf16PathFollowsTheProbe) {
   EXPECT_EQ(cs[0].buf, cs[1].buf) << path.reason;
 }
 
+// Runs p (C of dtype `out`, filled at random) with its B unpacked on `table` and with `packed`
+// on a copy of the same C, under TESSERA_GEMM_BLOCKS=`blocks` and each thread count, and
+// expects the same bits. With beta, the two-thread runs take beta 1 and `bias`.
+void expect_prepacked_bits(LowpProblem p, const PackedLowpB& packed,
+                           const cpu::LowpGemmKernels& table, ScalarType out, const float* bias,
+                           std::mt19937_64& rng, const char* blocks) {
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    Mat c0(out, p.m, p.n, 0);
+    c0.fill(rng, -1, 1);
+    Mat c1 = c0;
+    p.c_dtype = out, p.c = c0.data(), p.c_rs = c0.rs, p.c_cs = c0.cs;
+    p.beta = threads == 1 ? 0.0f : 1.0f;
+    p.bias = threads == 1 ? nullptr : bias;
+    gemm_lowp(p, &table);
+    LowpProblem q = p;
+    q.b = {};
+    q.c = c1.data();
+    gemm_lowp_prepacked(q, packed);
+    EXPECT_EQ(c0.buf, c1.buf) << "m=" << p.m << " n=" << p.n << " k=" << p.k
+                              << " threads=" << threads << " blocks=" << blocks;
+  }
+}
+
 // A prepacked B (PackedLowpB) gives gemm_lowp's bits on the same kernels: every table (the
 // pair kernel and the float32 fallback), bfloat16 and float16, several KC blocks (default
 // blocks and small ones), both thread counts, bfloat16 and float32 outputs, with and without
@@ -358,27 +382,13 @@ TEST(GemmLowp, PrepackedBHasTheSameBits) {
           for (auto& v : bias) v = std::uniform_real_distribution<float>(-1, 1)(rng);
           const PackedLowpB packed(dt, s.k, s.n, b.data(), b.rs, b.cs, &t.table);
           EXPECT_EQ(packed.pairs(), t.table.bf16.fn != nullptr && dt == ScalarType::BFloat16);
+          LowpProblem p;
+          p.m = s.m, p.n = s.n, p.k = s.k;
+          p.a = {dt, a.data(), a.rs, a.cs};
+          p.b = {dt, b.data(), b.rs, b.cs};
+          p.alpha = 0.75f;
           for (ScalarType out : {ScalarType::BFloat16, ScalarType::Float32})
-            for (int threads : {1, 2}) {
-              set_num_threads(threads);
-              Mat c0(out, s.m, s.n, 0);
-              c0.fill(rng, -1, 1);
-              Mat c1 = c0;
-              LowpProblem p;
-              p.m = s.m, p.n = s.n, p.k = s.k;
-              p.a = {dt, a.data(), a.rs, a.cs};
-              p.b = {dt, b.data(), b.rs, b.cs};
-              p.c_dtype = out, p.c = c0.data(), p.c_rs = c0.rs, p.c_cs = c0.cs;
-              p.alpha = 0.75f, p.beta = threads == 1 ? 0.0f : 1.0f;
-              p.bias = threads == 1 ? nullptr : bias.data();
-              gemm_lowp(p, &t.table);
-              LowpProblem q = p;
-              q.b = {};
-              q.c = c1.data();
-              gemm_lowp_prepacked(q, packed);
-              EXPECT_EQ(c0.buf, c1.buf) << "m=" << s.m << " n=" << s.n << " k=" << s.k
-                                        << " threads=" << threads << " blocks=" << blocks;
-            }
+            expect_prepacked_bits(p, packed, t.table, out, bias.data(), rng, blocks);
         }
     }
     ::unsetenv("TESSERA_GEMM_BLOCKS");
@@ -399,8 +409,60 @@ TEST(GemmLowp, PrepackedBHasTheSameBits) {
   tessera::testing::expect_error_mentions([&] { gemm_lowp_prepacked(p, packed); },
                                           {"gemm_lowp", "bfloat16", "float16"});
   tessera::testing::expect_error_mentions(
-      [&] { PackedLowpB(ScalarType::Float8_e4m3fn, 4, 4, w.data(), 4, 1); },
-      {"pack_b", "float8_e4m3fn", "bfloat16 and float16"});
+      [&] { PackedLowpB(ScalarType::Float32, 4, 4, w.data(), 4, 1); }, {"pack_b", "float32"});
+  tessera::testing::expect_error_mentions(
+      [&] { PackedLowpB(ScalarType::Float4_e2m1fn_x2, 32, 4, w.data(), 1, 32); },
+      {"pack_b", "block scales"});
+}
+
+// Float8 (mixed formats, row and column scales, bias) and NVFP4 (block scales) B prepacked:
+// gemm_lowp's bits on every table, several KC blocks, both thread counts.
+TEST(GemmLowp, PrepackedFloat8AndNvfp4BHaveTheSameBits) {
+  std::mt19937_64 rng(11);
+  const int saved = get_num_threads();
+  for (const char* blocks : {"", "28,32,64"}) {
+    if (*blocks) ::setenv("TESSERA_GEMM_BLOCKS", blocks, 1);
+    for (const auto& t : lowp_tables()) {
+      SCOPED_TRACE(t.name);
+      for (const Shape& s : {Shape{37, 70, 1104}, Shape{9, 45, 48}}) {
+        // float8: A e5m2, B e4m3fn.
+        Mat a8(ScalarType::Float8_e5m2, s.m, s.k, 0), b8(ScalarType::Float8_e4m3fn, s.k, s.n, 1);
+        a8.fill(rng, -8, 8);
+        b8.fill(rng, -8, 8);
+        std::vector<float> rs(s.m), cs(s.n), bias(s.n);
+        for (auto& x : rs) x = float(rng() % 100) / 37.0f + 0.1f;
+        for (auto& x : cs) x = float(rng() % 100) / 53.0f + 0.1f;
+        for (auto& x : bias) x = float(rng() % 100) / 10.0f - 5.0f;
+        // NVFP4: A [m, k/2] bytes, B as w.t() of w [n, k/2], float8_e4m3fn block scales.
+        std::vector<uint8_t> a4(s.m * s.k / 2), w4(s.n * s.k / 2);
+        for (auto& x : a4) x = static_cast<uint8_t>(rng());
+        for (auto& x : w4) x = static_cast<uint8_t>(rng());
+        std::vector<Float8_e4m3fn> sa(s.m * s.k / 16), sw(s.n * s.k / 16);
+        for (auto& x : sa) x = Float8_e4m3fn(float(rng() % 64) / 16.0f + 0.0625f);
+        for (auto& x : sw) x = Float8_e4m3fn(float(rng() % 64) / 16.0f + 0.0625f);
+        const LowpOperand fp8_a{ScalarType::Float8_e5m2, a8.data(), a8.rs, a8.cs};
+        const LowpOperand fp8_b{ScalarType::Float8_e4m3fn, b8.data(), b8.rs, b8.cs};
+        const LowpOperand fp4_a{
+            ScalarType::Float4_e2m1fn_x2, a4.data(), s.k, 1, sa.data(), s.k / 16, 1};
+        const LowpOperand fp4_b{
+            ScalarType::Float4_e2m1fn_x2, w4.data(), 1, s.k, sw.data(), s.k / 16, 1};
+        for (const auto& [a, b] : {std::pair{fp8_a, fp8_b}, std::pair{fp4_a, fp4_b}}) {
+          SCOPED_TRACE(std::string(dtype_name(b.dtype)));
+          const PackedLowpB packed(s.k, s.n, b, &t.table);
+          EXPECT_EQ(packed.pairs(), t.table.bf16.fn != nullptr);
+          LowpProblem p;
+          p.m = s.m, p.n = s.n, p.k = s.k;
+          p.a = a, p.b = b;
+          p.alpha = 0.5f;
+          if (b.dtype != ScalarType::Float4_e2m1fn_x2)
+            p.row_scale = rs.data(), p.col_scale = cs.data();
+          expect_prepacked_bits(p, packed, t.table, ScalarType::Float32, bias.data(), rng, blocks);
+        }
+      }
+    }
+    ::unsetenv("TESSERA_GEMM_BLOCKS");
+  }
+  set_num_threads(saved);
 }
 
 TEST(GemmLowp, ReferenceAgreesWithEngine) {
