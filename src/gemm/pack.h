@@ -30,7 +30,7 @@ void pack_a_block(int64_t mc, int64_t kc, const T* a, int64_t rs, int64_t cs, in
 }
 
 // B(p, j) = b[p * rs + j * cs], kc x nc, into NR-column micro-panels. A row-major B
-// (cs == 1) is swept one source row at a time across all panels (pack_b_rows): panel by
+// (cs == 1) is swept eight source rows at a time across all panels (pack_b_rows): panel by
 // panel, every NR-element step would land on a new page of a wide B.
 template <class T>
 void pack_b_rows(int64_t kc, int64_t nc, const T* b, int64_t rs, int64_t nr, T* dst);
