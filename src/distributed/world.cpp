@@ -339,6 +339,10 @@ void init_process_group(const std::string& backend, const std::string& init_meth
   } else {  // file://
     store = std::make_shared<FileStore>(init_method.substr(7), timeout);
   }
+  // A multi-node `tessera launch` keeps one store for the whole job and gives each restart
+  // round a namespace of its own.
+  if (const auto prefix = env("TESSERA_STORE_PREFIX"); prefix && !prefix->empty())
+    store = std::make_shared<PrefixStore>(*prefix, std::move(store));
   init_process_group(backend, std::move(store), rank, world_size, timeout, enable_reconfigure);
 }
 

@@ -181,10 +181,6 @@ TEST(LaunchOptions, BadOptionsAreExplained) {
   EXPECT_NE(r.output.find("--master-port 0 (any free port) works only with --nnodes 1"),
             std::string::npos)
       << r.output;
-  r = run_launch_command("--nnodes 2 --max-restarts 1 --master-port 29999", "true");
-  EXPECT_NE(r.output.find("--max-restarts 1 with --nnodes 2 is not implemented yet"),
-            std::string::npos)
-      << r.output;
   r = run_shell(fmt::format("env -u {} {} launch --nnodes 2 --master-port 29999 -- true",
                             dist::kJobSecretEnv, kTesseraCli));
   EXPECT_NE(r.output.find("needs the job's secret in TESSERA_JOB_SECRET"), std::string::npos)
@@ -199,20 +195,27 @@ TEST(LaunchOptions, BadOptionsAreExplained) {
       << r.output;
 }
 
+// Two launchers as two nodes of one job, running `scenario` of the launch worker with `extra`
+// launcher options; returns both launchers' output and "rc <node0> <node1>".
+ShellResult run_two_nodes(const std::string& extra, const std::string& scenario) {
+  const int port = free_port();
+  EXPECT_GT(port, 0);
+  const std::string common = fmt::format(
+      "--nnodes 2 --nproc-per-node 2 --master-addr 127.0.0.1 --master-port {} {}", port, extra);
+  const std::string cmd = fmt::format(
+      "export TESSERA_JOB_SECRET=multi-node-test-secret; {0} launch {1} --node-rank 1 -- {2} "
+      "{4} > {3}.node1 2>&1 & n1=$!; {0} launch {1} --node-rank 0 -- {2} {4}; "
+      "rc0=$?; wait $n1; rc1=$?; cat {3}.node1; rm -f {3}.node1; echo \"rc $rc0 $rc1\"",
+      kTesseraCli, common, kLaunchWorker,
+      (std::filesystem::temp_directory_path() / fmt::format("tessera-mn-{}", ::getpid())).string(),
+      scenario);
+  return run_shell(cmd);
+}
+
 // Two launchers on this host, as node 0 and node 1 of one job: node 0 serves the store,
 // every rank knows its global rank, the all_reduce spans both.
 TEST(LaunchMultiNode, TwoNodesOfTwoRanks) {
-  const int port = free_port();
-  ASSERT_GT(port, 0);
-  const std::string common =
-      fmt::format("--nnodes 2 --nproc-per-node 2 --master-addr 127.0.0.1 --master-port {}", port);
-  const std::string cmd = fmt::format(
-      "export TESSERA_JOB_SECRET=multi-node-test-secret; {0} launch {1} --node-rank 1 -- {2} "
-      "allreduce > {3}.node1 2>&1 & n1=$!; {0} launch {1} --node-rank 0 -- {2} allreduce; "
-      "rc0=$?; wait $n1; rc1=$?; cat {3}.node1; rm -f {3}.node1; echo \"rc $rc0 $rc1\"",
-      kTesseraCli, common, kLaunchWorker,
-      (std::filesystem::temp_directory_path() / fmt::format("tessera-mn-{}", ::getpid())).string());
-  const auto r = run_shell(cmd);
+  const auto r = run_two_nodes("", "allreduce");
   EXPECT_NE(r.output.find("rc 0 0"), std::string::npos) << r.output;
   for (int rank = 0; rank < 4; ++rank) {
     EXPECT_NE(r.output.find(fmt::format("rank {} local {} world 4 local_world 2 restart 0: "
@@ -221,6 +224,61 @@ TEST(LaunchMultiNode, TwoNodesOfTwoRanks) {
               std::string::npos)
         << r.output;
   }
+}
+
+// A rank on node 1 fails in the first round: both nodes stop their workers, the job restarts
+// on both (the workers rendezvous afresh under the new round's store prefix) and succeeds.
+TEST(LaunchMultiNode, AFailureOnOneNodeRestartsTheJobOnEvery) {
+  const auto r = run_two_nodes("--max-restarts 1", "fail-first 3 7");
+  EXPECT_NE(r.output.find("rc 0 0"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rank 3 (node 1, local rank 1, pid"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("exited with code 7 on another node; stopping this node's workers"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("restarting the job on every node (1 of 1 restarts left)"),
+            std::string::npos)
+      << r.output;
+  for (int rank = 0; rank < 4; ++rank)
+    EXPECT_NE(r.output.find(fmt::format("rank {} local {} world 4 local_world 2 restart 1: "
+                                        "all_reduce ok (10)",
+                                        rank, rank % 2)),
+              std::string::npos)
+        << r.output;
+}
+
+// Without restarts left, every launcher returns the failed rank's exit code.
+TEST(LaunchMultiNode, WithoutRestartsEveryNodeExitsWithTheFailedRanksCode) {
+  const auto r = run_two_nodes("", "fail-first 0 5");
+  EXPECT_NE(r.output.find("rc 5 5"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("job failed: rank 0 (node 0, local rank 0, pid"), std::string::npos)
+      << r.output;
+}
+
+// A launcher that is signalled ends the job on every node, without a restart: both return
+// 128 + SIGTERM.
+TEST(LaunchMultiNode, ASignalledLauncherEndsTheJobOnEveryNode) {
+  const int port = free_port();
+  ASSERT_GT(port, 0);
+  const auto dir =
+      std::filesystem::temp_directory_path() / fmt::format("tessera-mns-{}", ::getpid());
+  std::filesystem::create_directories(dir);
+  const std::string common = fmt::format(
+      "--nnodes 2 --nproc-per-node 1 --master-addr 127.0.0.1 --master-port {} --max-restarts 3",
+      port);
+  // Rank 9 does not exist: every worker sleeps until it is stopped.
+  const std::string cmd = fmt::format(
+      "export TESSERA_JOB_SECRET=multi-node-test-secret; {0} launch {1} --node-rank 1 -- {2} "
+      "exit 9 0 {3} > {3}/node1 2>&1 & n1=$!; {0} launch {1} --node-rank 0 -- {2} exit 9 0 {3} "
+      "> {3}/node0 2>&1 & n0=$!; for i in $(seq 100); do [ -e {3}/pid1 ] && [ -e {3}/pid0 ] && "
+      "break; sleep 0.1; done; kill -TERM $n1; wait $n0; rc0=$?; wait $n1; rc1=$?; cat {3}/node0 "
+      "{3}/node1; echo \"rc $rc0 $rc1\"",
+      kTesseraCli, common, kLaunchWorker, dir.string());
+  const auto r = run_shell(cmd);
+  std::filesystem::remove_all(dir);
+  EXPECT_NE(r.output.find("rc 143 143"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("node 1's launcher received SIGTERM on another node"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("restarting the job"), std::string::npos) << r.output;
 }
 
 }  // namespace

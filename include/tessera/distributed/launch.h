@@ -9,6 +9,8 @@
 //   TESSERA_STORE_EXTERNAL=1             rank 0 must not start a store server of its own
 //   TESSERA_JOB_ID                       names the job (Flight Recorder headers)
 //   TESSERA_RESTART_COUNT                0 on the first attempt, then 1, 2, ...
+//   TESSERA_STORE_PREFIX                 multi-node jobs: the restart round's namespace in the
+//                                        store ("round<k>"; init_process_group applies it)
 //
 // Failure policy (without --ft; see LaunchOptions::ft): when a worker exits with a non-zero code
 // or is killed by a signal, the
@@ -21,8 +23,12 @@
 //
 // Multi-node jobs: every node runs one launcher with the same nnodes, master_addr and
 // master_port and its own node_rank; the node-0 launcher serves the store (on every interface
-// when the address is not loopback). The secret cannot be made up per node: with nnodes > 1
-// it must be given in TESSERA_JOB_SECRET to every launcher.
+// when the address is not loopback) for the whole job. The secret cannot be made up per node:
+// with nnodes > 1 it must be given in TESSERA_JOB_SECRET to every launcher. The launchers
+// agree through the store: each round starts once every node's launcher has joined it; a
+// failure on any node stops the workers on every node, and the whole job restarts while
+// restarts are left (torchrun's elastic agents); every launcher returns the same exit code. A
+// launcher that receives SIGINT/SIGTERM ends the job on every node (no restart).
 #pragma once
 
 #include <chrono>

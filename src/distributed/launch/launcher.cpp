@@ -355,18 +355,15 @@ void check_options(const LaunchOptions& o) {
            "launch: --ft needs --min-replicas >= 1 and a positive --heartbeat-timeout, but got {} "
            "and {} ms",
            o.ft_min_replicas, o.ft_heartbeat_timeout.count());
-  if (o.nnodes > 1) {
-    // Agents on several nodes would first have to agree on each restart round (a rendezvous
-    // among launchers); without it a restart on one node would meet stale workers elsewhere.
-    TS_CHECK(o.max_restarts == 0, NotImplementedError,
-             "launch: --max-restarts {} with --nnodes {} is not implemented yet (restarts across "
-             "nodes need a rendezvous among the launchers); use --max-restarts 0",
-             o.max_restarts, o.nnodes);
-  }
 }
 
 bool is_loopback(const std::string& addr) {
   return addr == "localhost" || addr.rfind("127.", 0) == 0 || addr == "::1";
+}
+
+// Where this launcher reaches (or serves) the store.
+std::string store_host(const LaunchOptions& options) {
+  return is_loopback(options.master_addr) ? "127.0.0.1" : options.master_addr;
 }
 
 // --ft: no teardown. A worker that dies is declared dead to the Lighthouse at once (its peers
@@ -416,6 +413,232 @@ int run_ft(const LaunchOptions& options, WorkerGroup& group, ft::Lighthouse& lig
   return code;
 }
 
+// The job's TCPStore, served by this launcher (node 0).
+std::unique_ptr<TCPStore> serve_store(const LaunchOptions& options, const std::string& secret) {
+  TCPStoreOptions so;
+  so.port = static_cast<uint16_t>(options.master_port);
+  so.is_server = true;
+  so.num_workers = options.nnodes * options.nproc_per_node;
+  so.multi_host = !is_loopback(options.master_addr);
+  so.secret = secret;
+  return std::make_unique<TCPStore>(store_host(options), so);
+}
+
+// The environment every worker of one attempt (round) shares.
+Env worker_env(const LaunchOptions& options, int port, const std::string& secret,
+               const std::string& job_id, int attempt) {
+  Env env{{"WORLD_SIZE", std::to_string(options.nnodes * options.nproc_per_node)},
+          {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
+          {"MASTER_ADDR", options.master_addr},
+          {"MASTER_PORT", std::to_string(port)},
+          {kJobSecretEnv, secret},
+          {"TESSERA_STORE_EXTERNAL", "1"},
+          {"TESSERA_JOB_ID", job_id},
+          // With --ft each rank counts its own restarts (run_ft).
+          {"TESSERA_RESTART_COUNT", std::to_string(options.ft ? 0 : attempt)}};
+  if (options.ft) env.emplace("TESSERA_FT", std::string("1"));
+  return env;
+}
+
+// ---- multi-node jobs -------------------------------------------------------------------------
+//
+// The launchers of a multi-node job agree through the store node 0 serves for the whole job.
+// Round k's workers see it under the prefix "round<k>" (TESSERA_STORE_PREFIX), so nothing of
+// an earlier round's rendezvous survives. The launchers' own keys, under "launch/round<k>":
+//   node<r>   node r joined round k; its workers start once every node has joined
+//   failed    the round's first failure, "CODE|restart|what" or "CODE|close|what" (a launcher
+//             that was signalled closes the job: no restart); compare_set, so the first wins
+//   done<r>   every worker of node r exited with 0
+//   left<r>   node r's launcher is about to exit: node 0 waits (a bounded time) for every
+//             node's before it stops serving the store, so each can read the outcome
+class NodeAgreement {
+ public:
+  NodeAgreement(const LaunchOptions& options, StorePtr store)
+      : options_(options), store_(std::move(store)) {}
+
+  // Joins round k and waits for every node; returns a stop signal that came first (0: all
+  // joined). Says who it waits for every 10 s; throws DistTimeoutError after join_timeout.
+  int join(int round, SignalRelay& relay) {
+    set(key(round, fmt::format("node{}", options_.node_rank)), "1");
+    const auto start = std::chrono::steady_clock::now();
+    auto next_note = start + std::chrono::seconds(10);
+    for (;;) {
+      std::vector<int> missing;
+      for (int r = 0; r < options_.nnodes; ++r)
+        if (!store_->check({key(round, fmt::format("node{}", r))})) missing.push_back(r);
+      if (missing.empty()) return 0;
+      const auto now = std::chrono::steady_clock::now();
+      TS_CHECK(now - start < kJoinTimeout, distributed::DistTimeoutError,
+               "launch: nodes {} did not join round {} within {} s", fmt::join(missing, ", "),
+               round, std::chrono::duration_cast<std::chrono::seconds>(kJoinTimeout).count());
+      if (now >= next_note) {
+        say("waiting for nodes {} to join round {}", fmt::join(missing, ", "), round);
+        next_note = now + std::chrono::seconds(10);
+      }
+      if (const int sig = relay.wait(milliseconds(50))) return sig;
+    }
+  }
+
+  // Records a failure of round k unless one is recorded already; returns the one of record.
+  std::string fail(int round, int code, bool close, const std::string& what) {
+    const std::string mine = fmt::format("{}|{}|{}", code, close ? "close" : "restart", what);
+    const Bytes b =
+        store_->compare_set(key(round, "failed"), Bytes{}, Bytes(mine.begin(), mine.end()));
+    return std::string(b.begin(), b.end());
+  }
+  std::optional<std::string> failure(int round) {
+    if (!store_->check({key(round, "failed")})) return std::nullopt;
+    const Bytes b = store_->get(key(round, "failed"));
+    return std::string(b.begin(), b.end());
+  }
+
+  void done(int round) { set(key(round, fmt::format("done{}", options_.node_rank)), "1"); }
+  bool all_done(int round) {
+    for (int r = 0; r < options_.nnodes; ++r)
+      if (!store_->check({key(round, fmt::format("done{}", r))})) return false;
+    return true;
+  }
+
+  // This launcher is about to exit; node 0 first waits (at most kLeaveGrace) for the others.
+  void leave(int round) {
+    set(key(round, fmt::format("left{}", options_.node_rank)), "1");
+    if (options_.node_rank != 0) return;
+    std::vector<std::string> keys;
+    for (int r = 1; r < options_.nnodes; ++r) keys.push_back(key(round, fmt::format("left{}", r)));
+    try {
+      store_->wait(keys, kLeaveGrace);
+    } catch (const Error&) {
+      say("not every node's launcher confirmed the job's end within {} s; stopping the store",
+          std::chrono::duration_cast<std::chrono::seconds>(kLeaveGrace).count());
+    }
+  }
+
+ private:
+  static constexpr auto kJoinTimeout = std::chrono::minutes(5);
+  static constexpr auto kLeaveGrace = std::chrono::seconds(30);
+  static std::string key(int round, const std::string& k) {
+    return fmt::format("launch/round{}/{}", round, k);
+  }
+  void set(const std::string& k, const std::string& v) {
+    store_->set(k, Bytes(v.begin(), v.end()));
+  }
+  const LaunchOptions& options_;
+  StorePtr store_;
+};
+
+// "CODE|restart|what" -> (CODE, restart?, what).
+struct RecordedFailure {
+  int code = 1;
+  bool restart = true;
+  std::string what;
+};
+RecordedFailure parse_failure(const std::string& s) {
+  RecordedFailure f;
+  const auto a = s.find('|'), b = a == std::string::npos ? a : s.find('|', a + 1);
+  if (b == std::string::npos) return {1, false, s};
+  f.code = std::atoi(s.substr(0, a).c_str());
+  f.restart = s.substr(a + 1, b - a - 1) == "restart";
+  f.what = s.substr(b + 1);
+  return f;
+}
+
+int run_rounds(const LaunchOptions& options, NodeAgreement& nodes, int port,
+               const std::string& secret, const std::string& job_id, SignalRelay& relay);
+
+// A multi-node job: rounds of every node's workers, agreed through the store (NodeAgreement).
+// A failure anywhere stops every node's workers; the job restarts as a whole while restarts
+// are left, and every launcher returns the same exit code.
+int launch_nodes(const LaunchOptions& options, const std::string& secret, const std::string& job_id,
+                 SignalRelay& relay) {
+  std::unique_ptr<TCPStore> server;
+  int port = options.master_port;
+  if (options.node_rank == 0) {
+    server = serve_store(options, secret);
+    port = server->port();
+  }
+  TCPStoreOptions co;
+  co.port = static_cast<uint16_t>(port);
+  co.secret = secret;
+  NodeAgreement nodes(options, std::make_shared<TCPStore>(store_host(options), co));
+  try {
+    return run_rounds(options, nodes, port, secret, job_id, relay);
+  } catch (const Error& e) {  // the store is gone (node 0's launcher ended?) or a join timed out
+    say("job failed: {}; this node's workers were stopped; exiting with code 1", e.what());
+    return 1;
+  }
+}
+
+int run_rounds(const LaunchOptions& options, NodeAgreement& nodes, int port,
+               const std::string& secret, const std::string& job_id, SignalRelay& relay) {
+  const int first = options.node_rank * options.nproc_per_node;
+  for (int round = 0;; ++round) {
+    if (const int sig = nodes.join(round, relay)) {
+      nodes.fail(
+          round, 128 + sig, true,
+          fmt::format("node {}'s launcher received {}", options.node_rank, signal_name(sig)));
+      nodes.leave(round);
+      return 128 + sig;
+    }
+    Env env = worker_env(options, port, secret, job_id, round);
+    env.emplace("TESSERA_STORE_PREFIX", fmt::format("round{}", round));
+    WorkerGroup group(options, std::move(env));
+    say("starting {} worker(s) (ranks {}..{} of {}){}", options.nproc_per_node, first,
+        first + options.nproc_per_node - 1, options.nnodes * options.nproc_per_node,
+        round > 0 ? fmt::format(", restart {} of {}", round, options.max_restarts) : "");
+    group.start_all();
+    std::optional<Failure> local;
+    std::optional<std::string> recorded;
+    int stop_signal = 0;
+    bool done = false;
+    for (;;) {
+      local = group.reap();
+      if (local) break;
+      if (group.all_done() && !done) {
+        nodes.done(round);
+        done = true;
+      }
+      if (done && nodes.all_done(round)) {
+        nodes.leave(round);
+        return 0;
+      }
+      if ((recorded = nodes.failure(round))) break;
+      if ((stop_signal = relay.wait(milliseconds(100)))) break;
+    }
+    if (stop_signal) {
+      say("received {}; forwarding it to the workers", signal_name(stop_signal));
+      nodes.fail(round, 128 + stop_signal, true,
+                 fmt::format("node {}'s launcher received {}", options.node_rank,
+                             signal_name(stop_signal)));
+      group.stop(stop_signal, options.term_timeout, &relay);
+      nodes.leave(round);
+      return 128 + stop_signal;
+    }
+    if (local) {
+      const std::string what =
+          fmt::format("rank {} (node {}, local rank {}, pid {}) {}", local->worker.rank,
+                      options.node_rank, local->worker.local_rank, local->worker.pid, local->why);
+      say("{}; stopping this node's workers", what);
+      recorded = nodes.fail(round, exit_code_of(local->worker.status), false, what);
+    } else {
+      say("{} on another node; stopping this node's workers", parse_failure(*recorded).what);
+    }
+    group.stop(SIGTERM, options.term_timeout, &relay);
+    const RecordedFailure f = parse_failure(*recorded);
+    if (f.restart && round < options.max_restarts) {
+      say("restarting the job on every node ({} of {} restarts left)", options.max_restarts - round,
+          options.max_restarts);
+      continue;
+    }
+    say("job failed: {}{}; exiting with code {}", f.what,
+        options.max_restarts > 0 && f.restart
+            ? fmt::format(" (after {} restarts)", options.max_restarts)
+            : "",
+        f.code);
+    nodes.leave(round);
+    return f.code;
+  }
+}
+
 }  // namespace
 
 int launch(const LaunchOptions& options) {
@@ -432,39 +655,16 @@ int launch(const LaunchOptions& options) {
     secret = random_hex(32);
   }
   const std::string job_id = options.run_id.empty() ? random_hex(8) : options.run_id;
-  const int world_size = options.nnodes * options.nproc_per_node;
-  const bool serves_store = options.node_rank == 0;
 
   SignalRelay relay;
+  if (options.nnodes > 1) return launch_nodes(options, secret, job_id, relay);
   for (int attempt = 0;; ++attempt) {
     // A fresh store per attempt: nothing of a failed attempt's rendezvous survives.
-    std::unique_ptr<TCPStore> store;
-    int port = options.master_port;
-    if (serves_store) {
-      TCPStoreOptions so;
-      so.port = static_cast<uint16_t>(options.master_port);
-      so.is_server = true;
-      so.num_workers = world_size;
-      so.multi_host = !is_loopback(options.master_addr);
-      so.secret = secret;
-      store = std::make_unique<TCPStore>(
-          is_loopback(options.master_addr) ? "127.0.0.1" : options.master_addr, so);
-      port = store->port();
-    }
-    Env env{{"WORLD_SIZE", std::to_string(world_size)},
-            {"LOCAL_WORLD_SIZE", std::to_string(options.nproc_per_node)},
-            {"MASTER_ADDR", options.master_addr},
-            {"MASTER_PORT", std::to_string(port)},
-            {kJobSecretEnv, secret},
-            {"TESSERA_STORE_EXTERNAL", "1"},
-            {"TESSERA_JOB_ID", job_id},
-            // With --ft each rank counts its own restarts (run_ft).
-            {"TESSERA_RESTART_COUNT", std::to_string(options.ft ? 0 : attempt)}};
-    if (options.ft) env.emplace("TESSERA_FT", std::string("1"));
-    WorkerGroup group(options, std::move(env));
-    say("starting {} worker(s) (ranks {}..{} of {}){}", options.nproc_per_node,
-        options.node_rank * options.nproc_per_node,
-        (options.node_rank + 1) * options.nproc_per_node - 1, world_size,
+    const std::unique_ptr<TCPStore> store = serve_store(options, secret);
+    const int port = store->port();
+    WorkerGroup group(options, worker_env(options, port, secret, job_id, attempt));
+    say("starting {} worker(s) (ranks 0..{} of {}){}", options.nproc_per_node,
+        options.nproc_per_node - 1, options.nproc_per_node,
         attempt > 0 ? fmt::format(", restart {} of {}", attempt, options.max_restarts) : "");
     std::unique_ptr<ft::Lighthouse> lighthouse;
     if (options.ft) {  // beside the store, through a client of its own
@@ -474,10 +674,8 @@ int launch(const LaunchOptions& options) {
       ft::LighthouseOptions lo;
       lo.min_replicas = options.ft_min_replicas;
       lo.heartbeat_timeout = options.ft_heartbeat_timeout;
-      lighthouse = std::make_unique<ft::Lighthouse>(
-          std::make_shared<TCPStore>(
-              is_loopback(options.master_addr) ? "127.0.0.1" : options.master_addr, co),
-          lo);
+      lighthouse =
+          std::make_unique<ft::Lighthouse>(std::make_shared<TCPStore>(store_host(options), co), lo);
     }
     group.start_all();
     if (lighthouse) return run_ft(options, group, *lighthouse, relay);
