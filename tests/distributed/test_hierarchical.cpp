@@ -1,5 +1,6 @@
-// The hierarchical backend with ranks as threads that claim different hosts: all_reduce and
-// barrier through the host leaders, flat ops over gloo, one host and uneven hosts.
+// The hierarchical backend with ranks as threads that claim different hosts: all_reduce,
+// broadcast, reduce and barrier through the host leaders, flat ops over gloo, one host and
+// uneven hosts.
 #include "dist_test_util.h"
 
 namespace tessera::testing {
@@ -38,6 +39,31 @@ void check_reductions(int r, dist::Backend& b, int n) {
   EXPECT_EQ(as_doubles(m),
             (std::vector<double>{10.0 * (n - 1), 10.0 * (n - 1) + 1, 10.0 * (n - 1) + 2}));
   EXPECT_TRUE(b.barrier({})->wait());
+  // broadcast and reduce from every root (a leader or not), through the leaders.
+  for (int root = 0; root < n; ++root) {
+    Tensor x = filled(kFloat32, 7, [&](int64_t i) { return r == root ? 100.0 + i : -1.0; });
+    dist::BroadcastOptions bo;
+    bo.root_rank = root;
+    EXPECT_TRUE(b.broadcast(x, bo)->wait());
+    EXPECT_EQ(as_doubles(x)[6], 106.0) << "broadcast from " << root;
+    dist::ReduceOptions ro;
+    ro.root_rank = root;
+    Tensor y = filled(kFloat64, 4, [&](int64_t i) { return r + i; });
+    EXPECT_TRUE(b.reduce(y, ro)->wait());
+    if (r == root) {
+      EXPECT_EQ(as_doubles(y)[3], rank_sum + 3.0 * n) << "reduce to " << root;
+    }
+    ro.reduce_op = dist::ReduceOp::AVG;
+    Tensor z = filled(kFloat32, 2, [&](int64_t) { return 2.0 * r; });
+    EXPECT_TRUE(b.reduce(z, ro)->wait());
+    if (r == root) {
+      EXPECT_EQ(as_doubles(z)[1], n - 1.0) << "reduce AVG to " << root;
+    }
+  }
+  dist::BroadcastOptions bad;
+  bad.root_rank = n;
+  expect_error_mentions([&] { b.broadcast(t, bad); },
+                        {"broadcast", "root_rank", std::to_string(n)});
   // A flat op over gloo.
   Tensor out = empty({n * 2}, TensorOptions(kFloat32));
   EXPECT_TRUE(

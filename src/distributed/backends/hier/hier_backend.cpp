@@ -42,10 +42,20 @@ class HierBackend : public ForwardingBackend {
     std::vector<int> leaders;
     for (const auto& [h, ranks] : by_host) leaders.push_back(ranks.front());
     std::sort(leaders.begin(), leaders.end());
+    host_of_.resize(static_cast<size_t>(size));
+    local_of_.resize(static_cast<size_t>(size));
+    for (const auto& [h, ranks] : by_host) {
+      const int index = static_cast<int>(std::find(leaders.begin(), leaders.end(), ranks.front()) -
+                                         leaders.begin());
+      for (size_t i = 0; i < ranks.size(); ++i) {
+        host_of_[static_cast<size_t>(ranks[i])] = index;
+        local_of_[static_cast<size_t>(ranks[i])] = static_cast<int>(i);
+      }
+    }
     const std::vector<int>& mine = by_host[host];
-    local_rank_ = static_cast<int>(std::find(mine.begin(), mine.end(), rank) - mine.begin());
-    const int host_index =
-        static_cast<int>(std::find(leaders.begin(), leaders.end(), mine.front()) - leaders.begin());
+    local_rank_ = local_of_[static_cast<size_t>(rank)];
+    const int host_index = host_of_[static_cast<size_t>(rank)];
+    host_index_ = host_index;
     ShmOptions so;
     so.group_name = fmt::format("{}/host{}", group_, host_index);
     local_ = make_shm_backend(
@@ -88,6 +98,43 @@ class HierBackend : public ForwardingBackend {
       if (cross_) cross_->allreduce(t, sum)->wait();
       local_->broadcast(t, {})->wait();
       if (avg) t.div_(static_cast<double>(size_));
+    });
+  }
+  // broadcast: from the root over shm on its host, among the leaders over gloo from the root
+  // host's leader, then over shm from each other host's leader.
+  WorkPtr broadcast(const Tensor& t, const BroadcastOptions& o) override {
+    const int root = checked_root("broadcast", o.root_rank);
+    return submit("broadcast", {t}, o.timeout, [this, t, root] {
+      const int root_host = host_of_[static_cast<size_t>(root)];
+      BroadcastOptions step;
+      if (host_index_ == root_host) {
+        step.root_rank = local_of_[static_cast<size_t>(root)];
+        local_->broadcast(t, step)->wait();
+      }
+      step.root_rank = root_host;
+      if (cross_) cross_->broadcast(t, step)->wait();
+      if (host_index_ != root_host) local_->broadcast(t, {})->wait();
+    });
+  }
+  // reduce: to each host's leader over shm, among the leaders over gloo to the root host's
+  // leader, then from that leader to the root over shm (a broadcast on the root's host: the
+  // other ranks' tensors are unspecified after a reduce, as in PyTorch). AVG as all_reduce.
+  WorkPtr reduce(const Tensor& t, const ReduceOptions& o) override {
+    const int root = checked_root("reduce", o.root_rank);
+    TS_CHECK(o.reduce_op != ReduceOp::AVG || is_floating_point(t.dtype()) || is_complex(t.dtype()),
+             TypeError, "reduce(): ReduceOp.AVG needs a floating or complex tensor, but got {}",
+             t.dtype());
+    return submit("reduce", {t}, o.timeout, [this, t, root, op = o.reduce_op] {
+      const int root_host = host_of_[static_cast<size_t>(root)];
+      ReduceOptions step;
+      step.reduce_op = op == ReduceOp::AVG ? ReduceOp::SUM : op;
+      step.root_rank = 0;
+      local_->reduce(t, step)->wait();
+      step.root_rank = root_host;
+      if (cross_) cross_->reduce(t, step)->wait();
+      if (host_index_ == root_host && local_of_[static_cast<size_t>(root)] != 0)
+        local_->broadcast(t, {})->wait();
+      if (op == ReduceOp::AVG && rank_ == root) t.div_(static_cast<double>(size_));
     });
   }
   WorkPtr barrier(const BarrierOptions& o) override {
@@ -136,6 +183,12 @@ class HierBackend : public ForwardingBackend {
   // The other ops run flat, over gloo among all ranks.
   BackendPtr forward_to() override { return flat_; }
 
+  int checked_root(const char* op, int64_t root) const {
+    TS_CHECK(root >= 0 && root < size_, ValueError,
+             "{}(): root_rank must be in [0, {}), but got {}", op, size_, root);
+    return static_cast<int>(root);
+  }
+
   struct Task {
     WorkPtr work;
     std::function<void()> run;
@@ -183,7 +236,8 @@ class HierBackend : public ForwardingBackend {
 
   const Milliseconds timeout_;
   const std::string group_;
-  int local_rank_ = 0;
+  int local_rank_ = 0, host_index_ = 0;
+  std::vector<int> host_of_, local_of_;  // per global rank: its host's index, its place there
   BackendPtr local_, cross_, flat_;
   mutable std::mutex mutex_;
   std::condition_variable cv_;
