@@ -308,13 +308,57 @@ class GlooBackend : public OpBackend {
 
   // A context connected to every peer through the store under `prefix` within `connect`; the
   // ops' own timeouts apply afterwards.
+  // Connects the full mesh through the store under `prefix`. Gloo's listener takes the first
+  // connection that reaches its port, with no check of who connects: a stray one (another
+  // process's client reaching a reused ephemeral port of this host) takes the peer's place,
+  // the real peer's connect is reset, and the "connected" side would hang in its first
+  // collective. So every rank reports how its connect went, and unless all succeeded all
+  // retry on fresh listeners (kConnectAttempts in all, within `connect`). Gloo's errors are
+  // thrown as std::runtime_error, the store's as they are.
   std::shared_ptr<::gloo::Context> connect(const std::string& prefix, Milliseconds connect) {
-    auto ctx = std::make_shared<::gloo::rendezvous::Context>(rank_, size_);
-    ctx->setTimeout(connect);
-    StoreAdapter adapter(store_, prefix, connect);
-    ctx->connectFullMesh(adapter, device_);
-    ctx->setTimeout(timeout_);
-    return ctx;
+    constexpr int kConnectAttempts = 3;
+    const Clock::time_point deadline = Clock::now() + connect;
+    const auto left = [&] {
+      return std::max(Milliseconds(1),
+                      std::chrono::duration_cast<Milliseconds>(deadline - Clock::now()));
+    };
+    for (int attempt = 0;; ++attempt) {
+      const std::string at = fmt::format("{}attempt{}/", prefix, attempt);
+      std::shared_ptr<::gloo::rendezvous::Context> ctx;
+      std::string failure;
+      try {
+        ctx = std::make_shared<::gloo::rendezvous::Context>(rank_, size_);
+        ctx->setTimeout(left());
+        StoreAdapter adapter(store_, at, left());
+        ctx->connectFullMesh(adapter, device_);
+        ctx->setTimeout(timeout_);
+      } catch (const Error&) {
+        throw;  // the store's own (a rank that never published its address)
+      } catch (const std::exception& e) {
+        failure = e.what();
+        ctx.reset();
+      }
+      const std::string outcome = failure.empty() ? std::string("ok") : failure;
+      store_->set(fmt::format("{}outcome/{}", at, rank_), Bytes(outcome.begin(), outcome.end()));
+      std::vector<std::string> keys;
+      for (int r = 0; r < size_; ++r) keys.push_back(fmt::format("{}outcome/{}", at, r));
+      try {
+        store_->wait(keys, left());
+      } catch (const Error&) {  // a rank that never got this far: report this rank's own error
+        if (failure.empty()) throw;
+        throw std::runtime_error(failure);
+      }
+      std::string first;  // the first failing rank's report
+      for (int r = 0; r < size_ && first.empty(); ++r) {
+        const Bytes b = store_->get(keys[static_cast<size_t>(r)]);
+        const std::string report(b.begin(), b.end());
+        if (report != "ok") first = fmt::format("rank {}: {}", r, report);
+      }
+      if (first.empty()) return ctx;
+      if (attempt + 1 == kConnectAttempts || Clock::now() >= deadline)
+        throw std::runtime_error(
+            fmt::format("{} (after {} attempts to connect)", first, attempt + 1));
+    }
   }
 
   std::string where(const Op& op) const {
