@@ -30,7 +30,11 @@ struct World {
   int world_size = 0;
   ProcessGroupPtr default_group;
   std::vector<ProcessGroupPtr> groups;  // made by new_group and split_group, in creation order
-  int group_counter = 0;                // the same on every rank: new_group is collective
+  // The counters below count within one generation of the default group (counters_for: its
+  // generation_id()), so a replacement process that joined at a reconfigure agrees with the
+  // survivors on every later group's name.
+  std::string counters_for;
+  int group_counter = 0;  // the same on every member: new_group is collective
   // split_group calls per parent group (the same on the parent's members, who all call it).
   std::map<std::string, int> split_counters;
 };
@@ -218,13 +222,25 @@ BackendPtr make_reconfigurable(const std::string& name, const RegisteredBackend&
                                                  global_rank, initial.first, initial.second);
 }
 
-// Groups are made from the default group's initial membership; once that changed, the global
-// ranks new_group and split_group take no longer name one process each.
-void require_not_reconfigured(const World& w, const char* op) {
-  TS_CHECK(w.default_group->backend().generation() == 0, NotImplementedError,
-           "{}(): the default group was reconfigured (generation {}), so its initial global "
-           "ranks no longer name its members; make groups before reconfiguring",
-           op, w.default_group->backend().generation());
+// The default group's current generation, for naming the groups made in it: its uuid ("" for
+// the initial one) and its members' global ranks. Resets the group counters when a
+// reconfigure started a new generation.
+struct Generation {
+  std::string id;
+  std::vector<int> members;
+  // "group3" in generation 0, "group3@<uuid>" after a reconfigure; the store namespace alike.
+  std::string name(const std::string& base) const { return id.empty() ? base : base + "@" + id; }
+};
+Generation current_generation(World& w) {
+  Generation g;
+  g.id = w.default_group->backend().generation_id();
+  g.members = w.default_group->global_ranks();
+  if (g.id != w.counters_for) {
+    w.counters_for = g.id;
+    w.group_counter = 0;
+    w.split_counters.clear();
+  }
+  return g;
 }
 
 }  // namespace
@@ -470,18 +486,25 @@ ProcessGroupPtr new_group(std::vector<int> ranks, std::optional<Milliseconds> ti
   std::string backend_name;
   Milliseconds t{0};
   int my_rank = 0, counter = 0;
+  Generation gen;
   {
     auto w = current_world();
     require_default(w.world, "new_group");
-    require_not_reconfigured(w.world, "new_group");
-    const int n = w.world.world_size;
-    if (ranks.empty()) {
-      for (int r = 0; r < n; ++r) ranks.push_back(r);
-    }
+    // After a reconfigure the ranks are the global ranks of the default group's current
+    // members (a process keeps its global rank across generations).
+    gen = current_generation(w.world);
+    std::vector<int> members = gen.members;
+    std::sort(members.begin(), members.end());
+    if (ranks.empty()) ranks = members;
     std::sort(ranks.begin(), ranks.end());
     for (size_t i = 0; i < ranks.size(); ++i) {
-      TS_CHECK(ranks[i] >= 0 && ranks[i] < n, ValueError,
-               "new_group(): argument 'ranks' must hold ranks in [0, {}), but got {}", n, ranks[i]);
+      TS_CHECK(std::binary_search(members.begin(), members.end(), ranks[i]), ValueError,
+               "new_group(): argument 'ranks' must hold global ranks of the default group's "
+               "members ({}), but got {}",
+               gen.id.empty()
+                   ? fmt::format("[0, {})", w.world.world_size)
+                   : fmt::format("{} since reconfigure '{}'", fmt::join(members, ", "), gen.id),
+               ranks[i]);
       TS_CHECK(i == 0 || ranks[i] != ranks[i - 1], ValueError,
                "new_group(): argument 'ranks' holds rank {} twice", ranks[i]);
     }
@@ -491,9 +514,10 @@ ProcessGroupPtr new_group(std::vector<int> ranks, std::optional<Milliseconds> ti
     t = timeout.value_or(w.world.timeout);
     my_rank = w.world.rank;
   }
-  return make_group(fmt::format("group{}", counter), std::move(ranks), my_rank,
-                    std::make_shared<PrefixStore>(fmt::format("group/{}", counter), store),
-                    backend_name, t);
+  return make_group(
+      gen.name(fmt::format("group{}", counter)), std::move(ranks), my_rank,
+      std::make_shared<PrefixStore>(gen.name(fmt::format("group/{}", counter)), store),
+      backend_name, t);
 }
 
 ProcessGroupPtr split_group(const ProcessGroupPtr& parent_group,
@@ -502,10 +526,12 @@ ProcessGroupPtr split_group(const ProcessGroupPtr& parent_group,
   ProcessGroupPtr parent;
   StorePtr store;
   int my_rank = 0, counter = 0;
+  Generation gen;
   {
     auto w = current_world();
     parent = parent_group ? parent_group : require_default(w.world, "split_group");
-    require_not_reconfigured(w.world, "split_group");
+    require_default(w.world, "split_group");
+    gen = current_generation(w.world);
     TS_CHECK(parent->is_member(), ValueError,
              "split_group(): rank {} is not a member of the parent group '{}'; only its members "
              "call split_group",
@@ -537,7 +563,7 @@ ProcessGroupPtr split_group(const ProcessGroupPtr& parent_group,
     }
   }
   if (mine < 0) return nullptr;  // in no split: the "no color" call
-  const std::string prefix = fmt::format("{}/split{}", parent->name(), counter);
+  const std::string prefix = gen.name(fmt::format("{}/split{}", parent->name(), counter));
   return make_group(fmt::format("{}.{}", prefix, mine), std::move(split_ranks[mine]), my_rank,
                     std::make_shared<PrefixStore>(fmt::format("split/{}/{}", prefix, mine), store),
                     parent->backend_name(), timeout.value_or(parent->timeout()));

@@ -136,6 +136,38 @@ TEST_P(Reconfigure, SurvivorsShrinkAfterARankFails) {
       GetParam(), kTestTimeout, true);
 }
 
+// After a reconfigure, new_group and split_group take the global ranks of the current
+// members; the groups are named (and rendezvous) per generation, so a second reconfigure's
+// groups never meet the first's.
+TEST_P(Reconfigure, GroupsAreMadeFromTheCurrentMembers) {
+  auto side = std::make_shared<dist::HashStore>(kTestTimeout);
+  run_world(
+      4,
+      [&](int r) {
+        if (r == 3) return;  // leaves
+        dist::reconfigure(options("three", exchange(*side, "s", r, {0, 1, 2})))->wait();
+        for (int round = 0; round < 2; ++round) {
+          auto pair = dist::new_group({0, 2});
+          ASSERT_NE(pair, nullptr);
+          EXPECT_EQ(pair->is_member(), r != 1);
+          if (r != 1) {
+            Tensor x = full({3}, static_cast<double>(r + 1), TensorOptions(kFloat32));
+            dist::all_reduce(x, dist::ReduceOp::SUM, pair);
+            EXPECT_EQ(x[2].item<double>(), 4.0) << "round " << round;
+          }
+          expect_error_mentions([&] { dist::new_group({1, 3}); }, {"new_group", "0, 1, 2", "3"});
+          auto split = dist::split_group(nullptr, {{0, 2}, {1}});
+          ASSERT_NE(split, nullptr);
+          Tensor y = full({2}, static_cast<double>(r + 1), TensorOptions(kFloat32));
+          dist::all_reduce(y, dist::ReduceOp::SUM, split);
+          EXPECT_EQ(y[1].item<double>(), r == 1 ? 2.0 : 4.0) << "round " << round;
+          if (round == 0)  // a new generation with the same members: groups start afresh
+            dist::reconfigure(options("again", exchange(*side, "t", r, {2, 0, 1})))->wait();
+        }
+      },
+      GetParam(), kTestTimeout, true);
+}
+
 TEST_P(Reconfigure, PendingWorkIsRevokedWithTheReasonAndAbortHooksRun) {
   auto side = std::make_shared<dist::HashStore>(kTestTimeout);
   // Rank 1 reconfigures only after rank 0 has: its reconfigure closes the old connections, and
@@ -277,7 +309,7 @@ TEST_P(Reconfigure, BadOptionsAreRefusedAtOnceAndChangeNothing) {
         EXPECT_EQ(dist::group_world()->generation(), 0u);
         dist::reconfigure(options("ok", handles))->wait();
         EXPECT_THROW(dist::reconfigure(options("ok", handles)), ValueError);  // used uuid
-        EXPECT_THROW(dist::new_group({0}), NotImplementedError);
+        EXPECT_THROW(dist::new_group({2}), ValueError);  // not a member
         EXPECT_EQ(sum_of_ranks(), 3.0);
       },
       GetParam(), kTestTimeout, true);

@@ -139,6 +139,9 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // The members' global ranks in rank order as the last reconfigure learned them; empty
   // while generation() is 0 (the group's own list holds then).
   virtual std::vector<int> member_global_ranks() const { return {}; }
+  // The uuid of the reconfigure that set up the current generation (empty for generation 0):
+  // the same on every member, whichever generation count each has (a joiner counts fewer).
+  virtual std::string generation_id() const { return {}; }
 
   // ---- suspend / resume (c10d's, for co-located training and serving) --------------------
   // suspend() releases the communication buffers (the shm segment; gloo's connections) and

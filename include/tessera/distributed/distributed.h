@@ -72,7 +72,9 @@ int get_world_size(const ProcessGroupPtr& group = nullptr);
 std::string get_backend(const ProcessGroupPtr& group = nullptr);
 // A group of the given global ranks (all ranks when empty), ordered by rank. Every rank of
 // the default group must call it, in the same order, members or not (non-members get a group
-// whose is_member() is false).
+// whose is_member() is false). After the default group was reconfigured, the ranks are the
+// global ranks of its current members (all of them when empty), and the groups are counted
+// and named per generation (docs/fault-tolerance.md); split_group likewise.
 ProcessGroupPtr new_group(std::vector<int> ranks = {},
                           std::optional<Milliseconds> timeout = std::nullopt,
                           const std::string& backend = "");

@@ -256,9 +256,17 @@ void ReconfigurableBackend::install(BackendPtr comm, int rank, int size, std::ve
   members_ = std::move(members);
   rank_now_ = rank;
   size_now_ = size;
-  if (reconfigured) ++generation_;
+  if (reconfigured) {
+    ++generation_;
+    generation_id_ = reconfiguring_;
+  }
   reconfiguring_.clear();
   last_failure_ = nullptr;
+}
+
+std::string ReconfigurableBackend::generation_id() const {
+  std::lock_guard lock(mutex_);
+  return generation_id_;
 }
 
 std::vector<int> ReconfigurableBackend::member_global_ranks() const {

@@ -57,6 +57,7 @@ class ReconfigurableBackend : public ForwardingBackend {
   WorkPtr reconfigure(const ReconfigureOptions& options) override;
   uint64_t generation() const override { return generation_.load(); }
   std::vector<int> member_global_ranks() const override;
+  std::string generation_id() const override;
 
   // A window of the current generation's communicator: a reconfigure ends it (its ops then fail
   // with the old communicator's error); make a new one in the new generation.
@@ -103,6 +104,7 @@ class ReconfigurableBackend : public ForwardingBackend {
   BackendPtr current_;         // null: none (before the first reconfigure, or after one failed)
   std::vector<int> members_;   // global ranks of the current generation, in rank order
   std::string reconfiguring_;  // the uuid of the running reconfigure; empty: none
+  std::string generation_id_;  // the uuid of the reconfigure that made the current generation
   std::exception_ptr last_failure_;  // why the last reconfigure failed
   std::set<std::string> used_uuids_;
   std::vector<HookHandle> hooks_;     // the current communicator's abort hook
