@@ -309,7 +309,7 @@ TEST_P(Reconfigure, BadOptionsAreRefusedAtOnceAndChangeNothing) {
         EXPECT_EQ(dist::group_world()->generation(), 0u);
         dist::reconfigure(options("ok", handles))->wait();
         EXPECT_THROW(dist::reconfigure(options("ok", handles)), ValueError);  // used uuid
-        EXPECT_THROW(dist::new_group({2}), ValueError);  // not a member
+        EXPECT_THROW(dist::new_group({2}), ValueError);                       // not a member
         EXPECT_EQ(sum_of_ranks(), 3.0);
       },
       GetParam(), kTestTimeout, true);
