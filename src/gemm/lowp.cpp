@@ -409,10 +409,14 @@ void gemm_lowp_prepacked(const LowpProblem& p, const PackedLowpB& b, std::string
   TS_CHECK(p.k == b.k() && p.n == b.n(), ValueError,
            "{}(): expected a problem with k={}, n={} (the packed B), but got k={}, n={}", op, b.k(),
            b.n(), p.k, p.n);
-  // The two float8 formats mix, as in scaled_mm; otherwise A has the pack's dtype.
-  TS_CHECK(p.a.dtype == b.dtype() || (is_float8(p.a.dtype) && is_float8(b.dtype())), TypeError,
-           "{}(): argument 'a' expected dtype {} (as the packed B), but got {}", op, b.dtype(),
-           p.a.dtype);
+  // A has the pack's dtype, or, against a float8 pack, the other float8 format (as in
+  // scaled_mm) or bfloat16 (a float8 Linear weight): every one exact in bfloat16, so the pack's
+  // kernel choice holds for them.
+  const bool fp8_pack = is_float8(b.dtype());
+  TS_CHECK(p.a.dtype == b.dtype() ||
+               (fp8_pack && (is_float8(p.a.dtype) || p.a.dtype == ScalarType::BFloat16)),
+           TypeError, "{}(): argument 'a' expected dtype {} (as the packed B{}), but got {}", op,
+           b.dtype(), fp8_pack ? ", or the other float8 format, or bfloat16" : "", p.a.dtype);
   LowpProblem q = p;
   q.b = {b.dtype(), nullptr, 0, 0};  // never read: the panels come from the pack
   validate(q, op, /*b_packed=*/true);

@@ -126,6 +126,30 @@ Tensor linear_kernel(const Tensor& input, const Tensor& weight, const Tensor& bi
   const Tensor y = bias.defined() ? addmm(bias.to(t), x2d, wt) : mm(x2d, wt);
   return y.reshape(os);
 }
+
+// A float8 weight's float32 scale: one element (per tensor: `per_tensor`, `per_row` undefined)
+// or [out] (per output row: `per_row`, contiguous). Checks it and names `op` when wrong.
+struct Float8Scale {
+  double per_tensor = 1.0;
+  Tensor per_row;
+};
+Float8Scale float8_scale(std::string_view op, const Tensor& weight_scale, int64_t out) {
+  TS_CHECK(weight_scale.defined() && weight_scale.dtype() == kFloat32, TypeError,
+           "{}(): argument 'weight_scale' expected dtype float32 for float8 weights, but got {}",
+           op, weight_scale.defined() ? dtype_name(weight_scale.dtype()) : "an undefined tensor");
+  TS_CHECK(weight_scale.numel() == 1 || (weight_scale.dim() == 1 && weight_scale.size(0) == out),
+           ValueError,
+           "{}(): argument 'weight_scale' expected one element (per tensor) or shape [{}] (per "
+           "row), but got [{}]",
+           op, out, fmt::join(weight_scale.sizes(), ", "));
+  Float8Scale s;
+  if (weight_scale.numel() == 1 && out != 1) {
+    s.per_tensor = static_cast<double>(weight_scale.reshape({1}).data_ptr<float>()[0]);
+  } else {
+    s.per_row = weight_scale.reshape({out}).contiguous();
+  }
+  return s;
+}
 }  // namespace
 
 PackedLinearWeight::PackedLinearWeight(const Tensor& weight) {
@@ -136,8 +160,9 @@ PackedLinearWeight::PackedLinearWeight(const Tensor& weight) {
            op, weight.dim());
   const ScalarType t = weight.dtype();
   TS_CHECK(t == kFloat32 || t == kFloat64 || t == kBFloat16 || t == kFloat16, TypeError,
-           "{}(): argument 'weight' of dtype {}: prepacking is implemented for float32, "
-           "float64, bfloat16 and float16 only (use linear() with the plain weight)",
+           "{}(): argument 'weight' of dtype {}: prepacking takes float32, float64, bfloat16 "
+           "and float16 weights, and float8 ones with their scale (PackedLinearWeight(weight, "
+           "weight_scale))",
            op, t);
   // B = weight^T (in x out): B(p, j) = weight(j, p).
   if (t == kBFloat16 || t == kFloat16) {
@@ -149,6 +174,25 @@ PackedLinearWeight::PackedLinearWeight(const Tensor& weight) {
   packed_ =
       std::make_shared<const gemm::PackedB>(t, weight.size(1), weight.size(0), weight.data_ptr(),
                                             weight.stride(1), weight.stride(0), nullptr, op);
+}
+
+PackedLinearWeight::PackedLinearWeight(const Tensor& weight, const Tensor& weight_scale) {
+  constexpr std::string_view op = "PackedLinearWeight";
+  TS_CHECK(weight.dim() == 2, RuntimeError,
+           "{}(): argument 'weight' expected a 2-D tensor [out_features, in_features], but got "
+           "{}-D",
+           op, weight.dim());
+  TS_CHECK(is_float8(weight.dtype()), TypeError,
+           "{}(): argument 'weight' expected dtype float8_e4m3fn or float8_e5m2 with a "
+           "weight_scale, but got {}",
+           op, weight.dtype());
+  const int64_t out = weight.size(0);
+  const Float8Scale scale = float8_scale(op, weight_scale, out);
+  alpha_ = scale.per_tensor;
+  if (scale.per_row.defined()) scale_ = scale.per_row.clone();  // a snapshot, as the weight
+  lowp_ = std::make_shared<const gemm::PackedLowpB>(weight.dtype(), weight.size(1), out,
+                                                    weight.data_ptr(), weight.stride(1),
+                                                    weight.stride(0), nullptr, op);
 }
 
 int64_t PackedLinearWeight::out_features() const {
@@ -170,8 +214,11 @@ Tensor linear(const Tensor& input, const PackedLinearWeight& weight, const Tenso
            op);
   TS_CHECK(input.dim() >= 1, RuntimeError,
            "{}(): argument 'input' expected at least 1 dimension, but got a 0-D tensor", op);
-  TS_CHECK(input.dtype() == weight.dtype(), TypeError,
-           "{}(): expected input and weight to have the same dtype, but got {} and {}", op,
+  const bool fp8 = is_float8(weight.dtype());
+  TS_CHECK(fp8 ? input.dtype() == kBFloat16 : input.dtype() == weight.dtype(), TypeError,
+           "{}(): expected {}, but got input {} and weight {}", op,
+           fp8 ? "a bfloat16 input for a float8 packed weight"
+               : "input and weight to have the same dtype",
            input.dtype(), weight.dtype());
   const int64_t in = input.size(-1), out = weight.out_features(), rows = leading_rows(input);
   TS_CHECK(in == weight.in_features(), RuntimeError,
@@ -190,6 +237,8 @@ Tensor linear(const Tensor& input, const PackedLinearWeight& weight, const Tenso
     p.c_dtype = input.dtype();
     p.c = y.data_ptr(), p.c_rs = out, p.c_cs = 1;
     p.beta = bias.defined() ? 1.0f : 0.0f;
+    p.alpha = static_cast<float>(weight.alpha_);  // float8: the scales, applied as C is stored
+    if (weight.scale_.defined()) p.col_scale = weight.scale_.data_ptr<float>();
     gemm::gemm_lowp_prepacked(p, *weight.lowp_, op);
     return y.reshape(output_shape(input, out, true));
   }
@@ -258,18 +307,10 @@ Tensor linear_scaled(const Tensor& input, const Tensor& weight, const Tensor& we
     p.block_scales = static_cast<const uint8_t*>(scales.data_ptr());
     p.scale_rs = scales.stride(0);
   } else {
-    TS_CHECK(weight_scale.dtype() == kFloat32, TypeError,
-             "{}(): argument 'weight_scale' expected dtype float32 for float8 weights, but got {}",
-             op, weight_scale.dtype());
-    TS_CHECK(weight_scale.numel() == 1 || (weight_scale.dim() == 1 && weight_scale.size(0) == out),
-             ValueError,
-             "{}(): argument 'weight_scale' expected one element (per tensor) or shape [{}] (per "
-             "row), but got [{}]",
-             op, out, fmt::join(weight_scale.sizes(), ", "));
-    if (weight_scale.numel() == 1 && out != 1) {
-      p.global_scale *= static_cast<double>(weight_scale.reshape({1}).data_ptr<float>()[0]);
-    } else {
-      scales = weight_scale.reshape({out}).contiguous();
+    const Float8Scale scale = float8_scale(op, weight_scale, out);
+    p.global_scale *= scale.per_tensor;
+    if (scale.per_row.defined()) {
+      scales = scale.per_row;
       p.row_scales = scales.data_ptr<float>();
     }
   }

@@ -161,6 +161,34 @@ TEST(PackedLinearWeight, MatchesLinearBitForBit) {
   }
 }
 
+// float8 weights with per-tensor or per-row scales, for bfloat16 inputs: against
+// a float64 reference on the same float8 values, and against linear_scaled (the GEMV path).
+TEST(PackedLinearWeight, Float8WeightsWithTheirScales) {
+  manual_seed(6);
+  for (ScalarType wt : {kFloat8_e4m3fn, kFloat8_e5m2})
+    for (bool per_row : {false, true})
+      for (ScalarType xt : {kBFloat16}) {
+        SCOPED_TRACE(fmt::format("{} {} {}", dtype_name(wt), per_row ? "per row" : "per tensor",
+                                 dtype_name(xt)));
+        const Tensor w = randn({37, 96}).to(wt);
+        const Tensor scale = per_row ? rand({37}).add(0.5) : full({1}, 0.75, kFloat32);
+        const Tensor bias = randn({37}).to(xt);
+        const PackedLinearWeight pw(w, scale);
+        EXPECT_EQ(pw.dtype(), wt);
+        const Tensor w64 = per_row ? w.to(kFloat64).mul(scale.to(kFloat64).unsqueeze(1))
+                                   : w.to(kFloat64).mul(0.75);
+        for (const Tensor& x :
+             {randn({9, 96}).to(xt), randn({2, 5, 96}).to(xt), randn({96, 12}).to(xt).t()}) {
+          const Tensor got = linear(x, pw, bias);
+          EXPECT_EQ(got.dtype(), xt);
+          const Tensor ref = linear(x.to(kFloat64), w64, bias.to(kFloat64));
+          EXPECT_TRUE(allclose(got.to(kFloat64), ref, 1e-2, 2e-2));
+          const Tensor gemv = linear_scaled(x, w, scale, 1.0, bias);
+          EXPECT_TRUE(allclose(got.to(kFloat64), gemv.to(kFloat64), 1e-2, 2e-2));
+        }
+      }
+}
+
 TEST(PackedLinearWeight, IsASnapshot) {
   manual_seed(4);
   Tensor w = randn({16, 32});
@@ -189,7 +217,17 @@ TEST(PackedLinearWeight, BadInputNamesTheArgument) {
       },
       {"linear", "empty PackedLinearWeight"});
   expect_error_mentions([&] { PackedLinearWeight(w.to(kFloat8_e4m3fn)); },
-                        {"PackedLinearWeight", "float8_e4m3fn", "bfloat16 and float16"});
+                        {"PackedLinearWeight", "float8_e4m3fn", "weight_scale"});
+  expect_error_mentions([&] { PackedLinearWeight(w, full({1}, 1.0, kFloat32)); },
+                        {"PackedLinearWeight", "float8_e4m3fn or float8_e5m2", "float32"});
+  expect_error_mentions([&] { PackedLinearWeight(w.to(kFloat8_e4m3fn), rand({5})); },
+                        {"PackedLinearWeight", "weight_scale", "[6]", "[5]"});
+  const PackedLinearWeight p8(w.to(kFloat8_e4m3fn), rand({6}));
+  expect_error_mentions(
+      [&] {
+        linear(randn({5, 8}), p8);
+      },
+      {"linear", "bfloat16 input", "float32", "float8_e4m3fn"});
   const PackedLinearWeight pb(w.to(kBFloat16));
   expect_error_mentions([&] { linear(randn({5, 8}), pb); }, {"linear", "float32", "bfloat16"});
   expect_error_mentions(

@@ -52,6 +52,12 @@ class PackedLinearWeight {
  public:
   PackedLinearWeight() = default;
   explicit PackedLinearWeight(const Tensor& weight);
+  // A float8_e4m3fn/float8_e5m2 weight [out, in] with its float32 weight_scale (one element, or
+  // [out]: one per output row), W = weight * scale as in linear_scaled, packed for bfloat16
+  // inputs (products exact, accumulated in float32; the scale applies as each output tile is
+  // stored). linear() then takes a bfloat16 input and returns bfloat16. The decode path for
+  // one to eight rows is linear_scaled, which streams the weight.
+  PackedLinearWeight(const Tensor& weight, const Tensor& weight_scale);
   bool defined() const { return packed_ != nullptr || lowp_ != nullptr; }
   int64_t out_features() const;
   int64_t in_features() const;
@@ -62,7 +68,9 @@ class PackedLinearWeight {
   friend Tensor linear_act(const Tensor& input, const PackedLinearWeight& weight,
                            const std::optional<Tensor>& bias, std::string_view activation);
   std::shared_ptr<const gemm::PackedB> packed_;    // float32, float64
-  std::shared_ptr<const gemm::PackedLowpB> lowp_;  // bfloat16, float16
+  std::shared_ptr<const gemm::PackedLowpB> lowp_;  // bfloat16, float16, float8
+  Tensor scale_;        // float8: float32 [out] per-row scales (undefined: per tensor)
+  double alpha_ = 1.0;  // float8: the per-tensor scale
 };
 
 // linear with a prepacked weight: the same result, bit for bit, as linear(input, weight, bias)
