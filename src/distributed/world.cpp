@@ -529,8 +529,8 @@ ProcessGroupPtr split_group(const ProcessGroupPtr& parent_group,
   Generation gen;
   {
     auto w = current_world();
-    parent = parent_group ? parent_group : require_default(w.world, "split_group");
-    require_default(w.world, "split_group");
+    const ProcessGroupPtr& world_group = require_default(w.world, "split_group");
+    parent = parent_group ? parent_group : world_group;
     gen = current_generation(w.world);
     TS_CHECK(parent->is_member(), ValueError,
              "split_group(): rank {} is not a member of the parent group '{}'; only its members "

@@ -54,8 +54,8 @@ class HierBackend : public ForwardingBackend {
     }
     const std::vector<int>& mine = by_host[host];
     local_rank_ = local_of_[static_cast<size_t>(rank)];
-    const int host_index = host_of_[static_cast<size_t>(rank)];
-    host_index_ = host_index;
+    host_index_ = host_of_[static_cast<size_t>(rank)];
+    const int host_index = host_index_;
     ShmOptions so;
     so.group_name = fmt::format("{}/host{}", group_, host_index);
     local_ = make_shm_backend(
