@@ -203,6 +203,7 @@ struct Vec<double> {
   static Vec select_lt(Vec a, Vec b, Vec x, Vec y) {
     return _mm512_mask_mov_pd(y.v, _mm512_cmp_pd_mask(a.v, b.v, _CMP_LT_OQ), x.v);
   }
+  static bool all_lt(Vec a, Vec b) { return _mm512_cmp_pd_mask(a.v, b.v, _CMP_LT_OQ) == 0xFF; }
   static Vec copysign(Vec mag, Vec sign) {
     return _mm512_castsi512_pd(_mm512_ternarylogic_epi64(_mm512_castpd_si512(mag.v),
                                                          _mm512_castpd_si512(sign.v),
@@ -392,6 +393,9 @@ struct Vec<double> {
   // Per lane: a < b ? x : y (an unordered compare picks y). copysign: |mag| with sign's sign.
   static Vec select_lt(Vec a, Vec b, Vec x, Vec y) {
     return _mm256_blendv_pd(y.v, x.v, _mm256_cmp_pd(a.v, b.v, _CMP_LT_OQ));
+  }
+  static bool all_lt(Vec a, Vec b) {
+    return _mm256_movemask_pd(_mm256_cmp_pd(a.v, b.v, _CMP_LT_OQ)) == 0xF;
   }
   static Vec copysign(Vec mag, Vec sign) {
     const __m256d m = _mm256_set1_pd(-0.0);

@@ -14,17 +14,19 @@ namespace tessera::cpu::TS_ISA {
 // Fills buf with W interleaved n x n matrices: lanes below `used` from a (row-major, n*n
 // apart), the others the identity. Returns buf.data(). Element (i, j) goes to vector
 // i * ld + j (ld >= n; a stride that is not a power of two keeps the vectors of one column
-// from aliasing in the cache), or j * ld + i when `transpose` (columns contiguous).
+// from aliasing in the cache), or j * ld + i when `transpose` (columns contiguous). `lines`
+// (>= n) rows (columns when transposed) of ld vectors are allocated; the padding is zero.
 template <class T>
 T* interleave_into(int64_t n, const T* a, int used, std::vector<T>& buf, int64_t ld = 0,
-                   bool transpose = false) {
+                   bool transpose = false, int64_t lines = 0) {
   constexpr int W = vec::TS_ISA::Vec<T>::kSize;
   if (ld == 0) ld = n;
+  if (lines == 0) lines = n;
   const int64_t nn = n * n;
-  if (ld == n) {
+  if (ld == n && lines == n) {
     buf.resize(static_cast<size_t>(nn * W));  // every element is written below
   } else {
-    buf.assign(static_cast<size_t>(n * ld * W), T(0));
+    buf.assign(static_cast<size_t>(lines * ld * W), T(0));
   }
   // Lane-major: one matrix at a time is read sequentially. (Element-major order would read W
   // streams n*n elements apart, a power of two for n = 8, 16, 32, which alias in the cache.)

@@ -1,10 +1,13 @@
 // Per-ISA kernels of eigh and svd (spectral_small_kernels.h): lane-interleaved Jacobi for
 // batches of small real matrices, and the blocked rotation sweep of the large-n QR iterations.
 //
-// The batched loops are the per-matrix Jacobi loops (jacobi_eigh.cpp, jacobi_svd.cpp) with
-// scalars replaced by vectors of W matrices. Each lane is scaled by a power of two so that its
-// largest entry is in [1, 2) (no overflow in squares and dot products, exact to undo). A lane
-// whose pair (p, q) is already below the threshold gets t = 0, the identity rotation.
+// The batched kernels run Jacobi on vectors of W matrices, with the pairs in tournament order
+// (below) rather than the per-matrix kernels' row-cyclic order: the n / 2 rotations of a round
+// are disjoint, so their angles (divisions and square roots) are computed together or
+// overlapped with other work instead of each waiting for the one before. Each lane is scaled by
+// a power of two so that its largest entry is in [1, 2) (no overflow in squares and dot
+// products, exact to undo). A lane whose pair (p, q) is already below the threshold gets
+// t = 0, the identity rotation; a pair below it in every lane is skipped.
 #include "linalg/small/spectral_small_kernels.h"
 
 #include <algorithm>
@@ -56,131 +59,281 @@ Vec<T> jacobi_tangent(Vec<T> a, Vec<T> b, Vec<T> g, Vec<T> thresh) {
   return V::select_lt(thresh, g.abs(), t, zero);
 }
 
-// Two-sided cyclic Jacobi on one group of symmetric matrices.
+// The round-robin ("tournament") order of the pairs of `order` indices (`order` even):
+// order - 1 rounds of order / 2 disjoint pairs, every pair once per sweep. The rotations of a
+// round commute, so a round's angles are computed together and its updates run without a
+// dependency from one rotation to the next.
+struct Tournament {
+  int64_t order = 0, pairs = 0;
+  std::vector<int32_t> p, q;  // pair i of round r at r * pairs + i, p < q
+
+  explicit Tournament(int64_t even_order) : order(even_order), pairs(even_order / 2) {
+    std::vector<int32_t> seat(static_cast<size_t>(order));
+    std::iota(seat.begin(), seat.end(), 0);
+    for (int64_t r = 0; r + 1 < order; ++r) {
+      for (int64_t i = 0; i < pairs; ++i) {
+        const int32_t x = seat[i], y = seat[order - 1 - i];
+        p.push_back(std::min(x, y));
+        q.push_back(std::max(x, y));
+      }
+      std::rotate(seat.begin() + 1, seat.end() - 1, seat.end());  // seat 0 stays
+    }
+  }
+  int64_t rounds() const { return order - 1; }
+};
+
+// The column rotations of a sweep, recorded to be applied to the rows of the eigenvector /
+// right singular vector matrix V afterwards: each row of V goes through all of them while it
+// is in L1, instead of V's columns streaming through the cache once per round.
+template <class T>
+struct RotationLog {
+  using V = Vec<T>;
+  static constexpr int W = V::kSize;
+  std::vector<int32_t> p, q;
+  std::vector<T> cs;  // c then s of rotation k at cs[2 * k * W]
+  int64_t count = 0;
+
+  void reset(int64_t capacity) {
+    p.resize(static_cast<size_t>(capacity));
+    q.resize(static_cast<size_t>(capacity));
+    cs.resize(static_cast<size_t>(2 * capacity * W));
+    count = 0;
+  }
+  void push(int32_t pk, int32_t qk, V c, V s) {
+    p[count] = pk;
+    q[count] = qk;
+    c.store(cs.data() + 2 * count * W);
+    s.store(cs.data() + (2 * count + 1) * W);
+    ++count;
+  }
+  // Columns (p, q) of rows [0, rows) of v (row k at v + k * ld * W):
+  // col_p := c col_p - s col_q, col_q := s col_p + c col_q.
+  void apply(T* v, int64_t rows, int64_t ld) {
+    int64_t k = 0;
+    for (; k + 2 <= rows; k += 2) {
+      T* r0 = v + k * ld * W;
+      T* r1 = r0 + ld * W;
+      for (int64_t j = 0; j < count; ++j) {
+        const V c = V::load(cs.data() + 2 * j * W), s = V::load(cs.data() + (2 * j + 1) * W);
+        T* x0 = r0 + p[j] * W;
+        T* y0 = r0 + q[j] * W;
+        T* x1 = r1 + p[j] * W;
+        T* y1 = r1 + q[j] * W;
+        const V a0 = V::load(x0), b0 = V::load(y0), a1 = V::load(x1), b1 = V::load(y1);
+        (c * a0 - s * b0).store(x0);
+        (s * a0 + c * b0).store(y0);
+        (c * a1 - s * b1).store(x1);
+        (s * a1 + c * b1).store(y1);
+      }
+    }
+    for (; k < rows; ++k) {
+      T* r0 = v + k * ld * W;
+      for (int64_t j = 0; j < count; ++j) {
+        const V c = V::load(cs.data() + 2 * j * W), s = V::load(cs.data() + (2 * j + 1) * W);
+        T* x0 = r0 + p[j] * W;
+        T* y0 = r0 + q[j] * W;
+        const V a0 = V::load(x0), b0 = V::load(y0);
+        (c * a0 - s * b0).store(x0);
+        (s * a0 + c * b0).store(y0);
+      }
+    }
+    count = 0;
+  }
+};
+
+// Two-sided Jacobi on one group of symmetric matrices, pairs in tournament order.
+//
+// Only the upper triangle of the interleaved matrix is kept (a * 2 x 2 block of the lower one
+// is the transpose of one above). A round with rotations R_i on index pairs P_i = (p_i, q_i)
+// is A := J^T A J, J = diag(R_i): block (P_i, P_j), i != j, becomes R_i^T A_ij R_j, and the
+// diagonal block (P_i, P_i) gets the Jacobi formulas (a_pp - t a_pq, a_qq + t a_pq, 0). An odd
+// order gets a zero row and column, which never rotates. The vectors are accumulated through
+// a RotationLog once per sweep.
 template <class T>
 void heev_group(int64_t n, const T* a, T* w, T* v, int used, int32_t* info) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
-  thread_local std::vector<T> abuf, vbuf;
-  // Rows padded to an odd length: the column operations stride by ld vectors.
-  const int64_t ld = n | 1;
-  T* buf = interleave_into(n, a, used, abuf, ld);
-  T* vb = v ? interleaved_identity(n, vbuf, ld) : nullptr;
+  const int64_t order = n + (n & 1), ld = order + 1;  // odd ld: rows p, q never 4K-alias
+  // Thread-local scratch, bound to references once (each access by name costs a TLS lookup).
+  thread_local std::vector<T> abuf_tls, vbuf_tls, cbuf_tls, sbuf_tls;
+  thread_local RotationLog<T> log_tls;
+  thread_local std::vector<uint8_t> active_tls;
+  std::vector<T>&abuf = abuf_tls, &vbuf = vbuf_tls, &cbuf = cbuf_tls, &sbuf = sbuf_tls;
+  RotationLog<T>& log = log_tls;
+  std::vector<uint8_t>& active = active_tls;
+  const Tournament tour(order);
+  const int64_t pairs = tour.pairs;
+  T* buf = interleave_into(n, a, used, abuf, ld, /*transpose=*/false, order);
+  T* vb = v ? interleaved_identity(order, vbuf, ld) : nullptr;
+  cbuf.resize(static_cast<size_t>(pairs * W));
+  sbuf.resize(static_cast<size_t>(pairs * W));
+  active.resize(static_cast<size_t>(pairs));
+  if (vb) log.reset(tour.rounds() * pairs);
   alignas(64) T scale[W];
-  scale_lanes(n * ld, buf, scale);
+  scale_lanes(order * ld, buf, scale);
   auto at = [&](int64_t i, int64_t j) { return buf + (i * ld + j) * W; };
-  auto vat = [&](int64_t i, int64_t j) { return vb + (i * ld + j) * W; };
+  // Element (i, j), i != j, where it is stored.
+  auto sym = [&](int64_t i, int64_t j) { return i < j ? at(i, j) : at(j, i); };
   const V eps(std::numeric_limits<T>::epsilon()), tiny(std::numeric_limits<T>::min());
-  const V one(T(1)), zero(T(0));
+  const V one(T(1)), zero(T(0)), half(T(0.5));
   V still(T(0));  // lanes that rotated in the last sweep
   for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
     still = zero;
-    for (int64_t p = 0; p < n - 1; ++p) {
-      for (int64_t q = p + 1; q < n; ++q) {
+    for (int64_t r = 0; r < tour.rounds(); ++r) {
+      const int32_t* ps = tour.p.data() + r * pairs;
+      const int32_t* qs = tour.q.data() + r * pairs;
+      bool any = false;
+      for (int64_t i = 0; i < pairs; ++i) {
+        const int64_t p = ps[i], q = qs[i];
         const V app = V::load(at(p, p)), aqq = V::load(at(q, q)), apq = V::load(at(p, q));
         const V thresh = V::max(eps * (app * aqq).abs().sqrt(), tiny);
-        const V t = jacobi_tangent(app, aqq, apq, thresh);
         const V rotated = V::select_lt(thresh, apq.abs(), one, zero);
+        active[i] = !V::all_lt(rotated, half);
+        if (!active[i]) {
+          one.store(cbuf.data() + i * W);
+          zero.store(sbuf.data() + i * W);
+          continue;
+        }
+        any = true;
         still = V::max(still, rotated);
+        const V t = jacobi_tangent(app, aqq, apq, thresh);
         const V c = one / (one + t * t).sqrt(), s = t * c;
-        for (int64_t k = 0; k < n; ++k) {  // rows p, q
-          const V xp = V::load(at(p, k)), xq = V::load(at(q, k));
-          (c * xp - s * xq).store(at(p, k));
-          (s * xp + c * xq).store(at(q, k));
-        }
-        for (int64_t k = 0; k < n; ++k) {  // columns p, q
-          const V xp = V::load(at(k, p)), xq = V::load(at(k, q));
-          (c * xp - s * xq).store(at(k, p));
-          (s * xp + c * xq).store(at(k, q));
-        }
+        c.store(cbuf.data() + i * W);
+        s.store(sbuf.data() + i * W);
         (app - t * apq).store(at(p, p));
         (aqq + t * apq).store(at(q, q));
-        const V off = V::select_lt(V(T(0.5)), rotated, zero, apq);
-        off.store(at(p, q));
-        off.store(at(q, p));
-        if (vb) {
-          for (int64_t k = 0; k < n; ++k) {
-            const V xp = V::load(vat(k, p)), xq = V::load(vat(k, q));
-            (c * xp - s * xq).store(vat(k, p));
-            (s * xp + c * xq).store(vat(k, q));
-          }
+        V::select_lt(half, rotated, zero, apq).store(at(p, q));
+        if (vb) log.push(ps[i], qs[i], c, s);
+      }
+      if (!any) continue;
+      for (int64_t i = 0; i < pairs; ++i) {
+        const V ci = V::load(cbuf.data() + i * W), si = V::load(sbuf.data() + i * W);
+        const int64_t p = ps[i], q = qs[i];
+        for (int64_t j = i + 1; j < pairs; ++j) {
+          if (!active[i] && !active[j]) continue;
+          const V cj = V::load(cbuf.data() + j * W), sj = V::load(sbuf.data() + j * W);
+          T* e00 = sym(p, ps[j]);
+          T* e01 = sym(p, qs[j]);
+          T* e10 = sym(q, ps[j]);
+          T* e11 = sym(q, qs[j]);
+          const V x00 = V::load(e00), x01 = V::load(e01), x10 = V::load(e10), x11 = V::load(e11);
+          // Rows by R_i, then columns by R_j.
+          const V y00 = ci * x00 - si * x10, y10 = si * x00 + ci * x10;
+          const V y01 = ci * x01 - si * x11, y11 = si * x01 + ci * x11;
+          (cj * y00 - sj * y01).store(e00);
+          (sj * y00 + cj * y01).store(e01);
+          (cj * y10 - sj * y11).store(e10);
+          (sj * y10 + cj * y11).store(e11);
         }
       }
     }
-    alignas(64) T lane[W];
-    still.store(lane);
-    if (std::all_of(lane, lane + W, [](T x) { return x == T(0); })) break;
+    if (vb) log.apply(vb, n, ld);
+    if (V::all_lt(still, half)) break;
   }
   alignas(64) T left[W];
   still.store(left);
   std::vector<int64_t> perm(static_cast<size_t>(n));
+  std::vector<T> sorted(static_cast<size_t>(n));
   for (int l = 0; l < used; ++l) {
     info[l] = left[l] != T(0) ? 1 : 0;
     T* wl = w + l * n;
     for (int64_t j = 0; j < n; ++j) wl[j] = at(j, j)[l];
     std::iota(perm.begin(), perm.end(), int64_t{0});
     std::stable_sort(perm.begin(), perm.end(), [&](int64_t x, int64_t y) { return wl[x] < wl[y]; });
-    std::vector<T> sorted(static_cast<size_t>(n));
     for (int64_t j = 0; j < n; ++j) sorted[j] = wl[perm[j]] / scale[l];
     std::copy(sorted.begin(), sorted.end(), wl);
     if (!v) continue;
     T* vl = v + l * n * n;
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < n; ++j) vl[i * n + j] = vat(i, perm[j])[l];
+      for (int64_t j = 0; j < n; ++j) vl[i * n + j] = vb[(i * ld + perm[j]) * W + l];
   }
 }
 
-// One-sided (Hestenes) cyclic Jacobi on the columns of one group of square matrices.
+// One-sided (Hestenes) Jacobi on the columns of one group of square matrices, pairs in
+// tournament order. Within a round the angle of pair i + 1 is computed before pair i rotates,
+// so that its divisions and square roots overlap that work. An odd order gets a zero column,
+// which never rotates. V's columns are contiguous like A's and rotate with them.
 template <class T>
 void svd_group(int64_t n, const T* a, T* sv, T* u, T* vh, int used, int32_t* info) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
-  thread_local std::vector<T> abuf, vbuf;
-  // Columns contiguous (the Jacobi pairs are columns), V likewise (the identity is symmetric).
-  T* buf = interleave_into(n, a, used, abuf, n, /*transpose=*/true);
+  const int64_t order = n + (n & 1);
+  thread_local std::vector<T> abuf_tls, vbuf_tls, cbuf_tls, sbuf_tls;
+  thread_local std::vector<uint8_t> active_tls;
+  std::vector<T>&abuf = abuf_tls, &vbuf = vbuf_tls, &cbuf = cbuf_tls, &sbuf = sbuf_tls;
+  std::vector<uint8_t>& active = active_tls;
+  const Tournament tour(order);
+  const int64_t pairs = tour.pairs;
+  // Columns contiguous (the Jacobi pairs are columns).
+  T* buf = interleave_into(n, a, used, abuf, n, /*transpose=*/true, order);
   const bool vectors = u != nullptr;
-  T* vb = vectors ? interleaved_identity(n, vbuf) : nullptr;
+  // V's columns contiguous too: V's rotations are the columns' rotations.
+  T* vb = vectors ? interleaved_identity(order, vbuf) : nullptr;
+  cbuf.resize(static_cast<size_t>(pairs * W));
+  sbuf.resize(static_cast<size_t>(pairs * W));
+  active.resize(static_cast<size_t>(pairs));
   alignas(64) T scale[W];
-  scale_lanes(n * n, buf, scale);
-  auto at = [&](int64_t i, int64_t j) { return buf + (j * n + i) * W; };
-  auto vat = [&](int64_t i, int64_t j) { return vb + (j * n + i) * W; };
+  scale_lanes(order * n, buf, scale);
+  auto col = [&](int64_t j) { return buf + j * n * W; };
   const V tol(std::numeric_limits<T>::epsilon() * std::sqrt(T(n)));
-  const V one(T(1)), zero(T(0));
+  const V one(T(1)), zero(T(0)), half(T(0.5));
   V still(T(0));
   for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
     still = zero;
-    for (int64_t p = 0; p < n - 1; ++p) {
-      for (int64_t q = p + 1; q < n; ++q) {
+    for (int64_t r = 0; r < tour.rounds(); ++r) {
+      const int32_t* ps = tour.p.data() + r * pairs;
+      const int32_t* qs = tour.q.data() + r * pairs;
+      auto angle = [&](int64_t i) {
+        const T* xp = col(ps[i]);
+        const T* xq = col(qs[i]);
         V alpha = zero, beta = zero, gamma = zero;
-        for (int64_t i = 0; i < n; ++i) {
-          const V xp = V::load(at(i, p)), xq = V::load(at(i, q));
-          alpha = V::fmadd(xp, xp, alpha);
-          beta = V::fmadd(xq, xq, beta);
-          gamma = V::fmadd(xp, xq, gamma);
+        for (int64_t k = 0; k < n; ++k) {
+          const V x = V::load(xp + k * W), y = V::load(xq + k * W);
+          alpha = V::fmadd(x, x, alpha);
+          beta = V::fmadd(y, y, beta);
+          gamma = V::fmadd(x, y, gamma);
         }
         // A zero column has alpha or beta 0, hence gamma 0: never rotated.
         const V thresh = tol * alpha.sqrt() * beta.sqrt();
+        const V rotated = V::select_lt(thresh, gamma.abs(), one, zero);
+        active[i] = !V::all_lt(rotated, half);
+        if (!active[i]) return;
+        still = V::max(still, rotated);
         const V t = jacobi_tangent(alpha, beta, gamma, thresh);
-        still = V::max(still, V::select_lt(thresh, gamma.abs(), one, zero));
         const V c = one / (one + t * t).sqrt(), s = t * c;
-        for (int64_t i = 0; i < n; ++i) {
-          const V xp = V::load(at(i, p)), xq = V::load(at(i, q));
-          (c * xp - s * xq).store(at(i, p));
-          (s * xp + c * xq).store(at(i, q));
+        c.store(cbuf.data() + i * W);
+        s.store(sbuf.data() + i * W);
+      };
+      auto rotate_pair = [&](int64_t i) {
+        if (!active[i]) return;
+        const V c = V::load(cbuf.data() + i * W), s = V::load(sbuf.data() + i * W);
+        T* xp = col(ps[i]);
+        T* xq = col(qs[i]);
+        for (int64_t k = 0; k < n; ++k) {
+          const V x = V::load(xp + k * W), y = V::load(xq + k * W);
+          (c * x - s * y).store(xp + k * W);
+          (s * x + c * y).store(xq + k * W);
         }
-        if (vb) {
-          for (int64_t i = 0; i < n; ++i) {
-            const V xp = V::load(vat(i, p)), xq = V::load(vat(i, q));
-            (c * xp - s * xq).store(vat(i, p));
-            (s * xp + c * xq).store(vat(i, q));
-          }
+        if (!vb) return;
+        T* vp = vb + ps[i] * order * W;
+        T* vq = vb + qs[i] * order * W;
+        for (int64_t k = 0; k < n; ++k) {
+          const V x = V::load(vp + k * W), y = V::load(vq + k * W);
+          (c * x - s * y).store(vp + k * W);
+          (s * x + c * y).store(vq + k * W);
         }
+      };
+      angle(0);
+      for (int64_t i = 1; i < pairs; ++i) {
+        angle(i);
+        rotate_pair(i - 1);
       }
+      rotate_pair(pairs - 1);
     }
-    alignas(64) T lane[W];
-    still.store(lane);
-    if (std::all_of(lane, lane + W, [](T x) { return x == T(0); })) break;
+    if (V::all_lt(still, half)) break;
   }
+  auto at = [&](int64_t i, int64_t j) { return col(j) + i * W; };
+  auto vat = [&](int64_t i, int64_t j) { return vb + (j * order + i) * W; };
   // Column norms of every lane at once.
   std::vector<T> norms(static_cast<size_t>(n * W));
   for (int64_t j = 0; j < n; ++j) {

@@ -2,9 +2,9 @@
 // and the rotation sweep of the large-n QR iterations.
 //
 // Batched (n <= kSmallMax, real dtypes, as small_kernels.h): a group of W matrices is
-// interleaved, element (i, j) of the W matrices side by side, and the cyclic Jacobi sweeps run
-// once on vectors; every lane takes the same (p, q) order and a lane whose pair is already
-// converged rotates by the identity. Sweeps stop when no lane rotated.
+// interleaved, element (i, j) of the W matrices side by side, and the Jacobi sweeps (pairs in
+// tournament order) run once on vectors; every lane takes the same (p, q) order and a lane
+// whose pair is already converged rotates by the identity. Sweeps stop when no lane rotated.
 //   heev   two-sided Jacobi of symmetric n x n matrices a (both triangles read): w (count x n)
 //          ascending, v (count x n x n, row-major, eigenvectors as columns) when non-null.
 //   svd    one-sided Jacobi of square n x n matrices: s (count x n) descending; u, vh
