@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """PyTorch 1.13 anchor for `tessera bench linalg`: torch.linalg.cholesky, lu_factor, qr, eigh,
-svd and torch.geqrf.
+svd and torch.geqrf; factor + solve (cholesky + torch.cholesky_solve, lu_factor + lu_solve)
+with one right-hand side per matrix.
 
 Cases `<op>/<dtype>/<batch>x<n>x<n>` as in src/cli/bench_linalg.cpp and bench_linalg_spectral.cpp:
 cholesky on B B^T / n + I, eigh on B + B^T, the others (svd with full_matrices=True) on
@@ -25,9 +26,15 @@ def main():
             g = torch.Generator().manual_seed(0)
             dt = getattr(torch, dtype)
             a = torch.randn(batch, n, n, generator=g, dtype=dt)
-            if op == "cholesky":
+            rhs = torch.randn(batch, n, 1, generator=g, dtype=dt)
+            if op.startswith("cholesky"):
                 a = a @ a.transpose(1, 2) / n + torch.eye(n, dtype=dt)
+            if op == "cholesky":
                 fn = lambda: torch.linalg.cholesky(a)  # noqa: E731
+            elif op == "cholesky-solve":
+                fn = lambda: torch.cholesky_solve(rhs, torch.linalg.cholesky(a))  # noqa: E731
+            elif op == "lu-solve":
+                fn = lambda: torch.linalg.lu_solve(*torch.linalg.lu_factor(a), rhs)  # noqa: E731
             elif op == "geqrf":
                 fn = lambda: torch.geqrf(a)  # noqa: E731
             elif op == "qr":

@@ -12,6 +12,12 @@
 // pool with OpenBLAS single-threaded inside each call (ARCHITECTURE.md: one pool); a single
 // matrix runs OpenBLAS with openblas_set_num_threads(t). GFLOP/s count n^3/3 (Cholesky) and
 // 2n^3/3 (LU), 4n^3/3 (geqrf) and 8n^3/3 (qr) per matrix.
+//
+// Factor + solve rows (`cholesky-solve`, `lu-solve`, batches of 10,000 of n = 4, 8, 16, 32):
+// the factorization and one solve with a single right-hand side per matrix, as a user solving
+// many small systems runs them: linalg::cholesky + cholesky_solve and lu_factor + lu_solve,
+// LAPACK's potrf + potrs and getrf + getrs, PyTorch's linalg.cholesky + cholesky_solve and
+// linalg.lu_factor + linalg.lu_solve. GFLOP/s count the factorization and 2n^2 for the solve.
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -30,6 +36,14 @@ void spotrf_(const char*, const int*, float*, const int*, int*);
 void dpotrf_(const char*, const int*, double*, const int*, int*);
 void sgetrf_(const int*, const int*, float*, const int*, int*, int*);
 void dgetrf_(const int*, const int*, double*, const int*, int*, int*);
+void spotrs_(const char*, const int*, const int*, const float*, const int*, float*, const int*,
+             int*);
+void dpotrs_(const char*, const int*, const int*, const double*, const int*, double*, const int*,
+             int*);
+void sgetrs_(const char*, const int*, const int*, const float*, const int*, const int*, float*,
+             const int*, int*);
+void dgetrs_(const char*, const int*, const int*, const double*, const int*, const int*, double*,
+             const int*, int*);
 void openblas_set_num_threads(int);
 // QR rows (geqrf, qr).
 void sgeqrf_(const int*, const int*, float*, const int*, float*, float*, const int*, int*);
@@ -45,15 +59,18 @@ namespace tessera::cli {
 namespace {
 
 struct LinalgCase {
-  std::string op;  // "cholesky" or "lu_factor"
+  std::string op;  // "cholesky", "lu_factor", "cholesky-solve", "lu-solve", "geqrf" or "qr"
   ScalarType dtype;
   int64_t batch, n;
   std::string name() const { return fmt::format("{}/{}/{}x{}x{}", op, dtype, batch, n, n); }
+  bool solves() const { return op.ends_with("-solve"); }
+  bool cholesky() const { return op.starts_with("cholesky"); }
   double flops() const {
     const double n3 = double(n) * double(n) * double(n);
     if (op == "geqrf") return double(batch) * 4 * n3 / 3;
     if (op == "qr") return double(batch) * 8 * n3 / 3;  // geqrf + orgqr
-    return double(batch) * (op == "cholesky" ? n3 / 3 : 2 * n3 / 3);
+    const double solve = solves() ? 2.0 * double(n) * double(n) : 0.0;
+    return double(batch) * ((cholesky() ? n3 / 3 : 2 * n3 / 3) + solve);
   }
 };
 
@@ -61,21 +78,29 @@ struct LinalgCase {
 Tensor bench_input(const LinalgCase& c) {
   manual_seed(0);
   const Tensor b = randn({c.batch, c.n, c.n}, c.dtype);
-  if (c.op != "cholesky") return b;
+  if (!c.cholesky()) return b;
   return b.bmm(b.transpose(1, 2)).div(double(c.n)).add(eye(c.n, c.n, c.dtype));
 }
 
 // One LAPACK factorization of the n x n matrix `a` (column-major; the inputs are symmetric or
-// random, so row-major data serves as well) in place.
+// random, so row-major data serves as well) in place, then (rhs non-null) one solve with the
+// right-hand side rhs (n values) in place.
 template <class T>
-void lapack_factor(const std::string& op, int n, T* a, int* ipiv) {
+void lapack_factor(bool cholesky, int n, T* a, int* ipiv, T* rhs) {
   int info = 0;
-  if (op == "cholesky") {
+  const int one = 1;
+  if (cholesky) {
     if constexpr (std::is_same_v<T, float>) spotrf_("L", &n, a, &n, &info);
     if constexpr (std::is_same_v<T, double>) dpotrf_("L", &n, a, &n, &info);
+    if (!rhs) return;
+    if constexpr (std::is_same_v<T, float>) spotrs_("L", &n, &one, a, &n, rhs, &n, &info);
+    if constexpr (std::is_same_v<T, double>) dpotrs_("L", &n, &one, a, &n, rhs, &n, &info);
   } else {
     if constexpr (std::is_same_v<T, float>) sgetrf_(&n, &n, a, &n, ipiv, &info);
     if constexpr (std::is_same_v<T, double>) dgetrf_(&n, &n, a, &n, ipiv, &info);
+    if (!rhs) return;
+    if constexpr (std::is_same_v<T, float>) sgetrs_("N", &n, &one, a, &n, ipiv, rhs, &n, &info);
+    if constexpr (std::is_same_v<T, double>) dgetrs_("N", &n, &one, a, &n, ipiv, rhs, &n, &info);
   }
 }
 
@@ -103,9 +128,10 @@ bool is_qr_op(const std::string& op) {
   return op == "geqrf" || op == "qr";
 }
 
+// `rhs` / `x`: the right-hand sides and their solutions ([batch, n, 1]) of the -solve rows.
 template <class T>
-void lapack_batch(const LinalgCase& c, const Tensor& input, Tensor& work, Tensor& pivots,
-                  Tensor& q) {
+void lapack_batch(const LinalgCase& c, const Tensor& input, Tensor& work, Tensor& pivots, Tensor& q,
+                  const Tensor& rhs, Tensor& x) {
   const int n = static_cast<int>(c.n);
   const T* in = input.data_ptr<T>();
   T* out = work.data_ptr<T>();
@@ -114,9 +140,14 @@ void lapack_batch(const LinalgCase& c, const Tensor& input, Tensor& work, Tensor
     std::memcpy(out + b * n * n, in + b * n * n, sizeof(T) * n * n);
     if (is_qr_op(c.op)) {
       lapack_qr(c.op, n, out + b * n * n, q.data_ptr<T>() + b * n * n);
-    } else {
-      lapack_factor(c.op, n, out + b * n * n, piv + b * n);
+      return;
     }
+    T* xb = nullptr;
+    if (c.solves()) {
+      xb = x.data_ptr<T>() + b * n;
+      std::memcpy(xb, rhs.data_ptr<T>() + b * n, sizeof(T) * n);
+    }
+    lapack_factor(c.cholesky(), n, out + b * n * n, piv + b * n, xb);
   };
   if (c.batch == 1) {
     one(0);
@@ -138,6 +169,9 @@ int run_bench_linalg(const BenchOptions& options) {
       for (int64_t n : {64, 256, 1024}) cases.push_back({op, dt, 1, n});
       for (int64_t n : {8, 16, 32}) cases.push_back({op, dt, 10000, n});
     }
+  for (const char* op : {"cholesky-solve", "lu-solve"})
+    for (ScalarType dt : {kFloat32, kFloat64})
+      for (int64_t n : {4, 8, 16, 32}) cases.push_back({op, dt, 10000, n});
   // QR rows: geqrf (R and the reflectors) and qr (with Q: geqrf + orgqr).
   for (const char* op : {"geqrf", "qr"})
     for (ScalarType dt : {kFloat32, kFloat64}) {
@@ -155,10 +189,16 @@ int run_bench_linalg(const BenchOptions& options) {
     set_num_threads(th);
     for (const LinalgCase& c : cases) {
       const Tensor a = bench_input(c);
+      const Tensor rhs = c.solves() ? randn({c.batch, c.n, 1}, c.dtype) : Tensor();
       BenchRow row{"linalg", c.name(), "tessera", th};
       row.stats = measure(
           [&] {
-            if (c.op == "cholesky") {
+            if (c.op == "cholesky-solve") {
+              (void)linalg::cholesky_solve(rhs, linalg::cholesky(a));
+            } else if (c.op == "lu-solve") {
+              auto [lu, piv] = linalg::lu_factor(a);
+              (void)linalg::lu_solve(lu, piv, rhs);
+            } else if (c.op == "cholesky") {
               (void)linalg::cholesky(a);
             } else if (c.op == "geqrf") {
               (void)linalg::geqrf(a);
@@ -175,13 +215,14 @@ int run_bench_linalg(const BenchOptions& options) {
       openblas_set_num_threads(c.batch == 1 ? th : 1);
       Tensor work = empty_like(a), pivots = empty({c.batch, c.n}, kInt32);
       Tensor q = is_qr_op(c.op) ? empty_like(a) : Tensor();
+      Tensor x = c.solves() ? empty_like(rhs) : Tensor();
       BenchRow lrow{"linalg", c.name(), "lapack", th};
       lrow.stats = measure(
           [&] {
             if (c.dtype == kFloat32) {
-              lapack_batch<float>(c, a, work, pivots, q);
+              lapack_batch<float>(c, a, work, pivots, q, rhs, x);
             } else {
-              lapack_batch<double>(c, a, work, pivots, q);
+              lapack_batch<double>(c, a, work, pivots, q, rhs, x);
             }
           },
           budget);

@@ -74,7 +74,8 @@ std::tuple<Tensor, Tensor> cholesky_impl(const Tensor& A, bool upper, std::strin
 }
 
 // X := A^{-1} X for A = L L^H (or U^H U when upper), X contiguous [batch, n, k], L [*, n, n]
-// broadcast over X's batch (any strides).
+// broadcast over X's batch (any strides). Batches of small real systems whose lower factors are
+// plain (contiguous, one per system) run the lane-interleaved potrs (small/small_kernels.h).
 void cholesky_solve_in_place(const Tensor& X, const Tensor& L, bool upper, std::string_view op) {
   const int64_t n = X.size(-2), k = X.size(-1);
   const int64_t batch = numel_of(batch_shape(X));
@@ -84,6 +85,12 @@ void cholesky_solve_in_place(const Tensor& X, const Tensor& L, bool upper, std::
   visit_linalg_dtype(X.dtype(), op, [&]<class T>() {
     const T* lbase = static_cast<const T*>(Lx.data_ptr());
     T* xbase = static_cast<T*>(X.data_ptr());
+    if (!upper && use_small_kernels<T>(n, batch) && plain_matrices(L, batch)) {
+      for_each_group<T>(batch, [&](int64_t b0, int64_t count) {
+        small_potrs(n, k, count, lbase + b0 * n * n, xbase + b0 * n * k);
+      });
+      return;
+    }
     for_each_matrix(batch, n, [&](int64_t b) {
       const T* l = lbase + off[b];
       T* x = xbase + b * n * k;

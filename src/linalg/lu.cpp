@@ -121,6 +121,13 @@ void lu_solve_in_place(const Tensor& X, const Tensor& LU, const Tensor& pivots, 
     const T* lu_base = static_cast<const T*>(LUx.data_ptr());
     T* x_base = static_cast<T*>(X.data_ptr());
     const int32_t* piv_base = piv.data_ptr<int32_t>();
+    if (left && !adjoint && use_small_kernels<T>(n, batch) && plain_matrices(LU, batch)) {
+      for_each_group<T>(batch, [&](int64_t b0, int64_t count) {
+        small_getrs(n, nrhs, count, lu_base + b0 * n * n, piv_base + b0 * n,
+                    x_base + b0 * n * nrhs);
+      });
+      return;
+    }
     for_each_matrix(batch, n, [&](int64_t b) {
       const T* a = lu_base + off[b];
       T* y = x_base + b * n * nrhs;

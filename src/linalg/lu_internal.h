@@ -14,7 +14,9 @@ std::tuple<Tensor, Tensor, Tensor> lu_factor_work(const Tensor& A, std::string_v
 
 // X := op(A)^{-1} X (left) or X op(A)^{-1} (right) in place, op(A) = A or A^H (adjoint), for
 // A = P L U given by (LU, pivots) of square matrices (any strides) broadcast over X's batch;
-// X contiguous [batch, n, k] (left) or [batch, k, n] (right). Pivots must be valid.
+// X contiguous [batch, n, k] (left) or [batch, k, n] (right). Pivots must be valid. Batches of
+// small real left solves with plain factors (contiguous, one per system) run the lane-
+// interleaved getrs (small/small_kernels.h).
 void lu_solve_in_place(const Tensor& X, const Tensor& LU, const Tensor& pivots, bool left,
                        bool adjoint, std::string_view op);
 

@@ -9,6 +9,7 @@
 
 #include "linalg/small/small_kernels.h"
 #include "tessera/core/parallel.h"
+#include "tessera/core/tensor.h"
 
 namespace tessera::linalg::detail {
 
@@ -48,6 +49,26 @@ void small_getrf(int64_t n, int64_t count, const T* a, T* out, int32_t* ipiv, in
                  const cpu::SmallLinalgKernels& k = small_kernels()) {
   if constexpr (std::is_same_v<T, float>) k.getrf_f32(n, count, a, out, ipiv, info);
   if constexpr (std::is_same_v<T, double>) k.getrf_f64(n, count, a, out, ipiv, info);
+}
+
+template <class T>
+void small_potrs(int64_t n, int64_t k, int64_t count, const T* l, T* b,
+                 const cpu::SmallLinalgKernels& kern = small_kernels()) {
+  if constexpr (std::is_same_v<T, float>) kern.potrs_f32(n, k, count, l, b);
+  if constexpr (std::is_same_v<T, double>) kern.potrs_f64(n, k, count, l, b);
+}
+
+template <class T>
+void small_getrs(int64_t n, int64_t k, int64_t count, const T* lu, const int32_t* ipiv, T* b,
+                 const cpu::SmallLinalgKernels& kern = small_kernels()) {
+  if constexpr (std::is_same_v<T, float>) kern.getrs_f32(n, k, count, lu, ipiv, b);
+  if constexpr (std::is_same_v<T, double>) kern.getrs_f64(n, k, count, lu, ipiv, b);
+}
+
+// Whether the matrices of `t` (batch_dims x n x n) are the plain layout the lane kernels read:
+// row-major, n*n apart, none shared by broadcasting.
+inline bool plain_matrices(const Tensor& t, int64_t batch) {
+  return t.is_contiguous() && t.numel() == batch * t.size(-1) * t.size(-2);
 }
 
 }  // namespace tessera::linalg::detail

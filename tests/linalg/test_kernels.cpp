@@ -246,6 +246,20 @@ std::vector<std::pair<std::string, const cpu::SmallLinalgKernels*>> small_tables
   return out;
 }
 
+// ||A X - B||_F <= bound * n eps ||A||_F ||X||_F for system b of the batch of solutions x
+// (n x k row-major each).
+template <class T>
+void expect_small_backward_error(const Tensor& A, const std::vector<T>& x, int64_t b, int64_t k,
+                                 const Tensor& B, double bound) {
+  const int64_t n = A.size(0);
+  const Tensor X =
+      tensor_of(std::vector<T>(x.begin() + b * n * k, x.begin() + (b + 1) * n * k), n, k);
+  const LMat a = to_lmat(A), xm = to_lmat(X);
+  const long double r = frob_diff(matmul(a, xm), to_lmat(B));
+  EXPECT_LE(double(r), bound * n * eps_of(A.dtype()) * double(frob(a) * frob(xm)))
+      << "system " << b;
+}
+
 // Batches of 37 matrices (not a multiple of any lane count), some failing or singular, through
 // every ISA's interleaved kernels against the per-matrix kernels and LAPACK.
 template <class T>
@@ -286,6 +300,15 @@ void check_small_kernels() {
         const double d = double(frob_diff(to_lmat(Lf), to_lmat(lower_of(one, n))));
         EXPECT_LE(d, 10 * n * eps_of(dt) * double(frob(to_lmat(Lf)))) << "matrix " << b;
       }
+      // potrs on those factors: ||H X - B|| within a small multiple of n eps ||H|| ||X||.
+      constexpr int64_t kRhs = 3;
+      const Tensor Bc = gaussian({kCount, n, kRhs}, dt);
+      std::vector<T> x = values_of<T>(Bc);
+      small_potrs(n, kRhs, kCount, fast.data(), x.data(), *table);
+      for (int64_t b = 0; b < kCount; ++b) {
+        if (info[b]) continue;
+        expect_small_backward_error<T>(H[b], x, b, kRhs, Bc[b], 10.0);
+      }
       // LU: matrix 3 has a zero column (info = its index + 1), matrix 8 is the zero matrix.
       Tensor A = make_matrix({kCount}, n, dt, Kind::kRandom);
       A[3].select(1, n / 3).zero_();
@@ -305,6 +328,14 @@ void check_small_kernels() {
         if (dbl) {
           EXPECT_EQ(gp, std::vector<int32_t>(pl.begin(), pl.end())) << "matrix " << b;
         }
+      }
+      // getrs on those factors, singular matrices skipped.
+      const Tensor Bl = gaussian({kCount, n, kRhs}, dt);
+      std::vector<T> xl = values_of<T>(Bl);
+      small_getrs(n, kRhs, kCount, lu.data(), piv.data(), xl.data(), *table);
+      for (int64_t b = 0; b < kCount; ++b) {
+        if (info[b]) continue;
+        expect_small_backward_error<T>(A[b], xl, b, kRhs, Bl[b], 20.0);
       }
     }
   }

@@ -114,6 +114,14 @@ TEST(LinalgOps, CholeskySolveAndInverse) {
           return std::pair{frob_diff(matmul(a, x), to_lmat(Bf[b])), frob(a) * frob(x)};
         });
         EXPECT_LE(r, 4.0);
+        // One factor per system (the lane-interleaved potrs for small real lower factors).
+        const Tensor B2 = gaussian({2, n, 4}, dt);
+        const Tensor X2 = la::cholesky_solve(B2, F, upper);
+        const double r2 = max_ratio(2, n, dt, [&](int64_t b) {
+          const LMat a = to_lmat(A[b]), x = to_lmat(X2[b]);
+          return std::pair{frob_diff(matmul(a, x), to_lmat(B2[b])), frob(a) * frob(x)};
+        });
+        EXPECT_LE(r2, 4.0);
         const Tensor Ainv = la::cholesky_inverse(F, upper);
         const double ri = max_ratio(2, n, dt, [&](int64_t b) {
           const LMat a = to_lmat(A[b]), x = to_lmat(Ainv[b]);

@@ -137,6 +137,92 @@ void getrf_group(int64_t n, const T* a, T* out, int used, int32_t* ipiv, int32_t
   scatter(n, buf, used, /*lower_only=*/false, out);
 }
 
+// The right-hand sides of one group, interleaved: element (i, c) of lane l at
+// buf[(i * k + c) * W + l]; lanes from `used` on are zero. `ipiv` (getrs) applies each lane's
+// row interchanges while its rows are copied in.
+template <class T>
+T* gather_rhs(int64_t n, int64_t k, const T* b, int used, const int32_t* ipiv) {
+  constexpr int W = Vec<T>::kSize;
+  thread_local std::vector<T> buf_tls, rows_tls;
+  std::vector<T>&buf = buf_tls, &rows = rows_tls;
+  buf.assign(static_cast<size_t>(n * k * W), T(0));
+  rows.resize(static_cast<size_t>(n * k));
+  for (int l = 0; l < used; ++l) {
+    const T* src = b + l * n * k;
+    if (ipiv) {
+      std::copy(src, src + n * k, rows.begin());
+      const int32_t* p = ipiv + l * n;
+      for (int64_t j = 0; j < n; ++j)
+        if (p[j] - 1 != j)
+          std::swap_ranges(rows.begin() + j * k, rows.begin() + (j + 1) * k,
+                           rows.begin() + (p[j] - 1) * k);
+      src = rows.data();
+    }
+    for (int64_t e = 0; e < n * k; ++e) buf[e * W + l] = src[e];
+  }
+  return buf.data();
+}
+
+template <class T>
+void scatter_rhs(int64_t n, int64_t k, const T* buf, int used, T* b) {
+  constexpr int W = Vec<T>::kSize;
+  for (int l = 0; l < used; ++l)
+    for (int64_t e = 0; e < n * k; ++e) b[l * n * k + e] = buf[e * W + l];
+}
+
+// Forward then backward substitution on one group: L Y = B with L lower (unit when `unit`),
+// then X from U X = Y (U = the upper triangle of f, or L^T when `cholesky`). rinv holds the
+// inverted diagonal of the backward (and, for Cholesky, the forward) factor.
+template <class T>
+void substitute(int64_t n, int64_t k, const T* f, bool cholesky, T* x) {
+  using V = Vec<T>;
+  constexpr int W = V::kSize;
+  auto at = [&](int64_t i, int64_t j) { return f + (i * n + j) * W; };
+  auto xa = [&](int64_t i, int64_t c) { return x + (i * k + c) * W; };
+  thread_local std::vector<T> rinv_tls;
+  std::vector<T>& rinv = rinv_tls;
+  rinv.resize(static_cast<size_t>(n * W));
+  for (int64_t i = 0; i < n; ++i) (V(T(1)) / V::load(at(i, i))).store(rinv.data() + i * W);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < k; ++c) {
+      V acc = V::load(xa(i, c));
+      for (int64_t m = 0; m < i; ++m) acc = acc - V::load(at(i, m)) * V::load(xa(m, c));
+      if (cholesky) acc = acc * V::load(rinv.data() + i * W);
+      acc.store(xa(i, c));
+    }
+  for (int64_t i = n - 1; i >= 0; --i)
+    for (int64_t c = 0; c < k; ++c) {
+      V acc = V::load(xa(i, c));
+      for (int64_t m = i + 1; m < n; ++m)
+        acc = acc - V::load(cholesky ? at(m, i) : at(i, m)) * V::load(xa(m, c));
+      (acc * V::load(rinv.data() + i * W)).store(xa(i, c));
+    }
+}
+
+template <class T>
+void potrs_batch(int64_t n, int64_t k, int64_t count, const T* l, T* b) {
+  constexpr int W = Vec<T>::kSize;
+  for (int64_t g = 0; g < count; g += W) {
+    const int used = static_cast<int>(std::min<int64_t>(W, count - g));
+    const T* f = gather(n, l + g * n * n, used);
+    T* x = gather_rhs(n, k, b + g * n * k, used, static_cast<const int32_t*>(nullptr));
+    substitute(n, k, f, /*cholesky=*/true, x);
+    scatter_rhs(n, k, x, used, b + g * n * k);
+  }
+}
+
+template <class T>
+void getrs_batch(int64_t n, int64_t k, int64_t count, const T* lu, const int32_t* ipiv, T* b) {
+  constexpr int W = Vec<T>::kSize;
+  for (int64_t g = 0; g < count; g += W) {
+    const int used = static_cast<int>(std::min<int64_t>(W, count - g));
+    const T* f = gather(n, lu + g * n * n, used);
+    T* x = gather_rhs(n, k, b + g * n * k, used, ipiv + g * n);
+    substitute(n, k, f, /*cholesky=*/false, x);
+    scatter_rhs(n, k, x, used, b + g * n * k);
+  }
+}
+
 template <class T>
 void potrf_batch(int64_t n, int64_t count, const T* a, T* out, int32_t* info) {
   constexpr int W = Vec<T>::kSize;
@@ -159,7 +245,9 @@ void getrf_batch(int64_t n, int64_t count, const T* a, T* out, int32_t* ipiv, in
 
 const SmallLinalgKernels& small_linalg_kernels() {
   static const SmallLinalgKernels k{potrf_batch<float>,  potrf_batch<double>, getrf_batch<float>,
-                                    getrf_batch<double>, Vec<float>::kSize,   Vec<double>::kSize};
+                                    getrf_batch<double>, potrs_batch<float>,  potrs_batch<double>,
+                                    getrs_batch<float>,  getrs_batch<double>, Vec<float>::kSize,
+                                    Vec<double>::kSize};
   return k;
 }
 

@@ -15,6 +15,13 @@
 //   getrf   LU with partial pivoting (first largest |a|, LAPACK's rule; a NaN is never
 //           preferred), 1-based pivots ipiv[b * n + j], info[b] = first zero pivot (0 if none).
 //           Zero pivots are skipped, as getf2 does.
+//   potrs   solves A X = B in place, A = L L^T from potrf's lower factors l (n x n row-major,
+//           n*n apart; the strict upper triangle is not read); B is n x k row-major, n*k apart.
+//   getrs   solves A X = B in place, P A = L U from getrf's factors lu and 1-based pivots ipiv
+//           (n apart); B as for potrs.
+//   The solves are potrs / getrs ('N') of LAPACK: forward then backward substitution, each
+//   diagonal entry inverted once. A singular factor gives inf / NaN, as LAPACK's do (callers
+//   check info first).
 // Real dtypes only (complex batches take the per-matrix path).
 #pragma once
 
@@ -31,6 +38,12 @@ struct SmallLinalgKernels {
                     int32_t* info);
   void (*getrf_f64)(int64_t n, int64_t count, const double* a, double* out, int32_t* ipiv,
                     int32_t* info);
+  void (*potrs_f32)(int64_t n, int64_t k, int64_t count, const float* l, float* b);
+  void (*potrs_f64)(int64_t n, int64_t k, int64_t count, const double* l, double* b);
+  void (*getrs_f32)(int64_t n, int64_t k, int64_t count, const float* lu, const int32_t* ipiv,
+                    float* b);
+  void (*getrs_f64)(int64_t n, int64_t k, int64_t count, const double* lu, const int32_t* ipiv,
+                    double* b);
   int lanes_f32, lanes_f64;  // W
 };
 
