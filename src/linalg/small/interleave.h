@@ -4,12 +4,140 @@
 // Included inside namespace tessera::cpu::TS_ISA.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
 #include "core/vec.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace tessera::cpu::TS_ISA {
+
+namespace interleave_detail {
+
+#if defined(__AVX512F__)
+// In-register transposes of a 16 x 16 float / 8 x 8 double block (r[i] = row i in, column i out).
+inline void transpose(__m512* r) {
+  __m512 t[16];
+  for (int i = 0; i < 16; i += 2) {
+    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
+  }
+  auto lo = [](__m512 x, __m512 y) {
+    return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(x), _mm512_castps_pd(y)));
+  };
+  auto hi = [](__m512 x, __m512 y) {
+    return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(x), _mm512_castps_pd(y)));
+  };
+  // u[4g + c], 128-bit lane q: column 4q + c of rows 4g .. 4g+3.
+  __m512 u[16];
+  for (int i = 0; i < 16; i += 4) {
+    u[i] = lo(t[i], t[i + 2]);
+    u[i + 1] = hi(t[i], t[i + 2]);
+    u[i + 2] = lo(t[i + 1], t[i + 3]);
+    u[i + 3] = hi(t[i + 1], t[i + 3]);
+  }
+  for (int c = 0; c < 4; ++c) {
+    const __m512 a88 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
+    const __m512 add = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
+    const __m512 b88 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
+    const __m512 bdd = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
+    r[c] = _mm512_shuffle_f32x4(a88, b88, 0x88);
+    r[8 + c] = _mm512_shuffle_f32x4(a88, b88, 0xdd);
+    r[4 + c] = _mm512_shuffle_f32x4(add, bdd, 0x88);
+    r[12 + c] = _mm512_shuffle_f32x4(add, bdd, 0xdd);
+  }
+}
+
+inline void transpose(__m512d* r) {
+  __m512d t[8];
+  for (int i = 0; i < 8; i += 2) {
+    t[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);
+    t[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]);
+  }
+  // t[2g + c], 128-bit lane q: column 2q + c of rows 2g, 2g+1.
+  for (int c = 0; c < 2; ++c) {
+    const __m512d a88 = _mm512_shuffle_f64x2(t[c], t[2 + c], 0x88);
+    const __m512d add = _mm512_shuffle_f64x2(t[c], t[2 + c], 0xdd);
+    const __m512d b88 = _mm512_shuffle_f64x2(t[4 + c], t[6 + c], 0x88);
+    const __m512d bdd = _mm512_shuffle_f64x2(t[4 + c], t[6 + c], 0xdd);
+    r[c] = _mm512_shuffle_f64x2(a88, b88, 0x88);
+    r[4 + c] = _mm512_shuffle_f64x2(a88, b88, 0xdd);
+    r[2 + c] = _mm512_shuffle_f64x2(add, bdd, 0x88);
+    r[6 + c] = _mm512_shuffle_f64x2(add, bdd, 0xdd);
+  }
+}
+
+template <class T>
+struct Block;
+template <>
+struct Block<float> {
+  using R = __m512;
+  static constexpr int W = 16;
+  static R load(const float* p, int n) { return _mm512_maskz_loadu_ps((1u << n) - 1u, p); }
+  static void store(float* p, R v, int n) { _mm512_mask_storeu_ps(p, (1u << n) - 1u, v); }
+  static R zero() { return _mm512_setzero_ps(); }
+};
+template <>
+struct Block<double> {
+  using R = __m512d;
+  static constexpr int W = 8;
+  static R load(const double* p, int n) {
+    return _mm512_maskz_loadu_pd(static_cast<__mmask8>((1u << n) - 1u), p);
+  }
+  static void store(double* p, R v, int n) {
+    _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1u), v);
+  }
+  static R zero() { return _mm512_setzero_pd(); }
+};
+#endif
+
+}  // namespace interleave_detail
+
+// buf[e * W + l] = a[l * count + e] for e < count and lanes l < used, 0 in the other lanes: W
+// runs of `count` elements transposed into the interleaved layout (W x W blocks in registers on
+// AVX-512, element by element elsewhere).
+template <class T>
+void lanes_to_interleaved(const T* a, int64_t count, int used, T* buf) {
+  constexpr int W = vec::TS_ISA::Vec<T>::kSize;
+#if defined(__AVX512F__)
+  using B = interleave_detail::Block<T>;
+  static_assert(B::W == W);
+  typename B::R r[W];
+  for (int64_t e0 = 0; e0 < count; e0 += W) {
+    const int len = static_cast<int>(std::min<int64_t>(W, count - e0));
+    for (int l = 0; l < W; ++l) r[l] = l < used ? B::load(a + l * count + e0, len) : B::zero();
+    interleave_detail::transpose(r);
+    for (int t = 0; t < len; ++t) B::store(buf + (e0 + t) * W, r[t], W);
+  }
+#else
+  for (int64_t e = 0; e < count; ++e)
+    for (int l = 0; l < W; ++l) buf[e * W + l] = l < used ? a[l * count + e] : T(0);
+#endif
+}
+
+// out[l * count + e] = buf[e * W + l] for e < count and lanes l < used (the inverse of
+// lanes_to_interleaved).
+template <class T>
+void interleaved_to_lanes(const T* buf, int64_t count, int used, T* out) {
+  constexpr int W = vec::TS_ISA::Vec<T>::kSize;
+#if defined(__AVX512F__)
+  using B = interleave_detail::Block<T>;
+  typename B::R r[W];
+  for (int64_t e0 = 0; e0 < count; e0 += W) {
+    const int len = static_cast<int>(std::min<int64_t>(W, count - e0));
+    for (int t = 0; t < W; ++t) r[t] = t < len ? B::load(buf + (e0 + t) * W, W) : B::zero();
+    interleave_detail::transpose(r);
+    for (int l = 0; l < used; ++l) B::store(out + l * count + e0, r[l], len);
+  }
+#else
+  for (int l = 0; l < used; ++l)
+    for (int64_t e = 0; e < count; ++e) out[l * count + e] = buf[e * W + l];
+#endif
+}
 
 // Fills buf with W interleaved n x n matrices: lanes below `used` from a (row-major, n*n
 // apart), the others the identity. Returns buf.data(). Element (i, j) goes to vector
@@ -27,6 +155,12 @@ T* interleave_into(int64_t n, const T* a, int used, std::vector<T>& buf, int64_t
     buf.resize(static_cast<size_t>(nn * W));  // every element is written below
   } else {
     buf.assign(static_cast<size_t>(lines * ld * W), T(0));
+  }
+  if (ld == n && lines == n && !transpose) {  // the plain layout: W x W blocks transposed
+    lanes_to_interleaved(a, nn, used, buf.data());
+    for (int l = used; l < W; ++l)
+      for (int64_t i = 0; i < n; ++i) buf[(i * n + i) * W + l] = T(1);
+    return buf.data();
   }
   // Lane-major: one matrix at a time is read sequentially. (Element-major order would read W
   // streams n*n elements apart, a power of two for n = 8, 16, 32, which alias in the cache.)

@@ -27,16 +27,14 @@ T* gather(int64_t n, const T* a, int used) {
 }
 
 // Writes the group's lanes below `used` to out (row-major, n*n apart); lower_only zeroes the
-// strict upper triangle.
+// strict upper triangle (in buf, then in out).
 template <class T>
-void scatter(int64_t n, const T* buf, int used, bool lower_only, T* out) {
+void scatter(int64_t n, T* buf, int used, bool lower_only, T* out) {
   constexpr int W = Vec<T>::kSize;
-  for (int l = 0; l < used; ++l) {
-    T* m = out + l * n * n;
+  if (lower_only)
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < n; ++j)
-        m[i * n + j] = lower_only && j > i ? T(0) : buf[(i * n + j) * W + l];
-  }
+      for (int64_t j = i + 1; j < n; ++j) Vec<T>(T(0)).store(buf + (i * n + j) * W);
+  interleaved_to_lanes(buf, n * n, used, out);
 }
 
 // Lower Cholesky of one group (right-looking, as potrf_lower_unblocked).
@@ -145,29 +143,28 @@ T* gather_rhs(int64_t n, int64_t k, const T* b, int used, const int32_t* ipiv) {
   constexpr int W = Vec<T>::kSize;
   thread_local std::vector<T> buf_tls, rows_tls;
   std::vector<T>&buf = buf_tls, &rows = rows_tls;
-  buf.assign(static_cast<size_t>(n * k * W), T(0));
+  buf.resize(static_cast<size_t>(n * k * W));
+  if (!ipiv) {
+    lanes_to_interleaved(b, n * k, used, buf.data());
+    return buf.data();
+  }
+  std::fill(buf.begin(), buf.end(), T(0));
   rows.resize(static_cast<size_t>(n * k));
   for (int l = 0; l < used; ++l) {
-    const T* src = b + l * n * k;
-    if (ipiv) {
-      std::copy(src, src + n * k, rows.begin());
-      const int32_t* p = ipiv + l * n;
-      for (int64_t j = 0; j < n; ++j)
-        if (p[j] - 1 != j)
-          std::swap_ranges(rows.begin() + j * k, rows.begin() + (j + 1) * k,
-                           rows.begin() + (p[j] - 1) * k);
-      src = rows.data();
-    }
-    for (int64_t e = 0; e < n * k; ++e) buf[e * W + l] = src[e];
+    std::copy(b + l * n * k, b + (l + 1) * n * k, rows.begin());
+    const int32_t* p = ipiv + l * n;
+    for (int64_t j = 0; j < n; ++j)
+      if (p[j] - 1 != j)
+        std::swap_ranges(rows.begin() + j * k, rows.begin() + (j + 1) * k,
+                         rows.begin() + (p[j] - 1) * k);
+    for (int64_t e = 0; e < n * k; ++e) buf[e * W + l] = rows[e];
   }
   return buf.data();
 }
 
 template <class T>
 void scatter_rhs(int64_t n, int64_t k, const T* buf, int used, T* b) {
-  constexpr int W = Vec<T>::kSize;
-  for (int l = 0; l < used; ++l)
-    for (int64_t e = 0; e < n * k; ++e) b[l * n * k + e] = buf[e * W + l];
+  interleaved_to_lanes(buf, n * k, used, b);
 }
 
 // Forward then backward substitution on one group: L Y = B with L lower (unit when `unit`),
