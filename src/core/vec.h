@@ -115,6 +115,10 @@ struct Vec<float> {
   }
   // Whether a < b in every lane (false where either is NaN).
   static bool all_lt(Vec a, Vec b) { return _mm512_cmp_ps_mask(a.v, b.v, _CMP_LT_OQ) == 0xFFFF; }
+  // Per lane: a == b ? x : y (an unordered compare picks y).
+  static Vec select_eq(Vec a, Vec b, Vec x, Vec y) {
+    return _mm512_mask_mov_ps(y.v, _mm512_cmp_ps_mask(a.v, b.v, _CMP_EQ_OQ), x.v);
+  }
   static Vec copysign(Vec mag, Vec sign) {
     return _mm512_castsi512_ps(_mm512_ternarylogic_epi32(_mm512_castps_si512(mag.v),
                                                          _mm512_castps_si512(sign.v),
@@ -204,6 +208,9 @@ struct Vec<double> {
     return _mm512_mask_mov_pd(y.v, _mm512_cmp_pd_mask(a.v, b.v, _CMP_LT_OQ), x.v);
   }
   static bool all_lt(Vec a, Vec b) { return _mm512_cmp_pd_mask(a.v, b.v, _CMP_LT_OQ) == 0xFF; }
+  static Vec select_eq(Vec a, Vec b, Vec x, Vec y) {
+    return _mm512_mask_mov_pd(y.v, _mm512_cmp_pd_mask(a.v, b.v, _CMP_EQ_OQ), x.v);
+  }
   static Vec copysign(Vec mag, Vec sign) {
     return _mm512_castsi512_pd(_mm512_ternarylogic_epi64(_mm512_castpd_si512(mag.v),
                                                          _mm512_castpd_si512(sign.v),
@@ -318,6 +325,9 @@ struct Vec<float> {
   static bool all_lt(Vec a, Vec b) {
     return _mm256_movemask_ps(_mm256_cmp_ps(a.v, b.v, _CMP_LT_OQ)) == 0xFF;
   }
+  static Vec select_eq(Vec a, Vec b, Vec x, Vec y) {
+    return _mm256_blendv_ps(y.v, x.v, _mm256_cmp_ps(a.v, b.v, _CMP_EQ_OQ));
+  }
   static Vec copysign(Vec mag, Vec sign) {
     const __m256 m = _mm256_set1_ps(-0.0f);
     return _mm256_or_ps(_mm256_andnot_ps(m, mag.v), _mm256_and_ps(m, sign.v));
@@ -396,6 +406,9 @@ struct Vec<double> {
   }
   static bool all_lt(Vec a, Vec b) {
     return _mm256_movemask_pd(_mm256_cmp_pd(a.v, b.v, _CMP_LT_OQ)) == 0xF;
+  }
+  static Vec select_eq(Vec a, Vec b, Vec x, Vec y) {
+    return _mm256_blendv_pd(y.v, x.v, _mm256_cmp_pd(a.v, b.v, _CMP_EQ_OQ));
   }
   static Vec copysign(Vec mag, Vec sign) {
     const __m256d m = _mm256_set1_pd(-0.0);
@@ -532,6 +545,12 @@ struct GenericVec {
     for (int i = 0; i < N; ++i)
       if (!(a.v[i] < b.v[i])) return false;
     return true;
+  }
+  static GenericVec select_eq(const GenericVec& a, const GenericVec& b, const GenericVec& x,
+                              const GenericVec& y) {
+    GenericVec r;
+    for (int i = 0; i < N; ++i) r.v[i] = a.v[i] == b.v[i] ? x.v[i] : y.v[i];
+    return r;
   }
   static GenericVec copysign(const GenericVec& mag, const GenericVec& sign) {
     return zip(mag, sign, [](T m, T s) { return std::copysign(m, s); });

@@ -37,7 +37,8 @@ void apply_pivots(T* y, int64_t y_rs, int64_t y_cs, int64_t n, int64_t nrhs, con
 void check_pivot_values(std::string_view op, const Tensor& pivots, int64_t rows) {
   const Tensor p = pivots.contiguous();
   const int32_t* v = p.data_ptr<int32_t>();
-  for (int64_t i = 0; i < p.numel(); ++i) {
+  const int64_t count = p.numel();
+  for (int64_t i = 0; i < count; ++i) {
     TS_CHECK(v[i] >= 1 && v[i] <= rows, RuntimeError,
              "{}(): argument 'pivots' expected values in [1, {}] (the result of lu_factor), but "
              "got {} at index {}",

@@ -2,8 +2,9 @@
 //
 // Interleaved group buffer of W lanes: element (i, j) of lane l at buf[(i * n + j) * W + l], so
 // at(i, j) is one vector. The loops below are the per-matrix kernels' loops (potrf_lower_
-// unblocked and getf2) with scalars replaced by vectors; only the per-lane decisions (a failed
-// leading minor, the pivot row, a zero pivot) go through a small scalar loop over the lanes.
+// unblocked and getf2) with scalars replaced by vectors; the per-lane decisions are compares
+// and blends (the pivot row, a zero pivot), or a small scalar loop over the lanes (a failed
+// leading minor).
 #include "linalg/small/small_kernels.h"
 
 #include <algorithm>
@@ -74,15 +75,19 @@ void potrf_group(int64_t n, const T* a, T* out, int used, int32_t* info) {
   }
 }
 
-// LU with partial pivoting of one group (right-looking, as getf2).
+// LU with partial pivoting of one group (right-looking, as getf2). Pivot choices and zero
+// pivots are per-lane vectors (compares and blends); the pivot indices go to ipiv at the end.
 template <class T>
 void getrf_group(int64_t n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
   T* buf = gather(n, a, used);
   auto at = [&](int64_t i, int64_t j) { return buf + (i * n + j) * W; };
-  int32_t zero[W] = {};
-  alignas(64) T lane[W];
+  thread_local std::vector<T> pivots_tls;
+  std::vector<T>& pivots = pivots_tls;  // row chosen at step j, per lane, at j * W
+  pivots.resize(static_cast<size_t>(n * W));
+  const V zero(T(0)), one(T(1)), half(T(0.5));
+  V first_zero = zero;  // 1-based step of the first zero pivot, 0 if none
   for (int64_t j = 0; j < n; ++j) {
     // Pivot: the first row with the largest |a(i, j)| (a < b is false for NaN: kept).
     V best = V::load(at(j, j)).abs();
@@ -92,74 +97,78 @@ void getrf_group(int64_t n, const T* a, T* out, int used, int32_t* ipiv, int32_t
       p = V::select_lt(best, v, V(T(i)), p);
       best = V::select_lt(best, v, v, best);
     }
-    p.store(lane);
-    int64_t rows[W];
-    int nrows = 0;
-    for (int l = 0; l < W; ++l) {
-      const int64_t r = static_cast<int64_t>(lane[l]);
-      if (l < used) ipiv[l * n + j] = static_cast<int32_t>(r + 1);
-      if (r != j && std::find(rows, rows + nrows, r) == rows + nrows) rows[nrows++] = r;
-    }
+    p.store(pivots.data() + j * W);
     // Swap row j with row r in the lanes whose pivot is r.
-    for (int q = 0; q < nrows; ++q) {
-      const V rv(T(rows[q]));
-      const V take = V::select_lt(p, rv, V(T(0)), V::select_lt(rv, p, V(T(0)), V(T(1))));
+    for (int64_t r = j + 1; r < n; ++r) {
+      const V take = V::select_eq(p, V(T(r)), one, zero);
+      if (V::all_lt(take, half)) continue;
       for (int64_t k = 0; k < n; ++k) {
-        const V aj = V::load(at(j, k)), ar = V::load(at(rows[q], k));
-        V::select_lt(take, V(T(0.5)), aj, ar).store(at(j, k));
-        V::select_lt(take, V(T(0.5)), ar, aj).store(at(rows[q], k));
+        const V aj = V::load(at(j, k)), ar = V::load(at(r, k));
+        V::select_lt(take, half, aj, ar).store(at(j, k));
+        V::select_lt(take, half, ar, aj).store(at(r, k));
       }
     }
-    // A zero pivot is recorded and its column left unscaled (getf2 skips it).
+    // A zero pivot is recorded and its column left unscaled (getf2 skips it); NaN is not zero.
     const V piv = V::load(at(j, j));
-    piv.store(lane);
-    for (int l = 0; l < W; ++l) {
-      if (lane[l] == T(0)) {
-        if (!zero[l]) zero[l] = static_cast<int32_t>(j + 1);
-        lane[l] = T(0);
-      } else {
-        lane[l] = T(1);
-      }
-    }
-    const V scale = V::load(lane);  // 1 where the column is scaled
-    const V r = V(T(1)) / piv;
+    const V is_zero = V::select_eq(piv, zero, one, zero);
+    first_zero =
+        V::select_eq(first_zero, zero, V::select_lt(half, is_zero, V(T(j + 1)), zero), first_zero);
+    const V r = one / piv;
     for (int64_t i = j + 1; i < n; ++i) {
       const V x = V::load(at(i, j));
-      const V lij = V::select_lt(scale, V(T(0.5)), x, x * r);
+      const V lij = V::select_lt(half, is_zero, x, x * r);
       lij.store(at(i, j));
       for (int64_t k = j + 1; k < n; ++k)
         (V::load(at(i, k)) - lij * V::load(at(j, k))).store(at(i, k));
     }
   }
-  for (int l = 0; l < used; ++l) info[l] = zero[l];
+  alignas(64) T lane[W];
+  first_zero.store(lane);
+  for (int l = 0; l < used; ++l) {
+    info[l] = static_cast<int32_t>(lane[l]);
+    for (int64_t j = 0; j < n; ++j) ipiv[l * n + j] = static_cast<int32_t>(pivots[j * W + l]) + 1;
+  }
   scatter(n, buf, used, /*lower_only=*/false, out);
 }
 
 // The right-hand sides of one group, interleaved: element (i, c) of lane l at
-// buf[(i * k + c) * W + l]; lanes from `used` on are zero. `ipiv` (getrs) applies each lane's
-// row interchanges while its rows are copied in.
+// buf[(i * k + c) * W + l]; lanes from `used` on are zero. With `ipiv` (getrs), each lane's row
+// interchanges are applied in order, a swap of rows j and r as a blend in the lanes whose pivot
+// is r (as getrf swaps).
 template <class T>
 T* gather_rhs(int64_t n, int64_t k, const T* b, int used, const int32_t* ipiv) {
-  constexpr int W = Vec<T>::kSize;
-  thread_local std::vector<T> buf_tls, rows_tls;
-  std::vector<T>&buf = buf_tls, &rows = rows_tls;
+  using V = Vec<T>;
+  constexpr int W = V::kSize;
+  thread_local std::vector<T> buf_tls;
+  std::vector<T>& buf = buf_tls;
   buf.resize(static_cast<size_t>(n * k * W));
-  if (!ipiv) {
-    lanes_to_interleaved(b, n * k, used, buf.data());
-    return buf.data();
+  T* x = buf.data();
+  lanes_to_interleaved(b, n * k, used, x);
+  if (!ipiv) return x;
+  alignas(64) T lane[W];
+  for (int64_t j = 0; j < n; ++j) {
+    int64_t rows[W];
+    int nrows = 0;
+    for (int l = 0; l < W; ++l) {
+      const int64_t r = l < used ? ipiv[l * n + j] - 1 : j;
+      lane[l] = T(r);
+      if (r != j && std::find(rows, rows + nrows, r) == rows + nrows) rows[nrows++] = r;
+    }
+    const V p = V::load(lane);
+    for (int q = 0; q < nrows; ++q) {
+      const V rv(T(rows[q]));
+      // 1 in the lanes whose pivot is rows[q].
+      const V take = V::select_lt(p, rv, V(T(0)), V::select_lt(rv, p, V(T(0)), V(T(1))));
+      for (int64_t c = 0; c < k; ++c) {
+        T* xj = x + (j * k + c) * W;
+        T* xr = x + (rows[q] * k + c) * W;
+        const V aj = V::load(xj), ar = V::load(xr);
+        V::select_lt(take, V(T(0.5)), aj, ar).store(xj);
+        V::select_lt(take, V(T(0.5)), ar, aj).store(xr);
+      }
+    }
   }
-  std::fill(buf.begin(), buf.end(), T(0));
-  rows.resize(static_cast<size_t>(n * k));
-  for (int l = 0; l < used; ++l) {
-    std::copy(b + l * n * k, b + (l + 1) * n * k, rows.begin());
-    const int32_t* p = ipiv + l * n;
-    for (int64_t j = 0; j < n; ++j)
-      if (p[j] - 1 != j)
-        std::swap_ranges(rows.begin() + j * k, rows.begin() + (j + 1) * k,
-                         rows.begin() + (p[j] - 1) * k);
-    for (int64_t e = 0; e < n * k; ++e) buf[e * W + l] = rows[e];
-  }
-  return buf.data();
+  return x;
 }
 
 template <class T>
