@@ -6,7 +6,8 @@
 //    G_k = H(conj(row k right of the superdiagonal)) zeroes row k right of the superdiagonal
 //    (e_k = beta), applied as A := A G_k = A - tau (A v) v^H. A = Q B P^H, Q = H_0 .. H_{n-1},
 //    P = G_0 .. G_{n-2}, B upper bidiagonal and real.
-// 2. U := Q (its first n columns, or all m for full_matrices), V := P, as columns-as-rows.
+// 2. U := Q (its first n columns, or all m for full_matrices), V := P, as columns-as-rows,
+//    formed by the blocked orgqr.
 // 3. QR sweeps on the unreduced blocks of B: negligible superdiagonals (|e_i| <= eps ||B||, the
 //    normwise test: this path is normwise accurate) are set to zero; a zero diagonal entry is
 //    chased out of its row (or column, for the last one) by rotations; otherwise one Golub-Kahan
@@ -96,20 +97,11 @@ int64_t svd_bidiagonal_tall(int64_t m, int64_t n, T* ac, real_t<T>* sv, T* uc, i
   const bool vectors = uc != nullptr;
   if (vectors) {
     // U = Q [I; 0] (or Q), V = P, columns as rows; H_k and G_k leave e_j alone for j <= k.
-    std::fill(uc, uc + ucount * m, T(0));
-    for (int64_t j = 0; j < ucount; ++j) {
-      T* u = uc + j * m;
-      u[j] = T(1);
-      for (int64_t k = std::min(j, n - 1); k >= 0; --k)
-        apply_householder(m - k, ac + k * m + k + 1, tauq[k], u + k, /*conj_tau=*/false);
-    }
-    std::fill(vc, vc + n * n, T(0));
-    for (int64_t j = 0; j < n; ++j) {
-      T* v = vc + j * n;
-      v[j] = T(1);
-      for (int64_t k = std::min(j - 1, n - 2); k >= 0; --k)
-        apply_householder(n - k - 1, ps.data() + k * n, taup[k], v + k + 1, /*conj_tau=*/false);
-    }
+    // Both by the blocked orgqr: U from the left reflectors where the reduction left them (ac
+    // is the column-major m x n matrix), V from the right ones, shifted by one index.
+    std::copy(ac, ac + n * m, uc);
+    orgqr(m, ucount, n, uc, int64_t{1}, m, tauq.data());
+    form_shifted_q(n, n - 1, ps.data(), n, taup.data(), vc);
   }
 
   const R eps = std::numeric_limits<R>::epsilon();

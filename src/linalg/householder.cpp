@@ -1,5 +1,8 @@
 // Applying a Householder reflector H = I - tau v v^H to a vector (the tridiagonal and
-// bidiagonal reductions; the reflectors themselves come from larfg in qr_kernels.cpp).
+// bidiagonal reductions; the reflectors themselves come from larfg in qr_kernels.cpp), and the
+// orthogonal factor of reflectors shifted by one index, formed by the blocked orgqr.
+#include <algorithm>
+
 #include "linalg/spectral.h"
 
 namespace tessera::linalg::detail {
@@ -22,7 +25,24 @@ void apply_householder(int64_t n, const T* v_tail, T tau, T* x, bool conj_tau) {
   for (int64_t i = 1; i < n; ++i) x[i] = fms(x[i], f, v_tail[i - 1]);
 }
 
-#define TS_LINALG_INSTANTIATE(T) template void apply_householder<T>(int64_t, const T*, T, T*, bool);
+template <class T>
+void form_shifted_q(int64_t n, int64_t count, const T* tails, int64_t ld_tails, const T* tau,
+                    T* z) {
+  std::fill(z, z + n * n, T(0));
+  if (n == 0) return;
+  z[0] = T(1);
+  if (n == 1) return;
+  // Q = diag(1, Q'), Q' = orgqr of the (n-1) x (n-1) reflector matrix whose column k holds
+  // reflector k's tail below its diagonal; Q'(i, j) at z[(1 + j) * n + 1 + i].
+  T* sub = z + n + 1;
+  for (int64_t k = 0; k < count; ++k)
+    for (int64_t i = k + 1; i < n - 1; ++i) sub[i + k * n] = tails[k * ld_tails + (i - k - 1)];
+  orgqr(n - 1, n - 1, count, sub, int64_t{1}, n, tau);
+}
+
+#define TS_LINALG_INSTANTIATE(T)                                      \
+  template void apply_householder<T>(int64_t, const T*, T, T*, bool); \
+  template void form_shifted_q<T>(int64_t, int64_t, const T*, int64_t, const T*, T*);
 TS_LINALG_FOR_EACH_TYPE(TS_LINALG_INSTANTIATE)
 #undef TS_LINALG_INSTANTIATE
 

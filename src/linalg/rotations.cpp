@@ -6,6 +6,7 @@
 
 #include "linalg/small/spectral_small_kernels.h"
 #include "linalg/spectral.h"
+#include "tessera/core/parallel.h"
 
 namespace tessera::linalg::detail {
 
@@ -18,11 +19,25 @@ void apply_rotations(const std::vector<PlaneRotation<real_t<T>>>& rots, T* z, in
   constexpr int64_t kParts = kIsComplex<T> ? 2 : 1;
   R* zr = reinterpret_cast<R*>(z);
   const auto& k = TS_DISPATCH(spectral_small_kernels);
-  if constexpr (std::is_same_v<R, float>) {
-    k.rotate_f32(rots.data(), static_cast<int64_t>(rots.size()), zr, ncols * kParts, ld * kParts);
-  } else {
-    k.rotate_f64(rots.data(), static_cast<int64_t>(rots.size()), zr, ncols * kParts, ld * kParts);
+  const int64_t count = static_cast<int64_t>(rots.size());
+  auto run = [&](int64_t j0, int64_t j1) {
+    if constexpr (std::is_same_v<R, float>) {
+      k.rotate_f32(rots.data(), count, zr + j0, j1 - j0, ld * kParts);
+    } else {
+      k.rotate_f64(rots.data(), count, zr + j0, j1 - j0, ld * kParts);
+    }
+  };
+  // Column blocks are independent: large sweeps split them over the pool, in chunks of
+  // 512 bytes per row (a multiple of every ISA's register block).
+  const int64_t total = ncols * kParts;
+  constexpr int64_t kChunk = 512 / static_cast<int64_t>(sizeof(R));
+  const int64_t chunks = (total + kChunk - 1) / kChunk;
+  if (count * total < (int64_t{1} << 18) || chunks < 2) {
+    run(0, total);
+    return;
   }
+  parallel_for(0, chunks, 1,
+               [&](int64_t c0, int64_t c1) { run(c0 * kChunk, std::min(total, c1 * kChunk)); });
 }
 
 template <class R, class T>

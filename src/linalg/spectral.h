@@ -43,6 +43,13 @@ inline constexpr int64_t kJacobiMaxOrder = 64;
 template <class T>
 void apply_householder(int64_t n, const T* v_tail, T tau, T* x, bool conj_tau);
 
+// z (n x n, row j = column j of Q) := Q = H_0 H_1 ... H_{count-1} for reflectors that act on
+// indices k+1 .. n-1: H_k = I - tau_k v v^H, v = (1, tail_k), tail_k = the n - k - 2 values at
+// tails + k * ld_tails (the tridiagonal reduction's Q, the bidiagonal one's P). count <= n - 1.
+// Blocked: orgqr (qr_internal.h) on the trailing (n-1) x (n-1) block.
+template <class T>
+void form_shifted_q(int64_t n, int64_t count, const T* tails, int64_t ld_tails, const T* tau, T* z);
+
 // Throws LinAlgError for the first batch element whose info is nonzero (the iteration did not
 // converge), in PyTorch's words; `repeated` is "eigenvalues" or "singular values" (eigh.cpp).
 void throw_if_not_converged(std::string_view op, int64_t batch_dims,
@@ -80,6 +87,16 @@ void axpy_real(int64_t n, R a, const R* x, R* y) {
     k.axpy_f32(n, a, x, y);
   } else {
     k.axpy_f64(n, a, x, y);
+  }
+}
+// Returns x . v and does y += a x (n elements), reading x once.
+template <class R>
+R dot_axpy_real(int64_t n, const R* x, const R* v, R a, R* y) {
+  const auto& k = TS_DISPATCH(spectral_small_kernels);
+  if constexpr (std::is_same_v<R, float>) {
+    return k.dot_axpy_f32(n, x, v, a, y);
+  } else {
+    return k.dot_axpy_f64(n, x, v, a, y);
   }
 }
 // One rotation of two real rows (row_p := c row_p - s row_q, row_q := s row_p + c row_q).

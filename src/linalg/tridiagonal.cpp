@@ -7,7 +7,8 @@
 //    A22 := H_k^H A22 H_k as a rank-2 update:
 //      y = tau A22 v,   y += -(tau / 2) (y^H v) v,   A22 -= v y^H + y v^H.
 //    A = Q T Q^H with Q = H_0 H_1 ... H_{n-3}.
-// 2. Z := Q, kept as columns-as-rows (row j of zc is column j of Z).
+// 2. Z := Q, kept as columns-as-rows (row j of zc is column j of Z), formed by the blocked
+//    orgqr (form_shifted_q).
 // 3. QL (the tql2 / steqr iteration): deflate where |e_m| <= eps ||T||; otherwise an
 //    implicit QL sweep with the Wilkinson shift from the leading 2 x 2 block. Each sweep's
 //    plane rotations act on columns (i, i+1) of Z; they are recorded and applied in batches by
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "linalg/spectral.h"
+#include "tessera/core/parallel.h"
 
 namespace tessera::linalg::detail {
 
@@ -79,6 +81,98 @@ void tridiagonalize(int64_t n, T* a, real_t<T>* d, real_t<T>* e, std::vector<T>&
   e[n - 1] = 0;
 }
 
+// w = A v for the symmetric m x m matrix whose lower triangle is at a (row-major, ld), reading
+// each entry once: row r gives w[r] += a(r, 0..r) . v and w[0..r) += a(r, 0..r) v[r]. Rows go to
+// tasks of equal area (row r costs r), each with its own partial w in `part`.
+template <class T>
+void symv_lower(int64_t m, const T* a, int64_t ld, const T* v, T* w, std::vector<T>& part) {
+  const int64_t tasks =
+      m * m < (int64_t{1} << 16) ? 1 : std::min<int64_t>(8, 4 * get_num_threads());
+  part.assign(static_cast<size_t>(tasks * m), T(0));
+  parallel_tasks(tasks, [&](int64_t t) {
+    auto bound = [&](int64_t u) {
+      return static_cast<int64_t>(double(m) * std::sqrt(double(u) / double(tasks)));
+    };
+    const int64_t r0 = t == 0 ? 0 : bound(t), r1 = t + 1 == tasks ? m : bound(t + 1);
+    T* y = part.data() + t * m;
+    for (int64_t r = r0; r < r1; ++r) {
+      const T* row = a + r * ld;
+      y[r] += dot_axpy_real(r, row, v, v[r], y) + row[r] * v[r];
+    }
+  });
+  std::copy(part.begin(), part.begin() + m, w);
+  for (int64_t t = 1; t < tasks; ++t) axpy_real(m, T(1), part.data() + t * m, w);
+}
+
+// The real reduction blocked as LAPACK's sytrd / latrd (lower): panels of kPanel columns are
+// reduced with the trailing matrix left as it was, each new column first brought up to date by
+// the panel's earlier reflectors (A(g:, g) -= V W(g, :)^T + W(g:, :) V(g, :)^T) and each
+// reflector's w = tau (A22 v - V (W^T v) - W (V^T v)) corrected likewise; then the trailing
+// matrix takes A22 -= V W^T + W V^T as two engine GEMMs. Every pass over A22 reads half of it
+// once (symv_lower, over the pool), instead of the unblocked form's full read, then read and
+// write of a rank-2 update per column.
+//
+// Storage: row-major full matrix; "column j" below is row j of the storage (the same numbers by
+// symmetry), so every vector is contiguous. Only the part of the matrix not yet reduced is
+// kept symmetric; reduced rows hold the reflectors (their mirror columns go stale, unread).
+template <class T>
+void tridiagonalize_blocked(int64_t n, T* a, T* d, T* e, std::vector<T>& vs, std::vector<T>& taus) {
+  constexpr int64_t kPanel = 32;
+  vs.assign(static_cast<size_t>(n * n), T(0));
+  taus.assign(static_cast<size_t>(n), T(0));
+  auto col = [&](int64_t j) { return a + j * n; };
+  std::vector<T> wt(static_cast<size_t>(kPanel * n)), tmp(static_cast<size_t>(2 * kPanel)), part;
+  for (int64_t k = 0; k + 1 < n; k += kPanel) {
+    const int64_t nb = std::min(kPanel, n - 1 - k), mm = n - k;  // W(r, i) at wt[i * mm + r]
+    for (int64_t i = 0; i < nb; ++i) {
+      const int64_t g = k + i, len = n - g;
+      T* cg = col(g) + g;
+      for (int64_t j = 0; j < i; ++j) {  // A(g:, g) -= A(g:, k+j) W(i, j) + W(i:, j) A(g, k+j)
+        axpy_real(len, -wt[j * mm + i], col(k + j) + g, cg);
+        axpy_real(len, -col(k + j)[g], wt.data() + j * mm + i, cg);
+      }
+      d[g] = cg[0];
+      T* v = cg + 1;  // the reflector, v[0] = 1 during the panel
+      const int64_t m = len - 1;
+      T alpha = v[0];
+      const T tau = larfg(m - 1, alpha, v + 1, 1);
+      e[g] = alpha;
+      taus[g] = tau;
+      std::copy(v + 1, v + m, vs.begin() + g * n);
+      v[0] = T(1);
+      // w = tau (A22 v - V (W^T v) - W (V^T v)), A22 = the trailing rows g+1.. as they were.
+      T* w = wt.data() + i * mm + i + 1;
+      symv_lower(m, col(g + 1) + g + 1, n, v, w, part);
+      for (int64_t j = 0; j < i; ++j) {
+        T dw[3], dv[3];
+        dot3_real(m, wt.data() + j * mm + i + 1, v, dw);
+        dot3_real(m, col(k + j) + g + 1, v, dv);
+        tmp[j] = dw[2];
+        tmp[kPanel + j] = dv[2];
+      }
+      for (int64_t j = 0; j < i; ++j) {
+        axpy_real(m, -tmp[j], col(k + j) + g + 1, w);
+        axpy_real(m, -tmp[kPanel + j], wt.data() + j * mm + i + 1, w);
+      }
+      T wv[3];
+      for (int64_t r = 0; r < m; ++r) w[r] *= tau;
+      dot3_real(m, w, v, wv);
+      axpy_real(m, T(-0.5) * tau * wv[2], v, w);
+    }
+    // A22 -= V W^T + W V^T on the rows and columns past the panel.
+    const int64_t off = k + nb, m2 = n - off;
+    if (m2 > 0) {
+      T* c = a + off * n + off;
+      const T* vt = col(k) + off;     // V(r, i) = vt[i * n + r]
+      const T* wtt = wt.data() + nb;  // W(r, i) = wtt[i * mm + r]
+      gemm_minus(m2, m2, nb, vt, int64_t{1}, n, wtt, mm, int64_t{1}, false, c, n, int64_t{1});
+      gemm_minus(m2, m2, nb, wtt, int64_t{1}, mm, vt, n, int64_t{1}, false, c, n, int64_t{1});
+    }
+  }
+  d[n - 1] = a[(n - 1) * n + n - 1];
+  e[n - 1] = 0;
+}
+
 }  // namespace
 
 template <class T>
@@ -87,18 +181,17 @@ int64_t heev_tridiagonal(int64_t n, T* a, real_t<T>* w, T* v) {
   if (n == 0) return 0;
   std::vector<R> e(static_cast<size_t>(n));
   std::vector<T> vs, taus;
-  tridiagonalize(n, a, w, e.data(), vs, taus);
+  if constexpr (kIsComplex<T>) {
+    tridiagonalize(n, a, w, e.data(), vs, taus);
+  } else {
+    tridiagonalize_blocked(n, a, w, e.data(), vs, taus);
+  }
   // Z = Q as columns-as-rows: row j = Q e_j = H_0 (H_1 (... e_j)); H_k leaves e_j alone for
   // j <= k.
   std::vector<T> zc;
   if (v) {
-    zc.assign(static_cast<size_t>(n * n), T(0));
-    for (int64_t j = 0; j < n; ++j) {
-      T* z = zc.data() + j * n;
-      z[j] = T(1);
-      for (int64_t k = std::min(j - 1, n - 2); k >= 0; --k)
-        apply_householder(n - k - 1, vs.data() + k * n, taus[k], z + k + 1, /*conj_tau=*/false);
-    }
+    zc.resize(static_cast<size_t>(n * n));
+    form_shifted_q(n, n - 1, vs.data(), n, taus.data(), zc.data());
   }
   const R eps = std::numeric_limits<R>::epsilon();
   std::vector<PlaneRotation<R>> rots;

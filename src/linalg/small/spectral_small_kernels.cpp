@@ -389,31 +389,81 @@ void svd_batch(int64_t n, int64_t count, const T* a, T* s, T* u, T* vh, int32_t*
   }
 }
 
-// Columns in blocks of kBlockBytes per row, so that every row the rotations touch stays in
-// cache while all of them are applied to the block.
+// Columns in blocks of kVecs vectors: a block of a row is held in registers from one rotation to
+// the next when they share the row (the QR sweeps' chains (i, i+1), (i-1, i), ... or (k, k+1),
+// (k+1, k+2), ...), so a chained rotation loads and stores one row instead of two. Which of the
+// two rows stays is chosen by a look at the next rotation. Columns past the last whole block
+// are rotated one rotation at a time.
 template <class T>
 void rotate(const RowRotation<T>* rots, int64_t count, T* z, int64_t ncols, int64_t ld) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
-  constexpr int64_t kBlock = 512 / sizeof(T);
-  for (int64_t j0 = 0; j0 < ncols; j0 += kBlock) {
-    const int64_t len = std::min(kBlock, ncols - j0);
+  constexpr int kVecs = sizeof(V) >= 64 ? 8 : 4;  // 16 of the 32 AVX-512 registers, 8 of 16
+  constexpr int64_t kBlock = kVecs * W;
+  int64_t j0 = 0;
+  for (; j0 + kBlock <= ncols; j0 += kBlock) {
+    V held[kVecs] = {};
+    int64_t held_row = -1;
+    auto store_held = [&] {
+      T* row = z + held_row * ld + j0;
+#pragma GCC unroll 8
+      for (int t = 0; t < kVecs; ++t) held[t].store(row + t * W);
+    };
     for (int64_t r = 0; r < count; ++r) {
-      T* x = z + rots[r].p * ld + j0;
-      T* y = z + rots[r].q * ld + j0;
-      const T c = rots[r].c, s = rots[r].s;
-      const V cv(c), sv(s);
-      int64_t j = 0;
-      for (; j + W <= len; j += W) {
-        const V xp = V::load(x + j), yq = V::load(y + j);
-        (cv * xp - sv * yq).store(x + j);
-        (sv * xp + cv * yq).store(y + j);
+      const int64_t p = rots[r].p, q = rots[r].q;
+      if (held_row >= 0 && held_row != p && held_row != q) {
+        store_held();
+        held_row = -1;
       }
-      for (; j < len; ++j) {
-        const T xp = x[j], yq = y[j];
-        x[j] = c * xp - s * yq;
-        y[j] = s * xp + c * yq;
+      const V c(rots[r].c), s(rots[r].s);
+      T* xp = z + p * ld + j0;
+      T* yq = z + q * ld + j0;
+      // Rows a page apart are not prefetched by the hardware: fetch those of two rotations on.
+      if (r + 2 < count) {
+        const T* ahead_p = z + rots[r + 2].p * ld + j0;
+        const T* ahead_q = z + rots[r + 2].q * ld + j0;
+        for (int64_t t = 0; t < kBlock; t += 64 / static_cast<int64_t>(sizeof(T))) {
+          __builtin_prefetch(ahead_p + t);
+          __builtin_prefetch(ahead_q + t);
+        }
       }
+      V x[kVecs], y[kVecs];
+#pragma GCC unroll 8
+      for (int t = 0; t < kVecs; ++t) {
+        x[t] = held_row == p ? held[t] : V::load(xp + t * W);
+        y[t] = held_row == q ? held[t] : V::load(yq + t * W);
+      }
+      // Keep the row the next rotation uses (row q when both or neither: either is right).
+      const bool next_uses_p = r + 1 < count && (rots[r + 1].p == p || rots[r + 1].q == p) &&
+                               !(rots[r + 1].p == q || rots[r + 1].q == q);
+      T* store_row = next_uses_p ? yq : xp;
+#pragma GCC unroll 8
+      for (int t = 0; t < kVecs; ++t) {
+        const V nx = c * x[t] - s * y[t], ny = s * x[t] + c * y[t];
+        held[t] = next_uses_p ? nx : ny;
+        (next_uses_p ? ny : nx).store(store_row + t * W);
+      }
+      held_row = next_uses_p ? p : q;
+    }
+    if (held_row >= 0) store_held();
+  }
+  if (j0 == ncols) return;
+  const int64_t len = ncols - j0;
+  for (int64_t r = 0; r < count; ++r) {
+    T* x = z + rots[r].p * ld + j0;
+    T* y = z + rots[r].q * ld + j0;
+    const T c = rots[r].c, s = rots[r].s;
+    const V cv(c), sv(s);
+    int64_t j = 0;
+    for (; j + W <= len; j += W) {
+      const V xp = V::load(x + j), yq = V::load(y + j);
+      (cv * xp - sv * yq).store(x + j);
+      (sv * xp + cv * yq).store(y + j);
+    }
+    for (; j < len; ++j) {
+      const T xp = x[j], yq = y[j];
+      x[j] = c * xp - s * yq;
+      y[j] = s * xp + c * yq;
     }
   }
 }
@@ -455,12 +505,33 @@ void axpy(int64_t n, T a, const T* x, T* y) {
   for (; i < n; ++i) y[i] += a * x[i];
 }
 
+template <class T>
+T dot_axpy(int64_t n, const T* x, const T* v, T a, T* y) {
+  using V = Vec<T>;
+  constexpr int W = V::kSize;
+  const V av(a);
+  V acc(T(0));
+  int64_t i = 0;
+  for (; i + W <= n; i += W) {
+    const V xv = V::load(x + i);
+    acc = V::fmadd(xv, V::load(v + i), acc);
+    V::fmadd(av, xv, V::load(y + i)).store(y + i);
+  }
+  T dot = acc.reduce_add();
+  for (; i < n; ++i) {
+    dot += x[i] * v[i];
+    y[i] += a * x[i];
+  }
+  return dot;
+}
+
 }  // namespace
 
 const SpectralSmallKernels& spectral_small_kernels() {
-  static const SpectralSmallKernels k{
-      heev_batch<float>, heev_batch<double>, svd_batch<float>, svd_batch<double>, rotate<float>,
-      rotate<double>,    dot3<float>,        dot3<double>,     axpy<float>,       axpy<double>};
+  static const SpectralSmallKernels k{heev_batch<float>, heev_batch<double>, svd_batch<float>,
+                                      svd_batch<double>, rotate<float>,      rotate<double>,
+                                      dot3<float>,       dot3<double>,       axpy<float>,
+                                      axpy<double>,      dot_axpy<float>,    dot_axpy<double>};
   return k;
 }
 

@@ -17,6 +17,8 @@
 // the baseline ISA, where a dot product does not vectorize):
 //   dot3   out = (x.x, y.y, x.y) over n elements.
 //   axpy   y += a x over n elements.
+//   dot_axpy  returns x . v and does y += a x over n elements, reading x once (one row of a
+//          symmetric matrix-vector product on one triangle).
 //
 // rotate: applies `count` plane rotations (row_p := c row_p - s row_q, row_q := s row_p +
 // c row_q, in order) to the columns [0, ncols) of a matrix with ld elements per row.
@@ -49,6 +51,8 @@ struct SpectralSmallKernels {
   void (*dot3_f64)(int64_t n, const double* x, const double* y, double* out);
   void (*axpy_f32)(int64_t n, float a, const float* x, float* y);
   void (*axpy_f64)(int64_t n, double a, const double* x, double* y);
+  float (*dot_axpy_f32)(int64_t n, const float* x, const float* v, float a, float* y);
+  double (*dot_axpy_f64)(int64_t n, const double* x, const double* v, double a, double* y);
 };
 
 }  // namespace tessera::cpu
