@@ -28,11 +28,12 @@ void apply_rotations(const std::vector<PlaneRotation<real_t<T>>>& rots, T* z, in
     }
   };
   // Column blocks are independent: large sweeps split them over the pool, in chunks of
-  // 512 bytes per row (a multiple of every ISA's register block).
+  // 512 bytes per row (a multiple of every ISA's register block). Below 2^21 rotated elements
+  // a batch is not worth waking the pool (n = 256 eigh ran slower on two threads at 2^18).
   const int64_t total = ncols * kParts;
   constexpr int64_t kChunk = 512 / static_cast<int64_t>(sizeof(R));
   const int64_t chunks = (total + kChunk - 1) / kChunk;
-  if (count * total < (int64_t{1} << 18) || chunks < 2) {
+  if (count * total < (int64_t{1} << 21) || chunks < 2) {
     run(0, total);
     return;
   }
