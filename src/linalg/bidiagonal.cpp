@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "linalg/spectral.h"
@@ -110,10 +111,16 @@ int64_t svd_bidiagonal_tall(int64_t m, int64_t n, T* ac, real_t<T>* sv, T* uc, i
   for (int64_t i = 0; i < n; ++i) bnorm = std::max({bnorm, std::abs(d[i]), std::abs(e[i])});
   std::vector<PlaneRotation<R>> left, right;
   const size_t flush_at = static_cast<size_t>(std::max<int64_t>(4 * n, 256));
+  // Only U's first n rows (columns of U) rotate.
+  std::optional<RotatedRows<T>> ur, vr;
+  if (vectors) {
+    ur.emplace(uc, n, m, m);
+    vr.emplace(vc, n, n, n);
+  }
   auto flush = [&] {
     if (vectors) {
-      apply_rotations<T>(left, uc, m, m);
-      apply_rotations<T>(right, vc, n, n);
+      ur->apply(left);
+      vr->apply(right);
     }
     left.clear();
     right.clear();
@@ -215,6 +222,10 @@ int64_t svd_bidiagonal_tall(int64_t m, int64_t n, T* ac, real_t<T>* sv, T* uc, i
     if (left.size() >= flush_at) flush();
   }
   flush();
+  if (vectors) {
+    ur->finish();
+    vr->finish();
+  }
   for (int64_t i = 0; i < n; ++i) {
     if (d[i] < R(0)) {
       d[i] = -d[i];

@@ -1,5 +1,6 @@
 // Pieces shared by the eigh and svd kernels (spectral.h): the blocked application of recorded
-// plane rotations, sorting with vectors, and the orthonormal completion of U's null columns.
+// plane rotations (RotatedRows), sorting with vectors, and the orthonormal completion of U's
+// null columns.
 #include <algorithm>
 #include <cmath>
 #include <numeric>
@@ -11,34 +12,54 @@
 namespace tessera::linalg::detail {
 
 template <class T>
-void apply_rotations(const std::vector<PlaneRotation<real_t<T>>>& rots, T* z, int64_t ncols,
-                     int64_t ld) {
-  using R = real_t<T>;
-  if (rots.empty()) return;
-  // Complex rows are rows of 2 * ncols reals; the rotations are real.
-  constexpr int64_t kParts = kIsComplex<T> ? 2 : 1;
-  R* zr = reinterpret_cast<R*>(z);
+RotatedRows<T>::RotatedRows(T* z, int64_t rows, int64_t ncols, int64_t ld)
+    : z_(z), rows_(rows), total_(ncols * kParts), ld_(ld * kParts) {
+  const int64_t chunks = (total_ + kChunk - 1) / kChunk;
+  blocks_.assign(static_cast<size_t>(chunks * rows_ * kChunk), R(0));
+  const R* zr = reinterpret_cast<const R*>(z_);
+  for (int64_t i = 0; i < rows_; ++i)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t j0 = c * kChunk, len = std::min(kChunk, total_ - j0);
+      std::copy(zr + i * ld_ + j0, zr + i * ld_ + j0 + len, block(c) + i * kChunk);
+    }
+}
+
+template <class T>
+void RotatedRows<T>::apply(const std::vector<PlaneRotation<R>>& rots) {
+  if (rots.empty() || rows_ == 0 || total_ == 0) return;
   const auto& k = TS_DISPATCH(spectral_small_kernels);
   const int64_t count = static_cast<int64_t>(rots.size());
-  auto run = [&](int64_t j0, int64_t j1) {
-    if constexpr (std::is_same_v<R, float>) {
-      k.rotate_f32(rots.data(), count, zr + j0, j1 - j0, ld * kParts);
-    } else {
-      k.rotate_f64(rots.data(), count, zr + j0, j1 - j0, ld * kParts);
+  const int64_t chunks = (total_ + kChunk - 1) / kChunk;
+  auto run = [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t len = std::min(kChunk, total_ - c * kChunk);
+      if constexpr (std::is_same_v<R, float>) {
+        k.rotate_f32(rots.data(), count, block(c), len, kChunk);
+      } else {
+        k.rotate_f64(rots.data(), count, block(c), len, kChunk);
+      }
     }
   };
-  // Column blocks are independent: large sweeps split them over the pool, in chunks of
-  // 512 bytes per row (a multiple of every ISA's register block). Below 2^21 rotated elements
-  // a batch is not worth waking the pool (n = 256 eigh ran slower on two threads at 2^18).
-  const int64_t total = ncols * kParts;
-  constexpr int64_t kChunk = 512 / static_cast<int64_t>(sizeof(R));
-  const int64_t chunks = (total + kChunk - 1) / kChunk;
-  if (count * total < (int64_t{1} << 21) || chunks < 2) {
-    run(0, total);
+  // Blocks are independent: large batches split them over the pool. Below 2^21 rotated
+  // elements a batch is not worth waking the pool (n = 256 eigh ran slower on two threads at
+  // 2^18).
+  if (count * total_ < (int64_t{1} << 21) || chunks < 2) {
+    run(0, chunks);
     return;
   }
-  parallel_for(0, chunks, 1,
-               [&](int64_t c0, int64_t c1) { run(c0 * kChunk, std::min(total, c1 * kChunk)); });
+  parallel_for(0, chunks, 1, run);
+}
+
+template <class T>
+void RotatedRows<T>::finish() {
+  R* zr = reinterpret_cast<R*>(z_);
+  const int64_t chunks = (total_ + kChunk - 1) / kChunk;
+  for (int64_t i = 0; i < rows_; ++i)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t j0 = c * kChunk, len = std::min(kChunk, total_ - j0);
+      const R* src = block(c) + i * kChunk;
+      std::copy(src, src + len, zr + i * ld_ + j0);
+    }
 }
 
 template <class R, class T>
@@ -113,8 +134,7 @@ void complete_orthonormal(int64_t m, int64_t k0, int64_t count, T* uc) {
 }
 
 #define TS_LINALG_INSTANTIATE(T)                                                                   \
-  template void apply_rotations<T>(const std::vector<PlaneRotation<real_t<T>>>&, T*, int64_t,      \
-                                   int64_t);                                                       \
+  template class RotatedRows<T>;                                                                   \
   template void sort_with_rows<real_t<T>, T>(int64_t, real_t<T>*, bool, T*, int64_t, T*, int64_t); \
   template void complete_orthonormal<T>(int64_t, int64_t, int64_t, T*);
 TS_LINALG_FOR_EACH_TYPE(TS_LINALG_INSTANTIATE)

@@ -62,12 +62,28 @@ void throw_if_not_converged(std::string_view op, int64_t batch_dims,
 template <class R>
 using PlaneRotation = cpu::RowRotation<R>;
 
-// Applies rotations in order to the rows of z (rows x ncols scalars of type T, ld elements):
-// blocks of columns are swept through all rotations so that the rows stay in cache. Complex
-// rows are rotated as 2 * ncols reals (the rotations are real).
+// The rows [0, rows) of z (ncols scalars of type T each, ld apart) while a QR iteration rotates
+// them: held in column blocks of 512 bytes (block c: every row's columns [c, c + 1) * 512
+// bytes, one row after another), so that a rotation of neighbouring rows p, q reads two runs
+// that lie next to each other instead of two rows a page or more apart. apply() runs recorded
+// rotations in order on every block (the blocks of a large batch split over the pool);
+// finish() copies the rows back into z. Complex rows are rotated as 2 * ncols reals.
 template <class T>
-void apply_rotations(const std::vector<PlaneRotation<real_t<T>>>& rots, T* z, int64_t ncols,
-                     int64_t ld);
+class RotatedRows {
+ public:
+  using R = real_t<T>;
+  RotatedRows(T* z, int64_t rows, int64_t ncols, int64_t ld);
+  void apply(const std::vector<PlaneRotation<R>>& rots);
+  void finish();
+
+ private:
+  static constexpr int64_t kParts = kIsComplex<T> ? 2 : 1;
+  static constexpr int64_t kChunk = 512 / static_cast<int64_t>(sizeof(R));
+  R* block(int64_t c) { return blocks_.data() + c * rows_ * kChunk; }
+  T* z_;
+  int64_t rows_, total_, ld_;  // total_, ld_: in reals
+  std::vector<R> blocks_;
+};
 
 // Real rows through the per-ISA level-1 kernels (spectral_small_kernels.h): the library's own
 // code is compiled for the baseline ISA, where a dot product does not vectorize.

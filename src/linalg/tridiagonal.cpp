@@ -12,11 +12,12 @@
 // 3. QL (the tql2 / steqr iteration): deflate where |e_m| <= eps ||T||; otherwise an
 //    implicit QL sweep with the Wilkinson shift from the leading 2 x 2 block. Each sweep's
 //    plane rotations act on columns (i, i+1) of Z; they are recorded and applied in batches by
-//    apply_rotations, which sweeps cache-sized column blocks of zc through a whole batch.
+//    RotatedRows, which holds zc in 512-byte column blocks and sweeps each through a batch.
 // 4. Eigenvalues sorted ascending with their vectors.
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <optional>
 #include <vector>
 
 #include "linalg/spectral.h"
@@ -196,8 +197,10 @@ int64_t heev_tridiagonal(int64_t n, T* a, real_t<T>* w, T* v) {
   const R eps = std::numeric_limits<R>::epsilon();
   std::vector<PlaneRotation<R>> rots;
   const size_t flush_at = static_cast<size_t>(std::max<int64_t>(4 * n, 256));
+  std::optional<RotatedRows<T>> z;
+  if (v) z.emplace(zc.data(), n, n, n);
   auto flush = [&] {
-    if (v) apply_rotations<T>(rots, zc.data(), n, n);
+    if (v) z->apply(rots);
     rots.clear();
   };
   R* d = w;
@@ -252,6 +255,7 @@ int64_t heev_tridiagonal(int64_t n, T* a, real_t<T>* w, T* v) {
     } while (m != l);
   }
   flush();
+  if (v) z->finish();
   sort_with_rows<R, T>(n, w, /*ascending=*/true, v ? zc.data() : nullptr, n, nullptr, 0);
   if (v)
     for (int64_t i = 0; i < n; ++i)
