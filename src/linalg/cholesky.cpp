@@ -80,7 +80,6 @@ void cholesky_solve_in_place(const Tensor& X, const Tensor& L, bool upper, std::
   const int64_t n = X.size(-2), k = X.size(-1);
   const int64_t batch = numel_of(batch_shape(X));
   const Tensor Lx = L.expand(concat(batch_shape(X), {n, n}));
-  const std::vector<int64_t> off = matrix_offsets(Lx);
   const int64_t rs = L.stride(-2), cs = L.stride(-1);
   visit_linalg_dtype(X.dtype(), op, [&]<class T>() {
     const T* lbase = static_cast<const T*>(Lx.data_ptr());
@@ -91,6 +90,7 @@ void cholesky_solve_in_place(const Tensor& X, const Tensor& L, bool upper, std::
       });
       return;
     }
+    const std::vector<int64_t> off = matrix_offsets(Lx);
     for_each_matrix(batch, n, [&](int64_t b) {
       const T* l = lbase + off[b];
       T* x = xbase + b * n * k;

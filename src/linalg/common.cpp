@@ -74,16 +74,19 @@ std::vector<int64_t> matrix_offsets(const Tensor& t) {
   const int64_t nd = t.dim() - 2;
   const int64_t batch = numel_of(batch_shape(t));
   std::vector<int64_t> off(static_cast<size_t>(batch), 0);
-  DimVector idx(static_cast<size_t>(nd), 0);
+  // Sizes and strides read once (Tensor::size/stride wrap the dim on every call).
+  DimVector idx(static_cast<size_t>(nd), 0), size(static_cast<size_t>(nd)),
+      stride(static_cast<size_t>(nd));
+  for (int64_t d = 0; d < nd; ++d) size[d] = t.size(d), stride[d] = t.stride(d);
   int64_t cur = 0;
   for (int64_t b = 0; b < batch; ++b) {
     off[b] = cur;
     for (int64_t d = nd - 1; d >= 0; --d) {  // odometer over the batch dims
-      if (++idx[d] < t.size(d)) {
-        cur += t.stride(d);
+      if (++idx[d] < size[d]) {
+        cur += stride[d];
         break;
       }
-      cur -= (t.size(d) - 1) * t.stride(d);
+      cur -= (size[d] - 1) * stride[d];
       idx[d] = 0;
     }
   }

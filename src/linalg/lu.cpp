@@ -110,7 +110,6 @@ void lu_solve_in_place(const Tensor& X, const Tensor& LU, const Tensor& pivots, 
   const int64_t nrhs = left ? X.size(-1) : X.size(-2);
   if (batch == 0 || n == 0 || nrhs == 0) return;
   const Tensor LUx = LU.expand(concat(batch_dims, {n, n}));
-  const std::vector<int64_t> off = matrix_offsets(LUx);
   const Tensor piv = contiguous_matrices(pivots.unsqueeze(-1), batch_dims);  // [batch, n, 1]
   // Y: the n x nrhs system of the left form (X itself, or X^T for the right form).
   const int64_t y_rs = left ? nrhs : 1, y_cs = left ? 1 : n;
@@ -129,6 +128,7 @@ void lu_solve_in_place(const Tensor& X, const Tensor& LU, const Tensor& pivots, 
       });
       return;
     }
+    const std::vector<int64_t> off = matrix_offsets(LUx);
     for_each_matrix(batch, n, [&](int64_t b) {
       const T* a = lu_base + off[b];
       T* y = x_base + b * n * nrhs;
