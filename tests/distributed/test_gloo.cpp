@@ -1,6 +1,8 @@
 // The gloo backend beyond the collective suites (test_movement.cpp and test_reduce.cpp run
 // every op and dtype on it): the process-group front end, a rank that never comes, abort,
 // a peer that goes away, and bad arguments.
+#include <signal.h>
+
 #include <chrono>
 #include <thread>
 
@@ -113,6 +115,28 @@ TEST(Gloo, PendingRecvFailsWhenTheGroupShutsDown) {
   b0->shutdown();
   expect_error_mentions([&] { w->wait(); }, {"gloo recv", "shut down"});
   expect_error_mentions([&] { self->wait(); }, {"shut down", "itself"});
+}
+
+// Gloo writes to its peers with plain write calls; a write to a peer that is gone raises
+// SIGPIPE, whose default action would end the survivor. The backend ignores SIGPIPE (unless
+// the program handles it), so the survivor's send fails as a Work instead.
+TEST(Gloo, SendsToAPeerThatIsGoneFailWithoutKillingTheSurvivor) {
+  auto [b0, b1] = two_ranks(1000ms);
+  struct sigaction current {};
+  ASSERT_EQ(::sigaction(SIGPIPE, nullptr, &current), 0);
+  EXPECT_EQ(current.sa_handler, SIG_IGN);
+  b1->shutdown();
+  b1.reset();
+  const Tensor t = zeros({1 << 20}, TensorOptions(kFloat32));  // 4 MiB: more than a socket buffer
+  bool failed = false;
+  for (int i = 0; i < 3 && !failed; ++i) {
+    try {
+      b0->send(t, 1, {})->wait();
+    } catch (const std::exception&) {
+      failed = true;
+    }
+  }
+  EXPECT_TRUE(failed);
 }
 
 TEST(Gloo, BadArgumentsAreClearErrors) {

@@ -24,6 +24,7 @@
 #include <gloo/scatter.h>
 #include <gloo/transport/tcp/device.h>
 #include <net/if.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -84,6 +85,24 @@ bool is_loopback(const std::string& host) {
 std::string env_or_empty(const char* name) {
   const char* v = std::getenv(name);
   return v ? std::string(v) : std::string();
+}
+
+// Gloo writes to its peers' sockets with plain write/writev calls: once a peer has died, the
+// next write raises SIGPIPE, whose default action kills this process, the survivor that
+// should report the error and reconfigure. Python ignores SIGPIPE at start-up, so PyTorch's
+// Gloo runs with it ignored; Tessera does the same when a Gloo backend is made, unless the
+// program installed its own handler (or ignores it already).
+void ignore_sigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (::sigaction(SIGPIPE, nullptr, &current) != 0) return;
+    if ((current.sa_flags & SA_SIGINFO) || current.sa_handler != SIG_DFL) return;
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    ::sigaction(SIGPIPE, &ignore, nullptr);
+  });
 }
 
 ::gloo::transport::tcp::attr device_attr(const GlooOptions& options) {
@@ -162,6 +181,7 @@ class GlooBackend : public OpBackend {
     TS_CHECK(timeout.count() > 0, ValueError,
              "gloo backend: argument 'timeout' must be positive, but got {}", timeout);
     const auto attr = device_attr(options);
+    ignore_sigpipe();
     try {
       device_ = ::gloo::transport::tcp::CreateDevice(attr);
       context_ = connect("gloo/" + group_name_ + "/", options.connect_timeout.value_or(timeout));
