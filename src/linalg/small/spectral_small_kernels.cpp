@@ -53,9 +53,10 @@ Vec<T> jacobi_tangent(Vec<T> a, Vec<T> b, Vec<T> g, Vec<T> thresh) {
   const V one(T(1)), zero(T(0));
   const V zeta = (b - a) / (g + g);
   const V az = zeta.abs();
-  V t = V::copysign(one, zeta) / (az + (one + zeta * zeta).sqrt());
-  // |zeta| so large that zeta^2 overflows: t ~ 1 / (2 zeta).
-  t = V::select_lt(V(T(1e15)), az, V(T(0.5)) / zeta, t);
+  // |zeta| so large that zeta^2 could overflow: sqrt(1 + zeta^2) ~ |zeta|, t ~ 1 / (2 zeta)
+  // (the same bits as 0.5 / zeta, without a second division).
+  const V root = V::select_lt(V(T(1e15)), az, az, (one + zeta * zeta).sqrt());
+  const V t = V::copysign(one, zeta) / (az + root);
   return V::select_lt(thresh, g.abs(), t, zero);
 }
 
