@@ -8,6 +8,7 @@
 #include "linalg/small/small_kernels.h"
 
 #include <algorithm>
+#include <functional>
 #include <vector>
 
 #include "core/vec.h"
@@ -75,6 +76,26 @@ void potrf_group(int64_t n, const T* a, T* out, int used, int32_t* info) {
   }
 }
 
+// Swaps `len` vectors at xj and xr in the lanes where p (a per-lane row index) equals r, for
+// every r in (j, rows): LU's row interchange of step j, on the factor or on right-hand sides.
+template <class T>
+void swap_pivot_rows(Vec<T> p, int64_t j, int64_t rows, int64_t len,
+                     const std::function<T*(int64_t)>& row) {
+  using V = Vec<T>;
+  const V zero(T(0)), one(T(1)), half(T(0.5));
+  for (int64_t r = j + 1; r < rows; ++r) {
+    const V take = V::select_eq(p, V(T(r)), one, zero);
+    if (V::all_lt(take, half)) continue;  // no lane chose row r
+    T* xj = row(j);
+    T* xr = row(r);
+    for (int64_t k = 0; k < len; ++k) {
+      const V aj = V::load(xj + k * V::kSize), ar = V::load(xr + k * V::kSize);
+      V::select_lt(take, half, aj, ar).store(xj + k * V::kSize);
+      V::select_lt(take, half, ar, aj).store(xr + k * V::kSize);
+    }
+  }
+}
+
 // LU with partial pivoting of one group (right-looking, as getf2). Pivot choices and zero
 // pivots are per-lane vectors (compares and blends); the pivot indices go to ipiv at the end.
 template <class T>
@@ -98,16 +119,7 @@ void getrf_group(int64_t n, const T* a, T* out, int used, int32_t* ipiv, int32_t
       best = V::select_lt(best, v, v, best);
     }
     p.store(pivots.data() + j * W);
-    // Swap row j with row r in the lanes whose pivot is r.
-    for (int64_t r = j + 1; r < n; ++r) {
-      const V take = V::select_eq(p, V(T(r)), one, zero);
-      if (V::all_lt(take, half)) continue;
-      for (int64_t k = 0; k < n; ++k) {
-        const V aj = V::load(at(j, k)), ar = V::load(at(r, k));
-        V::select_lt(take, half, aj, ar).store(at(j, k));
-        V::select_lt(take, half, ar, aj).store(at(r, k));
-      }
-    }
+    swap_pivot_rows<T>(p, j, n, n, [&](int64_t i) { return at(i, 0); });
     // A zero pivot is recorded and its column left unscaled (getf2 skips it); NaN is not zero.
     const V piv = V::load(at(j, j));
     const V is_zero = V::select_eq(piv, zero, one, zero);
@@ -147,26 +159,8 @@ T* gather_rhs(int64_t n, int64_t k, const T* b, int used, const int32_t* ipiv) {
   if (!ipiv) return x;
   alignas(64) T lane[W];
   for (int64_t j = 0; j < n; ++j) {
-    int64_t rows[W];
-    int nrows = 0;
-    for (int l = 0; l < W; ++l) {
-      const int64_t r = l < used ? ipiv[l * n + j] - 1 : j;
-      lane[l] = T(r);
-      if (r != j && std::find(rows, rows + nrows, r) == rows + nrows) rows[nrows++] = r;
-    }
-    const V p = V::load(lane);
-    for (int q = 0; q < nrows; ++q) {
-      const V rv(T(rows[q]));
-      // 1 in the lanes whose pivot is rows[q].
-      const V take = V::select_lt(p, rv, V(T(0)), V::select_lt(rv, p, V(T(0)), V(T(1))));
-      for (int64_t c = 0; c < k; ++c) {
-        T* xj = x + (j * k + c) * W;
-        T* xr = x + (rows[q] * k + c) * W;
-        const V aj = V::load(xj), ar = V::load(xr);
-        V::select_lt(take, V(T(0.5)), aj, ar).store(xj);
-        V::select_lt(take, V(T(0.5)), ar, aj).store(xr);
-      }
-    }
+    for (int l = 0; l < W; ++l) lane[l] = T(l < used ? ipiv[l * n + j] - 1 : j);
+    swap_pivot_rows<T>(V::load(lane), j, n, k, [&](int64_t i) { return x + i * k * W; });
   }
   return x;
 }
@@ -176,9 +170,10 @@ void scatter_rhs(int64_t n, int64_t k, const T* buf, int used, T* b) {
   interleaved_to_lanes(buf, n * k, used, b);
 }
 
-// Forward then backward substitution on one group: L Y = B with L lower (unit when `unit`),
-// then X from U X = Y (U = the upper triangle of f, or L^T when `cholesky`). rinv holds the
-// inverted diagonal of the backward (and, for Cholesky, the forward) factor.
+// Forward then backward substitution on one group: L Y = B with L the lower triangle of f (unit
+// diagonal unless `cholesky`), then X from U X = Y (U = the upper triangle of f, or L^T when
+// `cholesky`). rinv holds the inverted diagonal of the backward (and, for Cholesky, the forward)
+// factor.
 template <class T>
 void substitute(int64_t n, int64_t k, const T* f, bool cholesky, T* x) {
   using V = Vec<T>;
