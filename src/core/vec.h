@@ -176,6 +176,7 @@ struct Vec<double> {
   static __mmask8 mask(int n) { return static_cast<__mmask8>((1u << n) - 1u); }
   static Vec load(const double* p) { return _mm512_loadu_pd(p); }
   static Vec load(const double* p, int n) { return _mm512_maskz_loadu_pd(mask(n), p); }
+  static Vec load_convert(const float* p) { return _mm512_cvtps_pd(_mm256_loadu_ps(p)); }
   static Vec load_convert(const double* p) { return load(p); }
   static Vec load_convert(const double* p, int n) { return load(p, n); }
   void store(double* p) const { _mm512_storeu_pd(p, v); }
@@ -378,6 +379,7 @@ struct Vec<double> {
   Vec(double x) : v(_mm256_set1_pd(x)) {}  // NOLINT
   static Vec load(const double* p) { return _mm256_loadu_pd(p); }
   static Vec load(const double* p, int n) { return _mm256_maskload_pd(p, detail::tail_mask64(n)); }
+  static Vec load_convert(const float* p) { return _mm256_cvtps_pd(_mm_loadu_ps(p)); }
   static Vec load_convert(const double* p) { return load(p); }
   static Vec load_convert(const double* p, int n) { return load(p, n); }
   void store(double* p) const { _mm256_storeu_pd(p, v); }

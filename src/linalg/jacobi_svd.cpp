@@ -19,6 +19,7 @@
 // (complete_orthonormal): U is orthonormal for rank-deficient input too.
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <limits>
 #include <vector>
 
@@ -31,54 +32,62 @@ namespace {
 constexpr int kMaxSweeps = 60;
 
 // Jacobi on n columns of length m (rows of ac); V's columns as the rows of vc when non-null.
-// Returns false when not converged within kMaxSweeps.
+// Returns false when not converged within kMaxSweeps. Each pair's Gram entries and angle are
+// computed in gram_t<R> (double for single precision): in float, a column near the noise
+// floor of a rank-deficient matrix (norm ~1e-22) has subnormal squares, and the angles from
+// them never made it orthogonal to its partner.
 template <class T>
 bool jacobi_columns(int64_t m, int64_t n, T* ac, T* vc) {
   using R = real_t<T>;
-  const R tol = std::numeric_limits<R>::epsilon() * std::sqrt(R(std::max<int64_t>(m, 1)));
+  using G = gram_t<R>;
+  const G tol = std::numeric_limits<R>::epsilon() * std::sqrt(G(std::max<int64_t>(m, 1)));
   for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
     bool rotated = false;
     for (int64_t p = 0; p + 1 < n; ++p) {
       for (int64_t q = p + 1; q < n; ++q) {
         T* ap = ac + p * m;
         T* aq = ac + q * m;
-        R alpha = 0, beta = 0;
-        T gamma = T(0);
+        G alpha = 0, beta = 0;
+        std::complex<G> gamma = 0;
         if constexpr (!kIsComplex<T>) {
-          R dots[3];
-          dot3_real(m, ap, aq, dots);
+          G dots[3];
+          dot3_gram(m, ap, aq, dots);
           alpha = dots[0], beta = dots[1], gamma = dots[2];
         } else {
           for (int64_t i = 0; i < m; ++i) {
-            alpha += abs2(ap[i]);
-            beta += abs2(aq[i]);
-            gamma += mul(conj_of(ap[i]), aq[i]);
+            const std::complex<G> x = ap[i], y = aq[i];
+            alpha += abs2(x);
+            beta += abs2(y);
+            gamma += mul(conj_of(x), y);
           }
         }
-        const R g = std::abs(gamma);
-        if (!(g > tol * std::sqrt(alpha) * std::sqrt(beta))) continue;
+        // A column whose squared norm underflowed to 0 is numerically zero: it cannot be made
+        // orthogonal to anything (rank-deficient input shrinks a column geometrically until it
+        // gets there, and rotating it on would cycle).
+        const G g = std::abs(gamma);
+        if (!(alpha > 0 && beta > 0 && g > tol * std::sqrt(alpha) * std::sqrt(beta))) continue;
         rotated = true;
         if constexpr (!kIsComplex<T>) {
           // Real: the signed gamma absorbs the phase, and the rows rotate by (c, s).
-          const R t = jacobi_tangent(alpha, beta, real_part(gamma));
-          const R c = 1 / std::sqrt(1 + t * t), s = t * c;
+          const G t = jacobi_tangent(alpha, beta, gamma.real());
+          const auto c = static_cast<R>(1 / std::sqrt(1 + t * t)), s = static_cast<R>(t * c);
           rotate_rows_real(m, ap, aq, c, s);
           if (vc) rotate_rows_real(n, vc + p * n, vc + q * n, c, s);
-          continue;
+        } else {
+          const T ph = T(gamma / g);
+          const G t = jacobi_tangent(alpha, beta, g);
+          const auto c = static_cast<R>(1 / std::sqrt(1 + t * t)), s = static_cast<R>(t * c);
+          const T sw = conj_of(ph) * s, cw = conj_of(ph) * c;
+          auto rotate = [&](T* x, T* y, int64_t len) {
+            for (int64_t i = 0; i < len; ++i) {
+              const T xp = x[i], yq = y[i];
+              x[i] = c * xp - mul(sw, yq);
+              y[i] = s * xp + mul(cw, yq);
+            }
+          };
+          rotate(ap, aq, m);
+          if (vc) rotate(vc + p * n, vc + q * n, n);
         }
-        const T ph = gamma / g;
-        const R t = jacobi_tangent(alpha, beta, g);
-        const R c = 1 / std::sqrt(1 + t * t), s = t * c;
-        const T sw = conj_of(ph) * s, cw = conj_of(ph) * c;
-        auto rotate = [&](T* x, T* y, int64_t len) {
-          for (int64_t i = 0; i < len; ++i) {
-            const T xp = x[i], yq = y[i];
-            x[i] = c * xp - mul(sw, yq);
-            y[i] = s * xp + mul(cw, yq);
-          }
-        };
-        rotate(ap, aq, m);
-        if (vc) rotate(vc + p * n, vc + q * n, n);
       }
     }
     if (!rotated) return true;

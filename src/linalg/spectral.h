@@ -96,6 +96,19 @@ void dot3_real(int64_t n, const R* x, const R* y, R* out) {
     k.dot3_f64(n, x, y, out);
   }
 }
+// (x.x, y.y, x.y) of real rows in the Gram precision gram_t<R>: double for float rows, whose
+// squares underflow to subnormals (and lose their precision) already at norms near 1e-19.
+template <class R>
+using gram_t = std::conditional_t<std::is_same_v<R, float>, double, R>;
+template <class R>
+void dot3_gram(int64_t n, const R* x, const R* y, gram_t<R>* out) {
+  const auto& k = TS_DISPATCH(spectral_small_kernels);
+  if constexpr (std::is_same_v<R, float>) {
+    k.dot3_f32_f64(n, x, y, out);
+  } else {
+    k.dot3_f64(n, x, y, out);
+  }
+}
 template <class R>
 void axpy_real(int64_t n, R a, const R* x, R* y) {
   const auto& k = TS_DISPATCH(spectral_small_kernels);

@@ -276,7 +276,16 @@ TEST(LinalgOps, SolveInvDetSlogdet) {
         auto [sign, logabs] = la::slogdet(A);
         EXPECT_EQ(logabs.dtype(), to_real_type(dt));
         const Tensor rebuilt = sign.mul(logabs.exp().to(dt));
-        EXPECT_TRUE(allclose(d.to(kComplex128), rebuilt.to(kComplex128), 1e-4, 0));
+        // Where |det| overflows the dtype (a random 160 x 160 matrix's is ~1e142), det is not
+        // finite and only slogdet carries the value.
+        const double max_log = to_real_type(dt) == kFloat32 ? std::log(3.4e38) : std::log(1.79e308);
+        for (int64_t b = 0; b < 3; ++b) {
+          if (logabs[b].item<double>() < max_log - 1) {
+            EXPECT_TRUE(allclose(d[b].to(kComplex128), rebuilt[b].to(kComplex128), 1e-4, 0));
+          } else {
+            EXPECT_FALSE(isfinite(d[b].to(kComplex128)).item<bool>()) << "batch element " << b;
+          }
+        }
         if (kind == Kind::kDiagonal) {
           const Tensor want = A.diagonal(0, -2, -1).to(kComplex128).prod(-1);
           EXPECT_TRUE(allclose(d.to(kComplex128), want, 1e-5, 0));

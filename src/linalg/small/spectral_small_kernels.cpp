@@ -469,29 +469,31 @@ void rotate(const RowRotation<T>* rots, int64_t count, T* z, int64_t ncols, int6
   }
 }
 
-template <class T>
-void dot3(int64_t n, const T* x, const T* y, T* out) {
-  using V = Vec<T>;
+// Accumulates in A (T, or double for float input).
+template <class T, class A = T>
+void dot3(int64_t n, const T* x, const T* y, A* out) {
+  using V = Vec<A>;
   constexpr int W = V::kSize;
-  V xx(T(0)), yy(T(0)), xy(T(0));
+  V xx(A(0)), yy(A(0)), xy(A(0));
   int64_t i = 0;
   for (; i + W <= n; i += W) {
-    const V a = V::load(x + i), b = V::load(y + i);
+    const V a = V::load_convert(x + i), b = V::load_convert(y + i);
     xx = V::fmadd(a, a, xx);
     yy = V::fmadd(b, b, yy);
     xy = V::fmadd(a, b, xy);
   }
-  alignas(64) T lane[3][W];
+  alignas(64) A lane[3][W];
   xx.store(lane[0]);
   yy.store(lane[1]);
   xy.store(lane[2]);
-  T s[3] = {0, 0, 0};
+  A s[3] = {0, 0, 0};
   for (int r = 0; r < 3; ++r)
     for (int l = 0; l < W; ++l) s[r] += lane[r][l];
   for (; i < n; ++i) {
-    s[0] += x[i] * x[i];
-    s[1] += y[i] * y[i];
-    s[2] += x[i] * y[i];
+    const A a = x[i], b = y[i];
+    s[0] += a * a;
+    s[1] += b * b;
+    s[2] += a * b;
   }
   std::copy(s, s + 3, out);
 }
@@ -529,10 +531,10 @@ T dot_axpy(int64_t n, const T* x, const T* v, T a, T* y) {
 }  // namespace
 
 const SpectralSmallKernels& spectral_small_kernels() {
-  static const SpectralSmallKernels k{heev_batch<float>, heev_batch<double>, svd_batch<float>,
-                                      svd_batch<double>, rotate<float>,      rotate<double>,
-                                      dot3<float>,       dot3<double>,       axpy<float>,
-                                      axpy<double>,      dot_axpy<float>,    dot_axpy<double>};
+  static const SpectralSmallKernels k{
+      heev_batch<float>, heev_batch<double>, svd_batch<float>, svd_batch<double>,   rotate<float>,
+      rotate<double>,    dot3<float>,        dot3<double>,     dot3<float, double>, axpy<float>,
+      axpy<double>,      dot_axpy<float>,    dot_axpy<double>};
   return k;
 }
 

@@ -15,7 +15,7 @@
 //
 // Level-1 pieces of the per-matrix kernels on real rows (the library's own code is compiled for
 // the baseline ISA, where a dot product does not vectorize):
-//   dot3   out = (x.x, y.y, x.y) over n elements.
+//   dot3   out = (x.x, y.y, x.y) over n elements (dot3_f32_f64: float rows, double sums).
 //   axpy   y += a x over n elements.
 //   dot_axpy  returns x . v and does y += a x over n elements, reading x once (one row of a
 //          symmetric matrix-vector product on one triangle).
@@ -49,6 +49,7 @@ struct SpectralSmallKernels {
                      int64_t ld);
   void (*dot3_f32)(int64_t n, const float* x, const float* y, float* out);
   void (*dot3_f64)(int64_t n, const double* x, const double* y, double* out);
+  void (*dot3_f32_f64)(int64_t n, const float* x, const float* y, double* out);
   void (*axpy_f32)(int64_t n, float a, const float* x, float* y);
   void (*axpy_f64)(int64_t n, double a, const double* x, double* y);
   float (*dot_axpy_f32)(int64_t n, const float* x, const float* v, float a, float* y);
