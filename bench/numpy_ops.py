@@ -43,6 +43,8 @@ def cases(np):
         ("add/float32/4096x4096/broadcast4096", lambda: rows + bias),
         ("gelu/float32/67108864", "NumPy has no vectorised erf (exact gelu)"),
         ("softmax/float32/4096x4096/dim1", lambda: softmax_rows(np, rows)),
+        ("randn/float32/67108864", lambda: rng.standard_normal(1 << 26, dtype=np.float32)),
+        ("rand/float32/67108864", lambda: rng.random(1 << 26, dtype=np.float32)),
     ]
     return out
 

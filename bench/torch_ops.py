@@ -37,6 +37,8 @@ def cases(torch):
         ("add/float32/4096x4096/broadcast4096", lambda: rows + bias),
         ("gelu/float32/67108864", lambda: F.gelu(full)),
         ("softmax/float32/4096x4096/dim1", lambda: torch.softmax(rows, 1)),
+        ("randn/float32/67108864", lambda: torch.randn(1 << 26, generator=g)),
+        ("rand/float32/67108864", lambda: torch.rand(1 << 26, generator=g)),
     ]
     return out
 
@@ -54,6 +56,8 @@ def out_cases(torch):
         ("add/float32/4096x4096/broadcast4096", lambda: torch.add(rows, bias, out=rows_out)),
         ("gelu/float32/67108864", lambda: torch._C._nn.gelu(full, out=full_out)),
         ("softmax/float32/4096x4096/dim1", lambda: torch._softmax(rows, 1, False, out=rows_out)),
+        ("randn/float32/67108864", lambda: full_out.normal_(generator=g)),
+        ("rand/float32/67108864", lambda: full_out.uniform_(generator=g)),
     ]
 
 

@@ -7,11 +7,13 @@
 //   add/float32/4096x4096/broadcast4096                      [4096,4096] + [4096]
 //   gelu/float32/67108864                                    erf gelu
 //   softmax/float32/4096x4096/dim1                           softmax over rows of 4096
+//   {randn,rand}/float32/67108864                            normal and uniform draws
 // GB/s counts the bytes a case must move at least once: its inputs read plus its outputs
 // written (for reductions, the input). "% bw" is that rate over the `membw` row of the same
 // thread count; "x torch" / "x numpy" are anchor median / Tessera median (higher is better).
-// "torch-out" rows (add, gelu, softmax) run PyTorch with a preallocated output: its functional
-// call gets fresh mmap'ed memory per result, whose page faults can cost more than the kernel.
+// "torch-out" rows (add, gelu, softmax, randn, rand) run PyTorch with a preallocated output: its
+// functional call gets fresh mmap'ed memory per result, whose page faults can cost more than the
+// kernel.
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -96,6 +98,8 @@ std::vector<OpsCase> make_cases(const Inputs& in) {
   cases.push_back({"gelu/" + full, 2 * full_b, [x] { (void)gelu(x); }});
   cases.push_back({fmt::format("softmax/float32/{}x{}/dim1", kRows, kRows), 2 * rows_b,
                    [r] { (void)softmax(r, 1); }});
+  cases.push_back({"randn/" + full, full_b, [] { (void)randn({kFull}); }});
+  cases.push_back({"rand/" + full, full_b, [] { (void)rand({kFull}); }});
   return cases;
 }
 

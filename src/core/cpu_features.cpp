@@ -43,11 +43,7 @@ CpuFeatures detect() {
 }
 
 CpuIsa choose() {
-  const CpuFeatures& f = cpu_features();
-  CpuIsa best = CpuIsa::Generic;
-  if (f.avx2 && f.fma && f.f16c) best = CpuIsa::Avx2;
-  if (best == CpuIsa::Avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)
-    best = CpuIsa::Avx512;
+  CpuIsa best = best_isa();
   // TESSERA_ISA may only lower the choice: asking for an ISA the CPU lacks would crash.
   if (const char* env = std::getenv("TESSERA_ISA")) {
     const std::string_view v(env);
@@ -65,6 +61,15 @@ CpuIsa choose() {
 const CpuFeatures& cpu_features() {
   static const CpuFeatures f = detect();
   return f;
+}
+
+CpuIsa best_isa() {
+  const CpuFeatures& f = cpu_features();
+  CpuIsa best = CpuIsa::Generic;
+  if (f.avx2 && f.fma && f.f16c) best = CpuIsa::Avx2;
+  if (best == CpuIsa::Avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)
+    best = CpuIsa::Avx512;
+  return best;
 }
 
 CpuIsa cpu_isa() {

@@ -15,7 +15,8 @@ struct CpuFeatures {
 };
 
 const CpuFeatures& cpu_features();
-CpuIsa cpu_isa();  // the ISA kernels run with
+CpuIsa cpu_isa();   // the ISA kernels run with
+CpuIsa best_isa();  // the best ISA this CPU can run (TESSERA_ISA aside)
 std::string_view isa_name(CpuIsa isa);
 
 }  // namespace tessera

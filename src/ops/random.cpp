@@ -1,6 +1,7 @@
 // Random tensors from Philox 4x32-10 (Salmon et al., "Parallel random numbers: as easy as
-// 1, 2, 3"). Element i of a draw depends only on (seed, first counter, i): results are the
-// same for every thread count and every chunking.
+// 1, 2, 3"), evaluated 16 counters at a time by the per-ISA kernels (ops/cpu/random_kernels.h,
+// which also defines the stream's layout). Element i of a draw depends only on (seed, first
+// counter, i): results are the same for every thread count and every chunking.
 #include "tessera/ops/random.h"
 
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "core/convert.h"
 #include "core/dtype_dispatch.h"
 #include "core/tensor_make.h"
+#include "ops/cpu/random_kernels.h"
 #include "tessera/core/parallel.h"
 #include "tessera/ops/factory.h"
 #include "tessera/ops/pointwise.h"
@@ -21,52 +23,47 @@ namespace tessera {
 
 namespace {
 
-struct Philox {
-  uint32_t c[4];
-};
-
-inline Philox philox(uint64_t seed, uint64_t counter) {
-  uint32_t c0 = static_cast<uint32_t>(counter), c1 = static_cast<uint32_t>(counter >> 32);
-  uint32_t c2 = 0, c3 = 0;
-  uint32_t k0 = static_cast<uint32_t>(seed), k1 = static_cast<uint32_t>(seed >> 32);
-  for (int r = 0; r < 10; ++r) {
-    const uint64_t p0 = static_cast<uint64_t>(0xD2511F53u) * c0;
-    const uint64_t p1 = static_cast<uint64_t>(0xCD9E8D57u) * c2;
-    const uint32_t hi0 = static_cast<uint32_t>(p0 >> 32), lo0 = static_cast<uint32_t>(p0);
-    const uint32_t hi1 = static_cast<uint32_t>(p1 >> 32), lo1 = static_cast<uint32_t>(p1);
-    c0 = hi1 ^ c1 ^ k0;
-    c1 = lo1;
-    c2 = hi0 ^ c3 ^ k1;
-    c3 = lo0;
-    k0 += 0x9E3779B9u;
-    k1 += 0xBB67AE85u;
-  }
-  return {{c0, c1, c2, c3}};
-}
-
-// Uniform double in [0, 1) from 53 random bits, and in (0, 1] for logs.
-inline double u53(uint32_t a, uint32_t b) {
-  return static_cast<double>(((static_cast<uint64_t>(a) << 32 | b) >> 11)) * 0x1p-53;
-}
+using cpu::PhiloxStream;
 
 Generator& gen_or_default(Generator* g) {
   return g ? *g : default_generator();
 }
 
-// Fills each element i of a contiguous tensor with f(philox(seed, base + i / per) , i % per).
-template <class T, class F>
-void fill_random(const Tensor& out, Generator& gen, int per_counter, F f) {
-  const int64_t n = out.numel();
-  if (n == 0) return;
-  const uint64_t seed = gen.seed();
-  const uint64_t base = gen.advance(static_cast<uint64_t>((n + per_counter - 1) / per_counter));
-  T* p = out.data_ptr<T>();
-  parallel_for(0, n, 16384, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) {
-      const Philox r = philox(seed, base + static_cast<uint64_t>(i / per_counter));
-      p[i] = f(r, static_cast<int>(i % per_counter));
+// Reserves the counters of an n-element draw taking `per_block` values from each block of
+// kPhiloxLanes counters (see ops/cpu/random_kernels.h for the stream's layout).
+PhiloxStream reserve(Generator& gen, int64_t n, int64_t per_block) {
+  const auto blocks = static_cast<uint64_t>((n + per_block - 1) / per_block);
+  return {gen.seed(), gen.advance(blocks * cpu::kPhiloxLanes)};
+}
+
+constexpr int64_t kGrain = 1 << 14;
+
+// out[0, n) from a kernel drawing float values: `draw(dst, begin, end)` fills dst[0, end - begin)
+// with elements [begin, end). float16/bfloat16 go through a float buffer, each value passed
+// through `finish`.
+template <class T, class Draw, class Finish>
+void fill_from_float(T* out, int64_t n, Draw draw, Finish finish) {
+  parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+    if constexpr (std::is_same_v<T, float>) {
+      draw(out + begin, begin, end);
+    } else {
+      constexpr int64_t kChunk = 1024;
+      float buf[kChunk];
+      for (int64_t b = begin; b < end; b += kChunk) {
+        const int64_t e = std::min(end, b + kChunk);
+        draw(buf, b, e);
+        for (int64_t i = b; i < e; ++i) out[i] = finish(buf[i - b]);
+      }
     }
   });
+}
+
+// The next value of a 16-bit float type toward -inf (t finite).
+template <class T>
+T next_down(T t) {
+  constexpr uint16_t kSign = 0x8000;
+  if (t.x == 0) return T(from_bits, uint16_t{kSign | 1});
+  return T(from_bits, static_cast<uint16_t>((t.x & kSign) ? t.x + 1 : t.x - 1));
 }
 
 constexpr DtypeMask kRandFloat = kFloatingTypes;
@@ -74,17 +71,31 @@ constexpr DtypeMask kRandFloat = kFloatingTypes;
 Tensor fill_uniform(const Tensor& out, double lo, double hi, Generator& gen) {
   // Complex: real and imaginary parts each uniform in [lo, hi), as PyTorch.
   if (is_complex(out.dtype())) return fill_uniform(view_as_real(out), lo, hi, gen), out;
+  const int64_t n = out.numel();
+  if (n == 0) return out;
+  const cpu::RandomKernels& k = TS_DISPATCH(random_kernels);
   visit_dtype<kRandFloat>(out.dtype(), "uniform_", [&]<class T>() {
-    // 2 draws per counter (53 bits each); bits above the target's precision are dropped so the
-    // result never rounds up to `hi`.
-    fill_random<T>(out, gen, 2, [lo, hi](const Philox& r, int lane) {
-      const double u = u53(r.c[2 * lane], r.c[2 * lane + 1]);
-      double v = lo + (hi - lo) * u;
-      T t = convert<T>(v);
-      if (static_cast<double>(t) >= hi && hi > lo)
-        t = convert<T>(std::nextafter(static_cast<float>(hi), static_cast<float>(lo)));
-      return t;
-    });
+    T* p = out.data_ptr<T>();
+    if constexpr (std::is_same_v<T, double>) {
+      const PhiloxStream s = reserve(gen, n, cpu::kDoubleDrawsPerBlock);
+      parallel_for(0, n, kGrain,
+                   [&](int64_t b, int64_t e) { k.uniform_double(p + b, b, e, s, lo, hi); });
+    } else {
+      // The bounds in T's precision, as PyTorch; a value that rounds up to hi in T is replaced
+      // by the largest T below it.
+      const float flo = static_cast<float>(convert<T>(lo)),
+                  fhi = static_cast<float>(convert<T>(hi));
+      T top = convert<T>(fhi);
+      if constexpr (!std::is_same_v<T, float>)
+        if (fhi > flo) top = next_down(top);
+      const PhiloxStream s = reserve(gen, n, cpu::kFloatDrawsPerBlock);
+      fill_from_float(
+          p, n, [&](float* dst, int64_t b, int64_t e) { k.uniform_float(dst, b, e, s, flo, fhi); },
+          [&](float v) {
+            const T t = convert<T>(v);
+            return static_cast<float>(t) < fhi ? t : top;
+          });
+    }
   });
   return out;
 }
@@ -94,16 +105,23 @@ Tensor fill_normal(const Tensor& out, double mean, double std, Generator& gen) {
   // std^2 (PyTorch's complex normal).
   if (is_complex(out.dtype()))
     return fill_normal(view_as_real(out), mean, std / std::numbers::sqrt2, gen), out;
+  const int64_t n = out.numel();
+  if (n == 0) return out;
+  const cpu::RandomKernels& k = TS_DISPATCH(random_kernels);
   visit_dtype<kRandFloat>(out.dtype(), "normal_", [&]<class T>() {
-    // Box-Muller: one counter gives a pair of independent normals.
-    fill_random<T>(out, gen, 2, [mean, std](const Philox& r, int lane) {
-      const double u1 = 1.0 - u53(r.c[0], r.c[1]);  // (0, 1]
-      const double u2 = u53(r.c[2], r.c[3]);
-      const double rad = std::sqrt(-2.0 * std::log(u1));
-      const double ang = 2.0 * std::numbers::pi * u2;
-      const double z = lane == 0 ? rad * std::cos(ang) : rad * std::sin(ang);
-      return convert<T>(mean + std * z);
-    });
+    T* p = out.data_ptr<T>();
+    if constexpr (std::is_same_v<T, double>) {
+      const PhiloxStream s = reserve(gen, n, cpu::kDoubleDrawsPerBlock);
+      parallel_for(0, n, kGrain,
+                   [&](int64_t b, int64_t e) { k.normal_double(p + b, b, e, s, mean, std); });
+    } else {
+      const PhiloxStream s = reserve(gen, n, cpu::kFloatDrawsPerBlock);
+      const auto fmean = static_cast<float>(mean), fstd = static_cast<float>(std);
+      fill_from_float(
+          p, n,
+          [&](float* dst, int64_t b, int64_t e) { k.normal_float(dst, b, e, s, fmean, fstd); },
+          [](float v) { return convert<T>(v); });
+    }
   });
   return out;
 }
@@ -182,10 +200,22 @@ Tensor randint(int64_t low, int64_t high, IntArrayRef size, TensorOptions option
   const ScalarType dtype = options.has_dtype() ? options.dtype() : kInt64;
   Tensor out = contiguous_output(size, dtype, "randint");
   const uint64_t range = static_cast<uint64_t>(high) - static_cast<uint64_t>(low);
+  const int64_t n = out.numel();
+  if (n == 0) return out;
+  // One 64-bit draw per element, reduced modulo the range (as PyTorch's random_(from, to)).
+  const PhiloxStream stream = reserve(gen_or_default(gen), n, cpu::kDoubleDrawsPerBlock);
+  const cpu::RandomKernels& k = TS_DISPATCH(random_kernels);
   visit_dtype<kRealTypes>(dtype, "randint", [&]<class T>() {
-    fill_random<T>(out, gen_or_default(gen), 2, [low, range](const Philox& r, int lane) {
-      const uint64_t x = static_cast<uint64_t>(r.c[2 * lane]) << 32 | r.c[2 * lane + 1];
-      return convert<T>(static_cast<int64_t>(static_cast<uint64_t>(low) + x % range));
+    T* p = out.data_ptr<T>();
+    parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
+      constexpr int64_t kChunk = 1024;
+      uint64_t bits[kChunk];
+      for (int64_t b = begin; b < end; b += kChunk) {
+        const int64_t e = std::min(end, b + kChunk);
+        k.bits64(bits, b, e, stream);
+        for (int64_t i = b; i < e; ++i)
+          p[i] = convert<T>(static_cast<int64_t>(static_cast<uint64_t>(low) + bits[i - b] % range));
+      }
     });
   });
   return out;

@@ -144,11 +144,8 @@ struct NamedKernels {
 };
 
 inline std::vector<NamedKernels> runnable_kernels() {
-  std::vector<NamedKernels> out{{"generic", &cpu::generic::gemm_kernels()}};
-  const CpuFeatures& f = cpu_features();
-  if (f.avx2 && f.fma) out.push_back({"avx2", &cpu::avx2::gemm_kernels()});
-  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)
-    out.push_back({"avx512", &cpu::avx512::gemm_kernels()});
+  std::vector<NamedKernels> out;
+  for (const auto& [isa, table] : TS_RUNNABLE_TABLES(gemm_kernels)) out.push_back({isa, table});
   return out;
 }
 

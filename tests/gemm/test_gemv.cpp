@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "core/cpu_features.h"
 #include "gemm/gemm.h"
 #include "gemm/gemv.h"
 #include "gemm_test_util.h"
 #include "tessera/tessera.h"
+#include "test_support.h"
 
 namespace tessera::gemm {
 namespace {
@@ -35,11 +35,8 @@ struct NamedGemv {
 };
 
 std::vector<NamedGemv> runnable_gemv() {
-  std::vector<NamedGemv> out{{"generic", &cpu::generic::gemv_kernels()}};
-  const CpuFeatures& f = cpu_features();
-  if (f.avx2 && f.fma && f.f16c) out.push_back({"avx2", &cpu::avx2::gemv_kernels()});
-  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)
-    out.push_back({"avx512", &cpu::avx512::gemv_kernels()});
+  std::vector<NamedGemv> out;
+  for (const auto& [isa, table] : TS_RUNNABLE_TABLES(gemv_kernels)) out.push_back({isa, table});
   return out;
 }
 

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <vector>
 
-#include "core/cpu_features.h"
 #include "linalg/small_batch.h"
 #include "linalg_test_util.h"
+#include "test_support.h"
 
 namespace tessera::linalg_test {
 namespace {
@@ -237,13 +237,7 @@ TYPED_TEST(LinalgKernels, TriangularSolveMatchesReference) {
 
 // The ISA tables of the lane-interleaved small kernels this CPU can run.
 std::vector<std::pair<std::string, const cpu::SmallLinalgKernels*>> small_tables() {
-  std::vector<std::pair<std::string, const cpu::SmallLinalgKernels*>> out{
-      {"generic", &cpu::generic::small_linalg_kernels()}};
-  const CpuFeatures& f = cpu_features();
-  if (f.avx2 && f.fma) out.push_back({"avx2", &cpu::avx2::small_linalg_kernels()});
-  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)
-    out.push_back({"avx512", &cpu::avx512::small_linalg_kernels()});
-  return out;
+  return TS_RUNNABLE_TABLES(small_linalg_kernels);
 }
 
 // ||A X - B||_F <= bound * n eps ||A||_F ||X||_F for system b of the batch of solutions x

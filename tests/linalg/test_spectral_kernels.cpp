@@ -8,8 +8,8 @@
 #include <functional>
 #include <string>
 
-#include "core/cpu_features.h"
 #include "spectral_test_util.h"
+#include "test_support.h"
 
 namespace tessera::linalg_test {
 namespace {
@@ -235,13 +235,7 @@ TEST(SpectralKernels, RankDeficientUIsOrthonormal) {
 
 // The ISA tables of the spectral kernels this CPU can run.
 std::vector<std::pair<std::string, const cpu::SpectralSmallKernels*>> spectral_tables() {
-  std::vector<std::pair<std::string, const cpu::SpectralSmallKernels*>> out{
-      {"generic", &cpu::generic::spectral_small_kernels()}};
-  const CpuFeatures& f = cpu_features();
-  if (f.avx2 && f.fma) out.push_back({"avx2", &cpu::avx2::spectral_small_kernels()});
-  if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq)
-    out.push_back({"avx512", &cpu::avx512::spectral_small_kernels()});
-  return out;
+  return TS_RUNNABLE_TABLES(spectral_small_kernels);
 }
 
 // Batches of 37 (not a multiple of any lane count) through every ISA's interleaved kernels,
