@@ -114,9 +114,9 @@ std::string batch_prefix(int64_t batch_dims, int64_t index) {
 
 int64_t first_failure(const Tensor& info) {
   const int32_t* p = info.data_ptr<int32_t>();
-  for (int64_t b = 0; b < info.numel(); ++b)
-    if (p[b] != 0) return b;
-  return -1;
+  const int64_t count = info.numel();
+  const int32_t* hit = std::find_if(p, p + count, [](int32_t v) { return v != 0; });
+  return hit == p + count ? -1 : hit - p;
 }
 
 }  // namespace tessera::linalg::detail

@@ -6,6 +6,7 @@
 //   A^H X = B    X = P L^{-H} U^{-H} B          (U^H, then L^H, then row swaps backward)
 // and the right-hand forms X A = B are solved as A^T X^T = B^T (X A^H = B as conj(A) X^T =
 // B^T): X^T is X with its strides swapped, A^T is LU with its strides swapped.
+#include <algorithm>
 #include <numeric>
 
 #include "linalg/common.h"
@@ -38,6 +39,13 @@ void check_pivot_values(std::string_view op, const Tensor& pivots, int64_t rows)
   const Tensor p = pivots.contiguous();
   const int32_t* v = p.data_ptr<int32_t>();
   const int64_t count = p.numel();
+  // One vectorisable pass over the common case; the index is found only on failure.
+  int32_t lo = 1, hi = 1;
+  for (int64_t i = 0; i < count; ++i) {
+    lo = std::min(lo, v[i]);
+    hi = std::max(hi, v[i]);
+  }
+  if (lo >= 1 && hi <= rows) return;
   for (int64_t i = 0; i < count; ++i) {
     TS_CHECK(v[i] >= 1 && v[i] <= rows, RuntimeError,
              "{}(): argument 'pivots' expected values in [1, {}] (the result of lu_factor), but "
