@@ -69,12 +69,15 @@ int main(int argc, char** argv) {
     if (manager.healed())
       std::printf("replica %d: healed to step %lld\n", replica,
                   static_cast<long long>(manager.current_step()));
+    if (manager.current_step() >= kSteps) break;  // healed to the end by finished replicas
     if (replica == 1 && first_life && manager.current_step() == die_at) ::raise(SIGKILL);
     const ts::Tensor x = batch(manager.current_step());
     ts::Tensor grad = x.t().mm(x.mm(w.sub(w_true))).mul(2.0 / kBatch);
     manager.allreduce(grad);  // averaged over this step's replicas; a failure is recorded
     if (manager.should_commit()) w.sub_(grad.mul(0.005));  // every survivor commits alike
   }
+
+  manager.finish();  // waits for every replica to finish (a slow one heals from this one)
 
   // Do all replicas hold the same weights? Their min and max over the group must agree.
   ts::Tensor lo = w.clone(), hi = w.clone();

@@ -186,6 +186,7 @@ int run_ft(const FtWorkerOptions& o, int rank, Log& log) {
     }
     manager.start_quorum();
     if (manager.healed()) log.line("heal {}", manager.current_step());
+    if (manager.current_step() >= o.steps) break;  // healed to the end by finished replicas
     if (!kill) kill = my_kill(o, rank, manager.current_step());  // (healing moves the step)
     if (manager.last_quorum_time().count() >= 20)                // slow rounds, for the record
       log.line("quorum {} {} ms {}", manager.current_step(), manager.last_quorum_time().count(),
@@ -208,6 +209,7 @@ int run_ft(const FtWorkerOptions& o, int rank, Log& log) {
     log.line("commit {} {} {:016x} {} {}", manager.current_step(), wall_ns(), digest(model.w),
              manager.num_participants(), manager.quorum_id());
   }
+  manager.finish();  // replicas still training may need this one's state
   log.line("done {} {:.6g}", manager.current_step(), model.loss());
   return 0;
 }

@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "dist_test_util.h"
+#include "distributed/ft/protocol.h"
 #include "tessera/distributed/ft.h"
 
 namespace tessera::testing {
@@ -42,6 +43,10 @@ struct Replica {
   // One training step; true when it committed.
   bool step() {
     manager->start_quorum();
+    return train();
+  }
+  // The step after start_quorum(): gradient, all-reduce, vote, update.
+  bool train() {
     const double g = (manager->replica_id() + 1) * (manager->current_step() + 1) * 0.01;
     Tensor grad = full({8}, g, TensorOptions(kFloat32));
     manager->allreduce(grad);
@@ -163,6 +168,43 @@ TEST_P(Ft, TheLighthouseAbortsACollectiveBlockedOnADeadReplica) {
   });
 }
 
+// The job's end: a replica that stalled is left out of the last rounds (the others form
+// quorums without it after the join window). When it asks again, the others have finished; with
+// min_replicas 2 it could not form a quorum alone, so finish() keeps them in the rounds and it
+// heals to the last step from them.
+TEST_P(Ft, FinishedReplicasHealAStragglerLeftOutOfTheLastRounds) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  ft::LighthouseOptions lo = quick_lighthouse(2);
+  lo.join_window = 100ms;  // two of three go on without the stalled one
+  ft::Lighthouse lighthouse(store, lo);
+  constexpr int64_t kSteps = 6;
+  std::vector<std::vector<uint8_t>> final(3);
+  std::vector<int64_t> last_step(3, -1);
+  std::atomic<bool> straggler_healed{false};
+  std::barrier registered(3);
+  run_threads(3, [&](int id) {
+    Replica r(store, id, GetParam());
+    registered.arrive_and_wait();
+    while (r.manager->current_step() < kSteps) {
+      if (id == 2 && r.manager->current_step() == 2) std::this_thread::sleep_for(1500ms);
+      r.manager->start_quorum();
+      if (r.manager->current_step() >= kSteps) {  // healed to the end
+        if (id == 2 && r.manager->healed()) straggler_healed = true;
+        break;
+      }
+      r.train();
+    }
+    r.manager->finish();
+    last_step[static_cast<size_t>(id)] = r.manager->current_step();
+    final[static_cast<size_t>(id)] = r.bytes();
+  });
+  EXPECT_TRUE(straggler_healed.load());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(last_step[static_cast<size_t>(i)], kSteps) << i;
+    EXPECT_EQ(final[static_cast<size_t>(i)], final[0]) << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Backends, Ft, ::testing::Values("gloo", "shm"),
                          [](const auto& info) { return info.param; });
 
@@ -191,6 +233,31 @@ TEST(FtQuorum, AMinorityNeverFormsAQuorum) {
     EXPECT_NE(std::string(e.what()).find("found no quorum"), std::string::npos) << e.what();
   }
   EXPECT_EQ(lighthouse.rounds(), 1);
+}
+
+TEST(FtProtocol, TextsRoundTripAndMalformedOnesAreRefused) {
+  ft::Request req{7, 12, false, false, true, "gloo:1:abc:s"};
+  const ft::Request back = ft::parse_request(ft::format_request(req));
+  EXPECT_EQ(back.seq, 7);
+  EXPECT_EQ(back.step, 12);
+  EXPECT_TRUE(back.finishing);
+  EXPECT_FALSE(back.failed || back.leaving);
+  ft::Quorum q;
+  q.quorum_id = 3;
+  q.max_step = 12;
+  q.final = true;
+  q.members = {{0, 12, "h0"}, {2, 9, "h2"}};
+  const ft::Quorum qb = ft::parse_quorum(ft::format_quorum(q), 5);
+  EXPECT_EQ(qb.round, 5);
+  EXPECT_TRUE(qb.final);
+  ASSERT_EQ(qb.members.size(), 2u);
+  EXPECT_EQ(qb.members[1].step, 9);
+  EXPECT_EQ(qb.members[1].handle, "h2");
+  for (const char* bad : {"1 2 4 h", "1 2 33 h", "1 x 0 h", "1 2 0"})
+    EXPECT_THROW(ft::parse_request(bad), dist::DistStoreError) << bad;
+  for (const char* bad :
+       {"3 12 1 2\n0 12 h0\n", "3 12 1\n0 12 h0\n", "3 12 2 0\n0 12 h0\n", "3 12 0 0\n"})
+    EXPECT_THROW(ft::parse_quorum(bad, 1), dist::DistStoreError) << bad;
 }
 
 TEST(FtQuorum, BadOptionsAreRefused) {

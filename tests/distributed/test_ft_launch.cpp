@@ -18,12 +18,6 @@ using cli::FtRankLog;
 void run_job(const std::string& backend, const std::vector<std::string>& kills,
              const std::vector<int>& victims, int steps = 40,
              const std::string& extra_launch = "") {
-#if defined(__SANITIZE_ADDRESS__)
-  // Under ASan the 4-process jobs run many times slower than their quorum windows assume: a
-  // slow replica is left out of the last rounds and stranded when the others leave. The
-  // Release suite runs these jobs; the sanitizer build covers ft through test_ft.cpp.
-  GTEST_SKIP() << "timing-bound multi-process fault injection; run in the Release build";
-#endif
   TempDir dir("ft-" + backend);
   std::string kill_args;
   for (const auto& k : kills) kill_args += " --kill " + k;

@@ -5,21 +5,25 @@
 // survivor takes the same steps. The pattern, in docs/fault-tolerance.md:
 //
 //   ft::Manager manager(options);                  // options.state: the model's tensors
-//   for (;;) {
+//   while (manager.current_step() < steps) {
 //     manager.start_quorum();                      // joins (or re-forms) the quorum; heals
+//     if (manager.current_step() >= steps) break;  // healed to the end by finished replicas
 //     compute the gradients;
 //     for (auto& g : grads) manager.allreduce(g);  // averaged over the quorum's replicas
 //     if (manager.should_commit()) optimizer.step();
 //   }
+//   manager.finish();                              // heals stragglers until all finished
 //
 // Everything goes through one Store that every replica and the Lighthouse reach (the
 // launcher's TCPStore under `tessera launch --ft`), under the keys "ft/...":
 //   ft/hb/<id>             a replica's heartbeat counter (its Manager adds 1 every interval)
 //   ft/req/<id>            a replica's quorum request: "<seq> <step> <state> <handle>"
-//                          (state 0: fine, 1: its last step failed, 2: it leaves)
+//                          (state 0: fine, 1: its last step failed, 2: it leaves, 3: it
+//                          finished the job and waits for the others, see finish())
 //   ft/ans/<id>/<seq>      the Lighthouse's answer: the round the request was placed in
-//   ft/quorum/<round>      the round's quorum: "<quorum id> <max step> <n>" then per member
-//                          "<id> <step> <handle>" lines, members by replica id
+//   ft/quorum/<round>      the round's quorum: "<quorum id> <max step> <n> <final>" then per
+//                          member "<id> <step> <handle>" lines, members by replica id; final
+//                          is 1 when every live replica asked as finished (the job is over)
 //   ft/dead                the replicas the Lighthouse declared dead, "1,3" (may be empty)
 //
 // Quorum rules (torchft's): a round forms when every live replica has asked, or, after a
@@ -122,6 +126,14 @@ class Manager {
   // True when every member's step succeeded (a vote over the group; false when the vote
   // itself fails). On true the step counts; on false the next round re-forms the quorum.
   bool should_commit();
+  // Call once after the last step. Stays in the quorum until every live replica has finished
+  // too. Meanwhile it joins the rounds of replicas still training: they are behind this one,
+  // so they heal to its step (a training loop must check current_step() after start_quorum(),
+  // as below). Without it, a replica left out of the last rounds (a slow one) would be
+  // stranded once the others left: too few replicas for a quorum. Returns when the Lighthouse
+  // sees every live replica finished. After quorum_timeout without such a round it says so
+  // on stderr and returns.
+  void finish();
 
   int64_t current_step() const { return step_; }
   int64_t quorum_id() const { return quorum_id_; }
@@ -133,7 +145,8 @@ class Manager {
   const ProcessGroupPtr& group() const { return group_; }
 
  private:
-  Quorum request_round(bool failed);
+  Quorum request_round(bool failed, bool finishing);
+  void join(const Quorum& q);  // reconfigures when the quorum changed, then heals
   void heal(const Quorum& q);
   void heartbeat_loop();
 

@@ -151,7 +151,7 @@ struct Lighthouse::Impl {
   void maybe_form(Clock::time_point now) {
     std::unique_lock lock(mutex);
     std::vector<int> live, asking;
-    bool failure = false;
+    bool failure = false, all_finishing = true;
     for (const auto& [id, r] : replicas) {
       if (r.dead) {
         failure = failure || std::count(last_members.begin(), last_members.end(), id) > 0;
@@ -164,17 +164,23 @@ struct Lighthouse::Impl {
       if (r.pending) {
         asking.push_back(id);
         failure = failure || r.pending->failed;
+        all_finishing = all_finishing && r.pending->finishing;
       }
     }
     if (asking.empty()) return;
     const bool everyone = asking.size() == live.size();
     const auto window = failure ? options.failure_join_window : options.join_window;
     if (!everyone && now - first_pending < window) return;
-    if (static_cast<int>(asking.size()) < options.min_replicas || 2 * asking.size() <= live.size())
+    // The job's end: every live replica finished. That round trains nothing, so it needs no
+    // min_replicas (the survivors of a job that lost replicas must be able to end it).
+    const bool final = everyone && all_finishing;
+    if (!final && (static_cast<int>(asking.size()) < options.min_replicas ||
+                   2 * asking.size() <= live.size()))
       return;  // too few: wait for more (the askers time out on their own)
 
     Quorum q;
     q.round = ++round;
+    q.final = final;
     std::string identity;
     for (int id : asking) {
       const Request& req = *replicas[id].pending;

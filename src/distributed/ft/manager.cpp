@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <cstdio>
 #include <mutex>
 #include <thread>
 
@@ -99,7 +100,7 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
 Manager::~Manager() {
   heartbeat_.reset();
   try {  // tells the Lighthouse at once, so that nobody waits for this replica
-    Request req{++request_seq_, step_, false, true, group_->reconfigure_handle()};
+    Request req{++request_seq_, step_, false, true, false, group_->reconfigure_handle()};
     set_text(*options_.store, request_key(options_.replica_id), format_request(req));
     options_.store->add(kRequestCountKey, 1);
   } catch (...) {  // the store is gone (the job ends): the heartbeat's silence says the same
@@ -114,9 +115,9 @@ int Manager::num_participants() const {
   return static_cast<int>(members_.size());
 }
 
-Quorum Manager::request_round(bool failed) {
+Quorum Manager::request_round(bool failed, bool finishing) {
   Store& store = *options_.store;
-  Request req{++request_seq_, step_, failed, false, group_->reconfigure_handle()};
+  Request req{++request_seq_, step_, failed, false, finishing, group_->reconfigure_handle()};
   set_text(store, request_key(options_.replica_id), format_request(req));
   store.add(kRequestCountKey, 1);
   const std::string answer = answer_key(options_.replica_id, req.seq);
@@ -139,31 +140,7 @@ void Manager::start_quorum() {
   bool failed = commit_failed_ || step_failed_;
   for (;;) {
     try {
-      const Quorum q = request_round(failed);
-      std::vector<int> ids;
-      std::vector<std::string> handles;
-      for (const auto& m : q.members) {
-        ids.push_back(m.id);
-        handles.push_back(m.handle);
-      }
-      TS_CHECK(std::find(ids.begin(), ids.end(), options_.replica_id) != ids.end(),
-               distributed::DistBackendError, "ft::Manager: round {} does not include replica {}",
-               q.round, options_.replica_id);
-      const std::string identity = fmt::format("{}", fmt::join(handles, ","));
-      if (q.quorum_id != quorum_id_ || identity != quorum_handles_) {
-        heartbeat_->set_members({});  // no proactive aborts while the group changes
-        ReconfigureOptions o;
-        o.uuid = fmt::format("ft-q{}-r{}", q.quorum_id, q.round);
-        o.handles = handles;
-        o.timeout = options_.timeout;
-        quorum_id_ = -1;  // unless this reconfigure succeeds
-        group_->reconfigure(o)->wait();
-        quorum_id_ = q.quorum_id;
-        quorum_handles_ = identity;
-        members_ = ids;
-        heartbeat_->set_members(ids);
-      }
-      heal(q);
+      join(request_round(failed, /*finishing=*/false));
       commit_failed_ = step_failed_ = false;
       last_quorum_time_ = std::chrono::duration_cast<Milliseconds>(Clock::now() - start);
       return;
@@ -173,6 +150,55 @@ void Manager::start_quorum() {
       TS_CHECK(Clock::now() < deadline, distributed::DistTimeoutError,
                "ft::Manager: replica {} could not join a working quorum within {}: {}",
                options_.replica_id, options_.quorum_timeout, e.what());
+    }
+  }
+}
+
+void Manager::join(const Quorum& q) {
+  std::vector<int> ids;
+  std::vector<std::string> handles;
+  for (const auto& m : q.members) {
+    ids.push_back(m.id);
+    handles.push_back(m.handle);
+  }
+  TS_CHECK(std::find(ids.begin(), ids.end(), options_.replica_id) != ids.end(),
+           distributed::DistBackendError, "ft::Manager: round {} does not include replica {}",
+           q.round, options_.replica_id);
+  const std::string identity = fmt::format("{}", fmt::join(handles, ","));
+  if (q.quorum_id != quorum_id_ || identity != quorum_handles_) {
+    heartbeat_->set_members({});  // no proactive aborts while the group changes
+    ReconfigureOptions o;
+    o.uuid = fmt::format("ft-q{}-r{}", q.quorum_id, q.round);
+    o.handles = handles;
+    o.timeout = options_.timeout;
+    quorum_id_ = -1;  // unless this reconfigure succeeds
+    group_->reconfigure(o)->wait();
+    quorum_id_ = q.quorum_id;
+    quorum_handles_ = identity;
+    members_ = ids;
+    heartbeat_->set_members(ids);
+  }
+  heal(q);
+}
+
+void Manager::finish() {
+  const auto deadline = Clock::now() + options_.quorum_timeout;
+  for (;;) {
+    try {
+      const Quorum q = request_round(/*failed=*/false, /*finishing=*/true);
+      if (q.final) return;
+      // A replica still training asked too: it is behind (this one has finished), so it heals
+      // from the round's source; then this one asks again.
+      join(q);
+    } catch (const DistError& e) {
+      quorum_id_ = -1;  // the next round re-forms the group
+      if (Clock::now() >= deadline) {
+        std::fprintf(stderr,
+                     "tessera ft: replica %d leaves at step %lld without waiting longer for the "
+                     "others to finish: %s\n",
+                     options_.replica_id, static_cast<long long>(step_), e.what());
+        return;
+      }
     }
   }
 }

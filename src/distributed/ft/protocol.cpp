@@ -38,21 +38,27 @@ std::string quorum_key(int64_t round) {
 }
 
 std::string format_request(const Request& r) {
-  return fmt::format("{} {} {} {}", r.seq, r.step, r.leaving ? 2 : r.failed ? 1 : 0, r.handle);
+  const int state = r.finishing ? 3 : r.leaving ? 2 : r.failed ? 1 : 0;
+  return fmt::format("{} {} {} {}", r.seq, r.step, state, r.handle);
 }
 
 Request parse_request(const std::string& text) {
   std::istringstream in(text);
   std::string seq, step, failed, handle;
   if (!(in >> seq >> step >> failed >> handle) || failed.size() != 1 || failed[0] < '0' ||
-      failed[0] > '2')
+      failed[0] > '3')
     malformed("quorum request", text);
-  return {to_int(seq, "quorum request", text), to_int(step, "quorum request", text), failed == "1",
-          failed == "2", handle};
+  return {to_int(seq, "quorum request", text),
+          to_int(step, "quorum request", text),
+          failed == "1",
+          failed == "2",
+          failed == "3",
+          handle};
 }
 
 std::string format_quorum(const Quorum& q) {
-  std::string s = fmt::format("{} {} {}\n", q.quorum_id, q.max_step, q.members.size());
+  std::string s =
+      fmt::format("{} {} {} {}\n", q.quorum_id, q.max_step, q.members.size(), q.final ? 1 : 0);
   for (const auto& m : q.members) s += fmt::format("{} {} {}\n", m.id, m.step, m.handle);
   return s;
 }
@@ -61,10 +67,12 @@ Quorum parse_quorum(const std::string& text, int64_t round) {
   std::istringstream in(text);
   Quorum q;
   q.round = round;
-  std::string id, max_step, n;
-  if (!(in >> id >> max_step >> n)) malformed("quorum", text);
+  std::string id, max_step, n, final;
+  if (!(in >> id >> max_step >> n >> final) || (final != "0" && final != "1"))
+    malformed("quorum", text);
   q.quorum_id = to_int(id, "quorum", text);
   q.max_step = to_int(max_step, "quorum", text);
+  q.final = final == "1";
   const int64_t count = to_int(n, "quorum", text);
   if (count < 1 || count > 1 << 20) malformed("quorum", text);
   for (int64_t i = 0; i < count; ++i) {

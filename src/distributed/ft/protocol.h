@@ -23,9 +23,10 @@ std::string quorum_key(int64_t round);
 struct Request {
   int64_t seq = 0;
   int64_t step = 0;
-  bool failed = false;   // the replica's last step failed to commit (or its set-up failed)
-  bool leaving = false;  // the replica leaves the job (its Manager is being destroyed)
-  std::string handle;    // its group's reconfigure handle
+  bool failed = false;     // the replica's last step failed to commit (or its set-up failed)
+  bool leaving = false;    // the replica leaves the job (its Manager is being destroyed)
+  bool finishing = false;  // it has finished the job at `step` and stays only to heal others
+  std::string handle;      // its group's reconfigure handle
 };
 std::string format_request(const Request& r);
 Request parse_request(const std::string& text);
@@ -39,6 +40,8 @@ struct Quorum {
   int64_t round = 0;
   int64_t quorum_id = 0;
   int64_t max_step = 0;
+  // Every live replica asked as finishing: the job is over and nobody needs this round.
+  bool final = false;
   std::vector<Member> members;  // by replica id
 };
 std::string format_quorum(const Quorum& q);
