@@ -302,7 +302,8 @@ struct JobResult {
 };
 
 JobResult run_job(const std::string& backend, int ranks, int steps,
-                  const std::vector<std::string>& kills, bool ft, const std::string& tag) {
+                  const std::vector<std::string>& kills, bool ft, const std::string& tag,
+                  std::chrono::milliseconds heartbeat_timeout = std::chrono::milliseconds(2000)) {
   const std::string dir = fmt::format("/tmp/tessera-bench-ft-{}-{}", ::getpid(), tag);
   fs::remove_all(dir);
   fs::create_directories(dir);
@@ -311,6 +312,7 @@ JobResult run_job(const std::string& backend, int ranks, int steps,
   lo.master_port = 0;
   lo.ft = ft;
   lo.ft_min_replicas = ranks - 1;
+  lo.ft_heartbeat_timeout = heartbeat_timeout;
   lo.max_restarts = ft ? static_cast<int>(kills.size()) : 1;
   lo.command = {self_exe(),       "bench-ft-worker",
                 "--backend",      backend,
@@ -336,8 +338,9 @@ JobResult run_job(const std::string& backend, int ranks, int steps,
   return r;
 }
 
-BenchRow recovery_row(const std::string& impl, const std::vector<double>& times, int ranks) {
-  BenchRow row{"ft", "recovery/kill1of" + std::to_string(ranks), impl, ranks};
+BenchRow recovery_row(const std::string& impl, const std::vector<double>& times, int ranks,
+                      const std::string& signal = "kill") {
+  BenchRow row{"ft", fmt::format("recovery/{}1of{}", signal, ranks), impl, ranks};
   if (times.empty()) {
     row.skipped = "no kill recovered";
     return row;
@@ -403,6 +406,34 @@ int run_bench_ft(const BenchOptions& options) {
           clean.logs.count(0) ? clean.logs.at(0).final_loss : NAN, r.seconds, clean.seconds));
     }
   }
+  // A stopped rank: no error anywhere, only a silent heartbeat. The Lighthouse declares it dead
+  // after the heartbeat timeout (the launcher's default, 2 s), the survivors abort their
+  // collective and re-form; the launcher kills and restarts the stopped process. Goal: the
+  // next commit within 200 ms after the timeout.
+  const auto heartbeat_timeout = std::chrono::milliseconds(2000);
+  for (const std::string backend : {"shm", "gloo"}) {
+    std::vector<std::string> plan;
+    for (int i = 0; i < (options.quick ? 2 : 5); ++i)
+      plan.push_back(fmt::format("{}:{}:sigstop", 1 + i % (kRanks - 1), 10 + gap * i));
+    std::fprintf(stderr, "bench ft: %s, %d ranks, %zu SIGSTOPs\n", backend.c_str(), kRanks,
+                 plan.size());
+    const JobResult r = run_job(backend, kRanks, 10 + gap * static_cast<int>(plan.size()) + 5, plan,
+                                true, backend + "-stop", heartbeat_timeout);
+    std::string why;
+    if (r.rc != 0)
+      notes.push_back(fmt::format("tessera-{} (SIGSTOP): the job exited with {}", backend, r.rc));
+    if (!digests_agree(r.logs, why))
+      notes.push_back(fmt::format("tessera-{} (SIGSTOP): replicas DISAGREE: {}", backend, why));
+    const std::vector<double> times = recovery_times(r.logs);
+    rows.push_back(recovery_row("tessera-" + backend, times, kRanks, "sigstop"));
+    if (rows.back().stats)
+      notes.push_back(fmt::format(
+          "tessera-{} (SIGSTOP): next commit {:.0f} ms after the {} ms heartbeat timeout "
+          "(median of {}; goal <= 200)",
+          backend,
+          rows.back().stats->median_s * 1e3 - static_cast<double>(heartbeat_timeout.count()),
+          heartbeat_timeout.count(), times.size()));
+  }
   // The relaunch anchor: the same job without --ft, one kill: the launcher tears the job down
   // and starts it again, which resumes from the last checkpoint.
   {
@@ -424,8 +455,10 @@ int run_bench_ft(const BenchOptions& options) {
     if (!note.empty()) notes.push_back("torch-gloo: " + note);
   }
 
-  std::printf("\nft: recovery from SIGKILL of 1 of %d ranks to the next committed step (ms)\n",
-              kRanks);
+  std::printf(
+      "\nft: recovery from SIGKILL (kill) or SIGSTOP (sigstop) of 1 of %d ranks to the next "
+      "committed step (ms; ratios for the kill rows)\n",
+      kRanks);
   std::printf("%-22s %-14s %10s %10s %10s %6s %12s %12s\n", "case", "impl", "median", "min", "max",
               "n", "x relaunch", "x torch");
   const BenchRow* relaunch = find_row(rows, "relaunch", "", kRanks, true);
@@ -436,9 +469,10 @@ int run_bench_ft(const BenchOptions& options) {
                   r.skipped.c_str());
       continue;
     }
+    const bool kill = r.case_name.find("/kill") != std::string::npos;
     auto ratio = [&](const BenchRow* a) {
-      return a ? fmt::format("{:11.1f}x", a->stats->median_s / r.stats->median_s)
-               : fmt::format("{:>12}", "-");
+      return a && kill ? fmt::format("{:11.1f}x", a->stats->median_s / r.stats->median_s)
+                       : fmt::format("{:>12}", "-");
     };
     std::printf("%-22s %-14s %10.1f %10.1f %10.1f %6d %s %s\n", r.case_name.c_str(), r.impl.c_str(),
                 r.stats->median_s * 1e3, r.stats->min_s * 1e3, r.stats->max_s * 1e3, r.stats->reps,

@@ -59,7 +59,10 @@ struct Lighthouse::Impl {
       try {
         const auto now = Clock::now();
         discover();
-        if (now - last_heartbeat_scan >= options.heartbeat_timeout / 10) {
+        // A stopped replica is declared dead between heartbeat_timeout and that plus two scan
+        // intervals: scan often (each scan is one store add per replica).
+        if (now - last_heartbeat_scan >=
+            std::min<Clock::duration>(options.heartbeat_timeout / 10, Milliseconds(20))) {
           scan_heartbeats(now);
           last_heartbeat_scan = now;
         }
