@@ -2,7 +2,7 @@
 # config, so another project can `find_package(Tessera)` and link `Tessera::tessera`.
 include(CMakePackageConfigHelpers)
 install(DIRECTORY include/tessera DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
-install(TARGETS tessera tessera_warnings tessera_sanitize tessera_sleef tessera_openblas
+install(TARGETS tessera tessera_warnings tessera_sanitize tessera_sleef
         EXPORT TesseraTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}

@@ -359,6 +359,13 @@ std::string openblas_kernel_note() {
                             : std::string(" (detected from cpuid)"));
 }
 
+std::string anchor_info() {
+  return fmt::format(
+      "anchors:      {} (in the tessera command only, as a benchmark anchor: libtessera does "
+      "not link it)\n",
+      openblas_get_config());
+}
+
 int finish_bench(const std::string& suite, const std::vector<std::string>& notes,
                  const std::string& json_path, const std::vector<BenchRow>& rows) {
   for (const auto& n : notes) std::printf("note: %s\n", n.c_str());

@@ -61,6 +61,8 @@ const BenchRow* find_row(const std::vector<BenchRow>& rows, const std::string& i
 // OPENBLAS_CORETYPE forces one (an older core's kernel can be half as fast), so every suite
 // with an OpenBLAS anchor says which one the run measured.
 std::string openblas_kernel_note();
+// The `tessera info` line for the anchors the command links (libtessera does not).
+std::string anchor_info();
 
 BenchRow measure_membw(const std::string& suite, int threads, const Budget& budget,
                        size_t bytes = size_t{256} << 20);

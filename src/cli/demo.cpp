@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/bench_util.h"
 #include "tessera/tessera.h"
 
 namespace tessera::cli {
@@ -129,7 +130,7 @@ int run_demo() {
            std::chrono::duration<double>(Clock::now() - start).count());
   std::fprintf(stderr, "\n");
   for (const auto& r : report) std::printf("%s\n", r.c_str());
-  std::printf("\n%s", build_info().c_str());
+  std::printf("\n%s%s", build_info().c_str(), anchor_info().c_str());
   return 0;
 }
 

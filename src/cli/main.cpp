@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "cli/bench.h"
+#include "cli/bench_util.h"
 #include "cli/demo.h"
 #include "cli/train.h"
 #include "gemm/lowp.h"
@@ -37,6 +38,7 @@ int main(int argc, char** argv) {
   auto* info = app.add_subcommand("info", "Print the kernel ISA, threads, build type, libraries");
   info->callback([] {
     std::fputs(tessera::build_info().c_str(), stdout);
+    std::fputs(tessera::cli::anchor_info().c_str(), stdout);
     const auto& bf16 = tessera::gemm::bf16_path();
     std::printf("bf16 GEMM:    %s (%s)\n", bf16.pairs ? "vdpbf16ps pair kernel" : "float32 kernel",
                 bf16.reason.c_str());

@@ -1,6 +1,5 @@
 #include "tessera/core/version.h"
 
-#include <cblas.h>
 #include <fmt/format.h>
 #include <sleef.h>
 
@@ -40,13 +39,11 @@ std::string build_info() {
       "compiler:     GCC {}.{}.{}\n"
       "kernel ISA:   {} (cpu flags: {})\n"
       "threads:      {}\n"
-      "libraries:    OpenBLAS {} (single-threaded inside Tessera's pool; anchor and oracle)\n"
-      "              Sleef {}.{}.{}\n"
+      "libraries:    Sleef {}.{}.{}\n"
       "              fmt {}.{}.{}\n",
       version(), build_type(), __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__, cpu_isa_name(),
-      flags.empty() ? "none" : flags, get_num_threads(), openblas_get_config(), SLEEF_VERSION_MAJOR,
-      SLEEF_VERSION_MINOR, SLEEF_VERSION_PATCHLEVEL, FMT_VERSION / 10000, FMT_VERSION / 100 % 100,
-      FMT_VERSION % 100);
+      flags.empty() ? "none" : flags, get_num_threads(), SLEEF_VERSION_MAJOR, SLEEF_VERSION_MINOR,
+      SLEEF_VERSION_PATCHLEVEL, FMT_VERSION / 10000, FMT_VERSION / 100 % 100, FMT_VERSION % 100);
 }
 
 }  // namespace tessera
