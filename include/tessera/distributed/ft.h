@@ -16,6 +16,8 @@
 //
 // Everything goes through one Store that every replica and the Lighthouse reach (the
 // launcher's TCPStore under `tessera launch --ft`), under the keys "ft/...":
+//   ft/registered, ft/reg/<slot>  registrations: a slot each, holding "<id> <first request
+//                          number>" (a restarted replica registers again: a new life)
 //   ft/hb/<id>             a replica's heartbeat counter (its Manager adds 1 every interval)
 //   ft/req/<id>            a replica's quorum request: "<seq> <step> <state> <handle>"
 //                          (state 0: fine, 1: its last step failed, 2: it leaves, 3: it

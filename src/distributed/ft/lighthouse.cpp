@@ -75,17 +75,23 @@ struct Lighthouse::Impl {
     }
   }
 
-  // New replicas register a slot in the store.
+  // New replicas register a slot in the store. A replica that registers again is a new process
+  // (restarted after its death): alive, starting, not joined yet.
   void discover() {
     const int64_t n = store->add(kRegisteredKey, 0);
+    bool dead_changed = false;
     for (; registered < n; ++registered) {
       const std::string key = fmt::format("{}{}", kRegisterPrefix, registered);
       if (!store->check({key})) break;  // the replica is between its add and its set
-      const int id = std::stoi(get_text(*store, key));
+      const Registration reg = parse_registration(get_text(*store, key));
       std::lock_guard lock(mutex);
-      if (!replicas.count(id)) replicas[id].heartbeat_moved = Clock::now();
-      replicas[id].registered = Clock::now();  // (again, for a restarted replica)
+      Replica& r = replicas[reg.id];
+      dead_changed = dead_changed || r.dead;
+      r = Replica{};
+      r.last_seq = reg.first_seq;  // an earlier life's requests are older
+      r.heartbeat_moved = r.registered = Clock::now();
     }
+    if (dead_changed) publish_dead();
   }
 
   void scan_heartbeats(Clock::time_point now) {
@@ -154,14 +160,15 @@ struct Lighthouse::Impl {
   void maybe_form(Clock::time_point now) {
     std::unique_lock lock(mutex);
     std::vector<int> live, asking;
-    bool failure = false, all_finishing = true;
+    bool failure = false, all_finishing = true, starting = false;
     for (const auto& [id, r] : replicas) {
       if (r.dead) {
         failure = failure || std::count(last_members.begin(), last_members.end(), id) > 0;
         continue;
       }
       // A replica still starting (registered, not asked yet) holds a round up for at most
-      // join_window after it registered.
+      // join_window after it registered; it holds the job's end up until it asks (or dies).
+      starting = starting || !r.joined;
       if (!r.joined && now - r.registered >= options.join_window) continue;
       live.push_back(id);
       if (r.pending) {
@@ -176,7 +183,7 @@ struct Lighthouse::Impl {
     if (!everyone && now - first_pending < window) return;
     // The job's end: every live replica finished. That round trains nothing, so it needs no
     // min_replicas (the survivors of a job that lost replicas must be able to end it).
-    const bool final = everyone && all_finishing;
+    const bool final = everyone && all_finishing && !starting;
     if (!final && (static_cast<int>(asking.size()) < options.min_replicas ||
                    2 * asking.size() <= live.size()))
       return;  // too few: wait for more (the askers time out on their own)

@@ -84,15 +84,16 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
   group_ = new_reconfigurable_group(options_.backend,
                                     std::make_shared<PrefixStore>("ft/group", options_.store),
                                     options_.replica_id, options_.timeout, "ft");
-  // Registers with the Lighthouse (a slot, then its id in it) and starts beating.
-  const int64_t slot = options_.store->add(kRegisteredKey, 1) - 1;
-  set_text(*options_.store, fmt::format("{}{}", kRegisterPrefix, slot),
-           std::to_string(options_.replica_id));
   // Request numbers go on from the wall clock, so that a restarted replica's never repeat its
   // earlier life's (the Lighthouse ignores old numbers, and answers are keyed by them).
   request_seq_ = std::chrono::duration_cast<std::chrono::microseconds>(
                      std::chrono::system_clock::now().time_since_epoch())
                      .count();
+  // Registers with the Lighthouse (a slot, then "<id> <first request number>" in it: requests
+  // of an earlier life, read late, are then ignored) and starts beating.
+  const int64_t slot = options_.store->add(kRegisteredKey, 1) - 1;
+  set_text(*options_.store, fmt::format("{}{}", kRegisterPrefix, slot),
+           fmt::format("{} {}", options_.replica_id, request_seq_));
   heartbeat_ = std::make_unique<Heartbeat>(options_.store, options_.replica_id,
                                            options_.heartbeat_interval, group_);
 }
@@ -190,6 +191,11 @@ void Manager::finish() {
       // A replica still training asked too: it is behind (this one has finished), so it heals
       // from the round's source; then this one asks again.
       join(q);
+      const bool nobody_behind = std::all_of(q.members.begin(), q.members.end(),
+                                             [&](const Member& m) { return m.step == q.max_step; });
+      // Only finished replicas: the others are still starting or training. Ask again a beat
+      // later rather than spin through rounds.
+      if (nobody_behind) std::this_thread::sleep_for(options_.heartbeat_interval);
     } catch (const DistError& e) {
       quorum_id_ = -1;  // the next round re-forms the group
       if (Clock::now() >= deadline) {

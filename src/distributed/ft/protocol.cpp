@@ -56,6 +56,15 @@ Request parse_request(const std::string& text) {
           handle};
 }
 
+Registration parse_registration(const std::string& text) {
+  std::istringstream in(text);
+  std::string id, seq, extra;
+  if (!(in >> id >> seq) || (in >> extra)) malformed("registration", text);
+  const int64_t v = to_int(id, "registration", text);
+  if (v < 0 || v > INT32_MAX) malformed("registration", text);
+  return {static_cast<int>(v), to_int(seq, "registration", text)};
+}
+
 std::string format_quorum(const Quorum& q) {
   std::string s =
       fmt::format("{} {} {} {}\n", q.quorum_id, q.max_step, q.members.size(), q.final ? 1 : 0);

@@ -31,6 +31,13 @@ struct Request {
 std::string format_request(const Request& r);
 Request parse_request(const std::string& text);
 
+// A replica's registration: "<id> <first request number>".
+struct Registration {
+  int id = 0;
+  int64_t first_seq = 0;
+};
+Registration parse_registration(const std::string& text);
+
 struct Member {
   int id = 0;
   int64_t step = 0;
