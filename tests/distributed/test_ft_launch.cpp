@@ -4,6 +4,10 @@
 // restarted and heals, and after every commit the replicas' weights are bitwise equal. The
 // store is served by the launcher, so every rank killed here holds only store clients.
 
+#include <filesystem>
+#include <fstream>
+#include <string>
+
 #include "cli/ft_log.h"
 #include "dist_test_util.h"
 #include "launch_test_util.h"
@@ -12,6 +16,19 @@ namespace tessera::testing {
 namespace {
 
 using cli::FtRankLog;
+
+// The first lines of every rank's log (start, heal and commit lines with each commit's
+// participants and quorum id): what a failure needs to be understood.
+std::string log_heads(const std::filesystem::path& dir, int lines = 12) {
+  std::string out;
+  for (const auto& e : std::filesystem::directory_iterator(dir)) {
+    out += "--- " + e.path().filename().string() + "\n";
+    std::ifstream f(e.path());
+    std::string line;
+    for (int i = 0; i < lines && std::getline(f, line); ++i) out += line + "\n";
+  }
+  return out;
+}
 
 // Runs the job; every rank must finish all `steps`, the weights must agree at every step two
 // ranks committed, and each victim must have been restarted and healed.
@@ -39,16 +56,19 @@ void run_job(const std::string& backend, const std::vector<std::string>& kills,
   const auto logs = cli::read_ft_logs(dir.path.string());
   ASSERT_EQ(logs.size(), 4u) << r.output;
   std::map<int64_t, std::pair<int, std::string>> seen;
+  bool disagree = false;
   for (const auto& [rank, l] : logs) {
     EXPECT_TRUE(l.done) << "rank " << rank << " did not finish\n" << r.output;
     EXPECT_EQ(l.last_step, steps) << "rank " << rank;
     for (const auto& [step, digest] : l.digests) {
       const auto [it, fresh] = seen.emplace(step, std::pair{rank, digest});
-      EXPECT_TRUE(fresh || it->second.second == digest)
-          << "step " << step << ": rank " << it->second.first << " has " << it->second.second
-          << ", rank " << rank << " has " << digest;
+      const bool same = fresh || it->second.second == digest;
+      EXPECT_TRUE(same) << "step " << step << ": rank " << it->second.first << " has "
+                        << it->second.second << ", rank " << rank << " has " << digest;
+      disagree = disagree || !same;
     }
   }
+  if (disagree) ADD_FAILURE() << "the ranks' logs:\n" << log_heads(dir.path) << r.output;
   for (int v : victims) {
     const FtRankLog& l = logs.at(v);
     EXPECT_EQ(l.kills.size(), 1u) << "rank " << v;
