@@ -38,17 +38,17 @@ PhiloxStream reserve(Generator& gen, int64_t n, int64_t per_block) {
 
 constexpr int64_t kGrain = 1 << 14;
 
-// out[0, n) from a kernel drawing float values: `draw(dst, begin, end)` fills dst[0, end - begin)
-// with elements [begin, end). float16/bfloat16 go through a float buffer, each value passed
-// through `finish`.
-template <class T, class Draw, class Finish>
-void fill_from_float(T* out, int64_t n, Draw draw, Finish finish) {
+// out[0, n) from a kernel that draws values of type D: `draw(dst, begin, end)` fills
+// dst[0, end - begin) with elements [begin, end). When T is D the kernel writes out directly;
+// otherwise it fills a D buffer and each value goes through `finish` into out.
+template <class D, class T, class Draw, class Finish>
+void fill_drawn(T* out, int64_t n, Draw draw, Finish finish) {
   parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
-    if constexpr (std::is_same_v<T, float>) {
+    if constexpr (std::is_same_v<T, D>) {
       draw(out + begin, begin, end);
     } else {
       constexpr int64_t kChunk = 1024;
-      float buf[kChunk];
+      D buf[kChunk];
       for (int64_t b = begin; b < end; b += kChunk) {
         const int64_t e = std::min(end, b + kChunk);
         draw(buf, b, e);
@@ -89,7 +89,7 @@ Tensor fill_uniform(const Tensor& out, double lo, double hi, Generator& gen) {
       if constexpr (!std::is_same_v<T, float>)
         if (fhi > flo) top = next_down(top);
       const PhiloxStream s = reserve(gen, n, cpu::kFloatDrawsPerBlock);
-      fill_from_float(
+      fill_drawn<float>(
           p, n, [&](float* dst, int64_t b, int64_t e) { k.uniform_float(dst, b, e, s, flo, fhi); },
           [&](float v) {
             const T t = convert<T>(v);
@@ -117,7 +117,7 @@ Tensor fill_normal(const Tensor& out, double mean, double std, Generator& gen) {
     } else {
       const PhiloxStream s = reserve(gen, n, cpu::kFloatDrawsPerBlock);
       const auto fmean = static_cast<float>(mean), fstd = static_cast<float>(std);
-      fill_from_float(
+      fill_drawn<float>(
           p, n,
           [&](float* dst, int64_t b, int64_t e) { k.normal_float(dst, b, e, s, fmean, fstd); },
           [](float v) { return convert<T>(v); });
@@ -206,17 +206,12 @@ Tensor randint(int64_t low, int64_t high, IntArrayRef size, TensorOptions option
   const PhiloxStream stream = reserve(gen_or_default(gen), n, cpu::kDoubleDrawsPerBlock);
   const cpu::RandomKernels& k = TS_DISPATCH(random_kernels);
   visit_dtype<kRealTypes>(dtype, "randint", [&]<class T>() {
-    T* p = out.data_ptr<T>();
-    parallel_for(0, n, kGrain, [&](int64_t begin, int64_t end) {
-      constexpr int64_t kChunk = 1024;
-      uint64_t bits[kChunk];
-      for (int64_t b = begin; b < end; b += kChunk) {
-        const int64_t e = std::min(end, b + kChunk);
-        k.bits64(bits, b, e, stream);
-        for (int64_t i = b; i < e; ++i)
-          p[i] = convert<T>(static_cast<int64_t>(static_cast<uint64_t>(low) + bits[i - b] % range));
-      }
-    });
+    fill_drawn<uint64_t>(
+        out.data_ptr<T>(), n,
+        [&](uint64_t* dst, int64_t b, int64_t e) { k.bits64(dst, b, e, stream); },
+        [&](uint64_t bits) {
+          return convert<T>(static_cast<int64_t>(static_cast<uint64_t>(low) + bits % range));
+        });
   });
   return out;
 }
