@@ -3,6 +3,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <stop_token>
 #include <thread>
 
 #include "dist_test_util.h"
@@ -15,13 +16,15 @@ namespace {
 using namespace std::chrono_literals;
 namespace ft = dist::ft;
 
-ft::LighthouseOptions quick_lighthouse(int min_replicas = 1) {
+ft::LighthouseOptions quick_lighthouse(int min_replicas = 1,
+                                       std::chrono::milliseconds join_window = 5s) {
   ft::LighthouseOptions o;
   o.min_replicas = min_replicas;
   o.heartbeat_timeout = 3s;  // no false deaths on a loaded machine (or under ASan)
-  // Long enough that no live replica is ever left out of a round on a loaded machine: the
-  // tests' replicas leave only by dying or being marked dead (failure windows are short).
-  o.join_window = 5s;
+  // By default long enough that no live replica is ever left out of a round on a loaded
+  // machine: the tests' replicas leave only by dying or being marked dead (failure windows are
+  // short). Tests of the join window itself pass a short one.
+  o.join_window = join_window;
   return o;
 }
 
@@ -216,9 +219,7 @@ INSTANTIATE_TEST_SUITE_P(Backends, Ft, ::testing::Values("gloo", "shm"),
 // the issue 7 note.
 TEST(FtEnd, TheJobsEndWaitsForARestartedReplica) {
   auto store = std::make_shared<dist::HashStore>(kTestTimeout);
-  ft::LighthouseOptions lo = quick_lighthouse(2);
-  lo.join_window = 100ms;
-  ft::Lighthouse lighthouse(store, lo);
+  ft::Lighthouse lighthouse(store, quick_lighthouse(2, 100ms));
   constexpr int64_t kSteps = 4;
   std::vector<std::vector<uint8_t>> final(3);
   std::barrier registered(3);
@@ -273,6 +274,130 @@ TEST(FtQuorum, AMinorityNeverFormsAQuorum) {
   EXPECT_EQ(lighthouse.rounds(), 1);
 }
 
+// A replica that speaks the protocol by hand (registration, heartbeat, requests), so that a
+// test can play out an interleaving that Managers produce only by chance.
+struct ScriptedReplica {
+  // `first_seq`: a restarted replica's requests must number above its earlier life's.
+  ScriptedReplica(dist::StorePtr s, int id, int64_t first_seq = 1000)
+      : store(std::move(s)), id(id), seq(first_seq) {
+    const int64_t slot = store->add(ft::kRegisteredKey, 1) - 1;
+    ft::set_text(*store, fmt::format("{}{}", ft::kRegisterPrefix, slot),
+                 fmt::format("{} {}", id, seq));
+    beat = std::jthread([this](std::stop_token stop) {
+      while (!stop.stop_requested()) {
+        store->add(ft::heartbeat_key(this->id), 1);
+        std::this_thread::sleep_for(20ms);
+      }
+    });
+  }
+  void ask(int64_t step, bool failed, bool finishing = false) {
+    const ft::Request r{++seq, step, failed, false, finishing, fmt::format("h{}-{}", id, life)};
+    ft::set_text(*store, ft::request_key(id), ft::format_request(r));
+    store->add(ft::kRequestCountKey, 1);
+  }
+  // The round the last request was placed in.
+  ft::Quorum answer() {
+    const std::string key = ft::answer_key(id, seq);
+    store->wait({key}, 10s);
+    const int64_t round = std::stoll(ft::get_text(*store, key));
+    return ft::parse_quorum(ft::get_text(*store, ft::quorum_key(round)), round);
+  }
+
+  dist::StorePtr store;
+  int id;
+  int64_t seq;
+  int64_t life = seq;
+  std::jthread beat;
+};
+
+std::vector<int> member_ids(const ft::Quorum& q) {
+  std::vector<int> ids;
+  for (const auto& m : q.members) ids.push_back(m.id);
+  return ids;
+}
+
+// Replicas 0..n-1 register and ask at step 0; the first round holds them all.
+std::vector<std::unique_ptr<ScriptedReplica>> first_round(const dist::StorePtr& store, int n) {
+  std::vector<std::unique_ptr<ScriptedReplica>> r;
+  std::vector<int> ids;
+  for (int id = 0; id < n; ++id) {
+    r.push_back(std::make_unique<ScriptedReplica>(store, id));
+    ids.push_back(id);
+  }
+  for (auto& x : r) x->ask(0, false);
+  for (auto& x : r) EXPECT_EQ(member_ids(x->answer()), ids);
+  return r;
+}
+
+// A vote can end differently on two members: one saw every vote and committed, the other's
+// group was aborted first. Here replica 0 committed step 1 and replicas 1 and 2 failed it. They
+// must not train step 1 again without replica 0 (alive, only slow to ask): both sides would
+// then hold different weights under one step number. The round waits for it, and they heal.
+TEST(FtQuorum, AFailedVoteNeverTrainsWithoutAMemberThatMayHaveCommitted) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  ft::Lighthouse lighthouse(store, quick_lighthouse(2, 200ms));
+  auto r = first_round(store, 3);
+
+  r[1]->ask(0, true);
+  r[2]->ask(0, true);
+  std::this_thread::sleep_for(300ms);  // 10x the failure window: {1, 2} is a majority of 3
+  EXPECT_EQ(lighthouse.rounds(), 1) << "replicas 1 and 2 formed a round without replica 0";
+  r[0]->ask(1, false);
+  const ft::Quorum q = r[1]->answer();
+  EXPECT_EQ(member_ids(q), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(q.max_step, 1);  // 1 and 2 heal from 0
+
+  // A straggler that cannot be ahead (it was in that round too) holds nobody up: after the
+  // join window the others go on without it.
+  r[0]->ask(2, false);
+  r[1]->ask(2, false);
+  EXPECT_EQ(member_ids(r[0]->answer()), (std::vector<int>{0, 1}));
+}
+
+// The replicas that start first must not train (or even finish the job) before the others
+// have registered: the first round waits for every replica the job starts with.
+TEST(FtQuorum, TheFirstRoundWaitsForTheReplicasTheJobStartsWith) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  ft::LighthouseOptions lo = quick_lighthouse(2);
+  lo.expected_replicas = 3;
+  ft::Lighthouse lighthouse(store, lo);
+  std::vector<std::unique_ptr<ScriptedReplica>> r;
+  for (int id = 0; id < 2; ++id) {
+    r.push_back(std::make_unique<ScriptedReplica>(store, id));
+    r.back()->ask(0, false);
+  }
+  std::this_thread::sleep_for(300ms);  // 0 and 1 are every replica registered so far
+  EXPECT_EQ(lighthouse.rounds(), 0) << "the first round formed before replica 2 registered";
+  r.push_back(std::make_unique<ScriptedReplica>(store, 2));
+  r.back()->ask(0, false);
+  for (auto& x : r) EXPECT_EQ(member_ids(x->answer()), (std::vector<int>{0, 1, 2}));
+}
+
+// The launcher saw replica 2 die and restarts it. Replicas 0 and 1 finish before the new
+// process registers: the job's end waits for it (they would otherwise leave it to train the
+// job again on its own), and it heals from them.
+TEST(FtEnd, TheJobsEndWaitsForAReplicaBeingRestarted) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  ft::Lighthouse lighthouse(store, quick_lighthouse(2, 100ms));
+  auto r = first_round(store, 3);
+  r[2].reset();
+  lighthouse.mark_dead(2, /*restarting=*/true);
+  r[0]->ask(5, false, /*finishing=*/true);
+  r[1]->ask(5, false, /*finishing=*/true);
+  EXPECT_FALSE(r[0]->answer().final) << "the job ended while replica 2 was being restarted";
+  std::this_thread::sleep_for(200ms);  // the restarted process starts slowly
+  r[2] = std::make_unique<ScriptedReplica>(store, 2, 2000);
+  r[0]->ask(5, false, true);
+  r[1]->ask(5, false, true);
+  r[2]->ask(0, false);
+  const ft::Quorum q = r[2]->answer();
+  EXPECT_FALSE(q.final);
+  EXPECT_EQ(member_ids(q), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(q.max_step, 5);  // it heals from the finished replicas
+  for (auto& x : r) x->ask(5, false, true);
+  for (auto& x : r) EXPECT_TRUE(x->answer().final);
+}
+
 TEST(FtProtocol, TextsRoundTripAndMalformedOnesAreRefused) {
   ft::Request req{7, 12, false, false, true, "gloo:1:abc:s"};
   const ft::Request back = ft::parse_request(ft::format_request(req));
@@ -312,6 +437,9 @@ TEST(FtQuorum, BadOptionsAreRefused) {
   EXPECT_THROW(ft::Manager{o}, ValueError);
   ft::LighthouseOptions l;
   l.min_replicas = 0;
+  EXPECT_THROW(ft::Lighthouse(store, l), ValueError);
+  l.min_replicas = 1;
+  l.expected_replicas = -1;
   EXPECT_THROW(ft::Lighthouse(store, l), ValueError);
 }
 

@@ -35,9 +35,11 @@
 // not declared dead (a replica whose process the launcher saw exit is dead at once), and it
 // has asked at least once or registered less than join_window ago (a replica still starting
 // holds a round up for at most that long; one that starts later joins and heals at a later
-// round). The
-// quorum id bumps whenever the members (or a member's handle: a restarted process) change,
-// or when a member reports that its last step failed to commit.
+// round). Nor does a round form without a live replica that may be ahead of every asker (one
+// past the max step of the last round it was in): after a vote that ended differently on two
+// members, the one that failed heals from the one that committed instead of training the step
+// again on its own. The quorum id bumps whenever the members (or a member's handle: a
+// restarted process) change, or when a member reports that its last step failed to commit.
 #pragma once
 
 #include <functional>
@@ -64,6 +66,11 @@ struct LighthouseOptions {
   Milliseconds failure_join_window{30};
   // How often the Lighthouse looks at the store.
   Milliseconds poll_interval{2};
+  // The replicas the job starts with (0: not known). No round forms until that many have
+  // registered, or join_window after the Lighthouse started: the first round then holds them
+  // all. Otherwise the replicas that start first may train, even finish, before the others
+  // register (which would then start the job over on their own).
+  int expected_replicas = 0;
 };
 
 // Forms the quorums. Runs a thread of its own until destroyed; `tessera launch --ft` runs one
@@ -78,7 +85,10 @@ class Lighthouse {
   // Declares replica `id` dead now (the launcher saw its process exit): it no longer counts
   // as live, and the members of the current quorum abort their group at their next
   // heartbeat. A later request from `id` (a restarted process) makes it live again.
-  void mark_dead(int id);
+  // `restarting`: a new process for `id` is on its way. The job's end then waits for it (to
+  // register and ask, or to be marked dead again without a restart): replicas that finish
+  // meanwhile stay to heal it, rather than leave it to start the job over on its own.
+  void mark_dead(int id, bool restarting = false);
   // The replicas declared dead because their heartbeat stopped (not those that left or were
   // marked dead); a replica leaves this list when it asks for a quorum again.
   std::vector<int> stale() const;

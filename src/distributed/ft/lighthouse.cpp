@@ -23,8 +23,12 @@ struct Lighthouse::Impl {
     int64_t last_seq = 0;  // the last request seen
     std::optional<Request> pending;
     bool dead = false;
-    bool stale = false;   // dead because its heartbeat stopped
-    bool joined = false;  // it asked for a quorum at least once
+    bool stale = false;       // dead because its heartbeat stopped
+    bool restarting = false;  // dead, and a new process is on its way
+    bool joined = false;      // it asked for a quorum at least once
+    // The highest step it can have reached: one past the max step of the last round it was
+    // placed in (it heals to that step, then may commit the next).
+    int64_t step_bound = 0;
     Clock::time_point registered;
   };
 
@@ -35,6 +39,9 @@ struct Lighthouse::Impl {
              options.min_replicas);
     TS_CHECK(options.heartbeat_timeout.count() > 0 && options.poll_interval.count() > 0, ValueError,
              "Lighthouse(): heartbeat_timeout and poll_interval must be positive");
+    TS_CHECK(options.expected_replicas >= 0, ValueError,
+             "Lighthouse(): option 'expected_replicas' must not be negative, but got {}",
+             options.expected_replicas);
     set_text(*store, kDeadKey, "");
     thread = std::thread([this] { loop(); });
   }
@@ -151,6 +158,7 @@ struct Lighthouse::Impl {
       if (r.dead) {
         r.dead = false;
         r.stale = false;
+        r.restarting = false;
         dead_changed = true;
       }
     }
@@ -162,12 +170,14 @@ struct Lighthouse::Impl {
     std::vector<int> live, asking;
     bool failure = false, all_finishing = true, starting = false;
     for (const auto& [id, r] : replicas) {
+      // A replica still starting (registered, not asked yet) holds a round up for at most
+      // join_window after it registered; it holds the job's end up until it asks (or dies),
+      // as does one being restarted.
       if (r.dead) {
         failure = failure || std::count(last_members.begin(), last_members.end(), id) > 0;
+        starting = starting || r.restarting;
         continue;
       }
-      // A replica still starting (registered, not asked yet) holds a round up for at most
-      // join_window after it registered; it holds the job's end up until it asks (or dies).
       starting = starting || !r.joined;
       if (!r.joined && now - r.registered >= options.join_window) continue;
       live.push_back(id);
@@ -178,9 +188,21 @@ struct Lighthouse::Impl {
       }
     }
     if (asking.empty()) return;
+    if (static_cast<int>(replicas.size()) < options.expected_replicas &&
+        now - started < options.join_window)
+      return;  // the job starts: some of its replicas have not registered yet
     const bool everyone = asking.size() == live.size();
     const auto window = failure ? options.failure_join_window : options.join_window;
     if (!everyone && now - first_pending < window) return;
+    // Never without a live replica that may be ahead of every asker. A vote can end
+    // differently on two members (one saw every vote, the other's group was aborted first): the
+    // one that committed is a step ahead of the one that failed. Were the failed one to train
+    // that step again without it, both would hold different states under one step number.
+    // With it in the round, the failed one heals from it instead.
+    int64_t asked_step = 0;
+    for (int id : asking) asked_step = std::max(asked_step, replicas[id].pending->step);
+    for (int id : live)
+      if (!replicas[id].pending && replicas[id].step_bound > asked_step) return;
     // The job's end: every live replica finished. That round trains nothing, so it needs no
     // min_replicas (the survivors of a job that lost replicas must be able to end it).
     const bool final = everyone && all_finishing && !starting;
@@ -204,8 +226,10 @@ struct Lighthouse::Impl {
     last_members = asking;
     std::vector<std::pair<int, int64_t>> answers;
     for (int id : asking) {
-      answers.emplace_back(id, replicas[id].pending->seq);
-      replicas[id].pending.reset();
+      Replica& r = replicas[id];
+      answers.emplace_back(id, r.pending->seq);
+      r.step_bound = q.max_step + (r.pending->finishing ? 0 : 1);  // a finished one trains no more
+      r.pending.reset();
     }
     first_pending = Clock::time_point::max();
     lock.unlock();
@@ -232,6 +256,7 @@ struct Lighthouse::Impl {
   std::condition_variable cv;
   bool stopping = false;
   std::map<int, Replica> replicas;
+  const Clock::time_point started = Clock::now();
   int64_t registered = 0;  // loop thread only
   int64_t requests_seen = 0;
   Clock::time_point first_pending = Clock::time_point::max();
@@ -246,12 +271,13 @@ Lighthouse::Lighthouse(StorePtr store, LighthouseOptions options)
 
 Lighthouse::~Lighthouse() = default;
 
-void Lighthouse::mark_dead(int id) {
+void Lighthouse::mark_dead(int id, bool restarting) {
   {
     std::lock_guard lock(impl_->mutex);
     auto& r = impl_->replicas[id];
     r.dead = true;
     r.stale = false;
+    r.restarting = restarting;
     r.pending.reset();
   }
   impl_->publish_dead();

@@ -379,10 +379,10 @@ int run_ft(const LaunchOptions& options, WorkerGroup& group, ft::Lighthouse& lig
     for (const Worker& w : group.reap_each()) {
       const bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
       if (ok) continue;  // finished (its Manager told the lighthouse it leaves)
-      lighthouse.mark_dead(w.rank);
+      int& n = restarts[w.rank];
+      lighthouse.mark_dead(w.rank, /*restarting=*/n < options.max_restarts);
       const std::string why = killed_as_hung.erase(w.rank) ? "stopped heartbeating and was killed"
                                                            : describe_status(w.status);
-      int& n = restarts[w.rank];
       if (n < options.max_restarts) {
         ++n;
         say("rank {} (pid {}) {}; restarting it ({} of {} restarts), the others go on", w.rank,
@@ -398,6 +398,7 @@ int run_ft(const LaunchOptions& options, WorkerGroup& group, ft::Lighthouse& lig
     for (int rank : lighthouse.stale()) {
       if (killed_as_hung.insert(rank).second) {
         say("rank {} stopped heartbeating (hung?); killing it", rank);
+        lighthouse.mark_dead(rank, /*restarting=*/restarts[rank] < options.max_restarts);
         group.signal_rank(rank, SIGKILL);
       }
     }
@@ -674,6 +675,7 @@ int launch(const LaunchOptions& options) {
       ft::LighthouseOptions lo;
       lo.min_replicas = options.ft_min_replicas;
       lo.heartbeat_timeout = options.ft_heartbeat_timeout;
+      lo.expected_replicas = options.nproc_per_node;
       lighthouse =
           std::make_unique<ft::Lighthouse>(std::make_shared<TCPStore>(store_host(options), co), lo);
     }
