@@ -2,6 +2,7 @@
 // read back by `tessera bench ft` and by the fault-injection tests.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
@@ -21,6 +22,8 @@ struct FtRankLog {
   int starts = 0, heals = 0;
   int64_t failed_steps = 0;  // steps that did not commit
   bool done = false;
+  // The highest step it reached: committed, healed to, or finished at (a replica that starts
+  // late may be healed to the end without committing a step).
   int64_t last_step = 0;
   double final_loss = NAN;
 };
@@ -59,6 +62,7 @@ inline std::map<int, FtRankLog> read_ft_logs(const std::string& dir) {
         int64_t step = 0;
         in >> step >> l.final_loss;
         l.done = true;
+        l.last_step = std::max(l.last_step, step);
       }
     }
   }

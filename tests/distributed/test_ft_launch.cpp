@@ -35,14 +35,6 @@ std::string log_heads(const std::filesystem::path& dir, int lines = 12) {
 void run_job(const std::string& backend, const std::vector<std::string>& kills,
              const std::vector<int>& victims, int steps = 40,
              const std::string& extra_launch = "") {
-#if defined(__SANITIZE_ADDRESS__)
-  // Under ASan, with two of these 4-process jobs at once on 2 cores (ctest -j2), jobs still fail
-  // now and then: a restarted replica found no quorum within 60 s (twice in ~5 runs), and once
-  // two replicas logged different weights for the same committed step (a SIGSTOP job). Alone
-  // they passed 10/10 three times. The Release suite runs these jobs; the sanitizer build
-  // covers ft through test_ft.cpp. See the issue 7 note.
-  GTEST_SKIP() << "multi-process fault injection is flaky under ASan with parallel tests";
-#endif
   TempDir dir("ft-" + backend);
   std::string kill_args;
   for (const auto& k : kills) kill_args += " --kill " + k;
