@@ -1,11 +1,12 @@
 // The hierarchical backend ("hierarchical"), for jobs whose ranks span hosts: the ranks of one
 // host share an shm communicator, the lowest rank of each host (its leader) joins a gloo
 // communicator with the other leaders, and every rank also joins a flat gloo communicator.
-// all_reduce runs in three steps (shm reduce to the leader, gloo all_reduce among leaders,
-// shm broadcast), so only one rank per host sends over the network; barrier likewise. Every
-// other op runs flat over gloo. Composite ops run in issue order on a worker thread of the
-// backend; their argument errors surface on the Work (flat ops throw at the call, as gloo
-// does). Hosts are told apart by name: TESSERA_HOST when set, else gethostname().
+// Collectives run in steps through the leaders (all_reduce: shm reduce to the leader, gloo
+// all_reduce among leaders, shm broadcast; the gathers, scatters, reduce_scatter and
+// all_to_all likewise), so only one rank per host sends over the network; send/recv run flat
+// over gloo. Arguments are checked at the call, as on the shm and gloo backends; the steps run in
+// issue order on a worker thread of the backend. Hosts are told apart by name: TESSERA_HOST
+// when set, else gethostname(). docs/distributed.md has the steps of each op.
 #pragma once
 
 #include <string>
