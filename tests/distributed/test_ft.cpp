@@ -3,6 +3,7 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <functional>
 #include <stop_token>
 #include <thread>
 
@@ -395,6 +396,32 @@ TEST(FtEnd, TheJobsEndWaitsForAReplicaBeingRestarted) {
   for (auto& x : r) EXPECT_TRUE(x->answer().final);
 }
 
+// Launchers on other nodes reach the Lighthouse through the store: their marks declare
+// replicas dead (the Managers read the dead list), and the job is over once every replica it
+// started with left or died for good.
+TEST(FtQuorum, LaunchersMarkReplicasDeadThroughTheStore) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  ft::LighthouseOptions lo = quick_lighthouse(1);
+  lo.expected_replicas = 2;
+  ft::Lighthouse lighthouse(store, lo);
+  ft::LighthouseClient client(store);
+  auto r = first_round(store, 2);
+  const auto dead_list = [&] { return ft::parse_ids(ft::get_text(*store, ft::kDeadKey)); };
+  const auto within = [](const std::function<bool()>& done) {
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!done() && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(2ms);
+    return done();
+  };
+  client.mark_dead(1, /*restarting=*/true);
+  EXPECT_TRUE(within([&] { return dead_list() == std::vector<int>{1}; }));
+  EXPECT_FALSE(lighthouse.finished());  // replica 1 is being restarted
+  client.mark_dead(0);
+  client.mark_dead(1);
+  EXPECT_TRUE(within([&] { return lighthouse.finished(); }));
+  EXPECT_EQ(dead_list(), (std::vector<int>{0, 1}));
+  EXPECT_TRUE(client.stale().empty());
+}
+
 TEST(FtProtocol, TextsRoundTripAndMalformedOnesAreRefused) {
   ft::Request req{7, 12, false, false, true, "gloo:1:abc:s"};
   const ft::Request back = ft::parse_request(ft::format_request(req));
@@ -416,6 +443,11 @@ TEST(FtProtocol, TextsRoundTripAndMalformedOnesAreRefused) {
   EXPECT_EQ(ft::parse_registration("3 1700000000000000").first_seq, 1700000000000000);
   for (const char* bad : {"3", "-1 5", "3 5 6", "x 5"})
     EXPECT_THROW(ft::parse_registration(bad), dist::DistStoreError) << bad;
+  const ft::Mark mark = ft::parse_mark(ft::format_mark({5, true}));
+  EXPECT_EQ(mark.id, 5);
+  EXPECT_TRUE(mark.restarting);
+  for (const char* bad : {"5", "5 2", "-5 1", "5 1 1", "x 0"})
+    EXPECT_THROW(ft::parse_mark(bad), dist::DistStoreError) << bad;
   for (const char* bad : {"1 2 4 h", "1 2 33 h", "1 x 0 h", "1 2 0"})
     EXPECT_THROW(ft::parse_request(bad), dist::DistStoreError) << bad;
   for (const char* bad :

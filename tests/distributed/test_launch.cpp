@@ -35,21 +35,6 @@ bool process_exists(pid_t pid) {
   return ::kill(pid, 0) == 0 || errno != ESRCH;
 }
 
-// A port that was free a moment ago (the kernel's pick for a socket bound to port 0).
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof(addr);
-  int port = 0;
-  if (fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0)
-    port = ntohs(addr.sin_port);
-  if (fd >= 0) ::close(fd);
-  return port;
-}
-
 class Launch : public ::testing::TestWithParam<int> {};
 
 TEST_P(Launch, AllRanksAllReduceAndSucceed) {

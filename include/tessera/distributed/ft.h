@@ -27,6 +27,9 @@
 //                          member "<id> <step> <handle>" lines, members by replica id; final
 //                          is 1 when every live replica asked as finished (the job is over)
 //   ft/dead                the replicas the Lighthouse declared dead, "1,3" (may be empty)
+//   ft/stale               those of them whose heartbeat stopped (their launcher kills them)
+//   ft/marks, ft/mark/<slot>  launchers' marks (LighthouseClient::mark_dead): a slot each,
+//                          holding "<id> <restarting 0|1>"
 //
 // Quorum rules (torchft's): a round forms when every live replica has asked, or, after a
 // join window once some asked, with the askers alone when they are at least `min_replicas`
@@ -92,6 +95,9 @@ class Lighthouse {
   // The replicas declared dead because their heartbeat stopped (not those that left or were
   // marked dead); a replica leaves this list when it asks for a quorum again.
   std::vector<int> stale() const;
+  // The job is over: every replica it starts with (expected_replicas) registered, and every
+  // one has left or died for good (dead and not being restarted).
+  bool finished() const;
   // Rounds formed so far, and the current quorum id.
   int64_t rounds() const;
   int64_t quorum_id() const;
@@ -99,6 +105,19 @@ class Lighthouse {
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+};
+
+// A launcher's hold on the Lighthouse from any node, through the job's store (the Lighthouse
+// runs beside the store, on node 0): what Lighthouse::mark_dead and stale() do in the
+// Lighthouse's own process. A mark takes effect at the Lighthouse's next poll.
+class LighthouseClient {
+ public:
+  explicit LighthouseClient(StorePtr store);
+  void mark_dead(int id, bool restarting = false);
+  std::vector<int> stale() const;
+
+ private:
+  StorePtr store_;
 };
 
 // What a replica's state is for healing: named tensors, the same names, sizes and dtypes on

@@ -57,7 +57,9 @@ struct LaunchOptions {
   // again alone (same RANK, TESSERA_RESTART_COUNT counting its own restarts) while restarts
   // are left (max_restarts per rank), and a worker the Lighthouse declares dead for a stale
   // heartbeat (hung, e.g. stopped) is killed and restarted the same way. The others go on;
-  // nobody is torn down. One node only for now.
+  // nobody is torn down. Across nodes, node 0's launcher runs the Lighthouse and every
+  // launcher reaches it through the store; node 0 serves the store until every replica of the
+  // job has left or died for good.
   bool ft = false;
   int ft_min_replicas = 1;
   std::chrono::milliseconds ft_heartbeat_timeout{2000};

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <map>
@@ -65,6 +66,7 @@ struct Lighthouse::Impl {
       }
       try {
         const auto now = Clock::now();
+        read_marks();  // before registrations: a restarted process registers after its mark
         discover();
         // A stopped replica is declared dead between heartbeat_timeout and that plus two scan
         // intervals: scan often (each scan is one store add per replica).
@@ -99,6 +101,30 @@ struct Lighthouse::Impl {
       r.heartbeat_moved = r.registered = Clock::now();
     }
     if (dead_changed) publish_dead();
+  }
+
+  // Launchers on any node declare replicas dead through the store (LighthouseClient), a slot
+  // per mark, as replicas register.
+  void read_marks() {
+    const int64_t n = store->add(kMarkCountKey, 0);
+    for (; marks_seen < n; ++marks_seen) {
+      const std::string key = fmt::format("{}{}", kMarkPrefix, marks_seen);
+      if (!store->check({key})) break;  // the launcher is between its add and its set
+      const Mark m = parse_mark(get_text(*store, key));
+      mark_dead(m.id, m.restarting);
+    }
+  }
+
+  void mark_dead(int id, bool restarting) {
+    {
+      std::lock_guard lock(mutex);
+      Replica& r = replicas[id];
+      r.dead = true;
+      r.stale = false;
+      r.restarting = restarting;
+      r.pending.reset();
+    }
+    publish_dead();
   }
 
   void scan_heartbeats(Clock::time_point now) {
@@ -239,14 +265,19 @@ struct Lighthouse::Impl {
       set_text(*store, answer_key(id, seq), std::to_string(q.round));
   }
 
+  // The dead replicas (the Managers abort collectives with them), and the stale ones among
+  // them (their launchers kill them).
   void publish_dead() {
-    std::vector<int> dead;
+    std::vector<int> dead, stale;
     {
       std::lock_guard lock(mutex);
-      for (const auto& [id, r] : replicas)
+      for (const auto& [id, r] : replicas) {
         if (r.dead) dead.push_back(id);
+        if (r.stale) stale.push_back(id);
+      }
     }
     set_text(*store, kDeadKey, fmt::format("{}", fmt::join(dead, ",")));
+    set_text(*store, kStaleKey, fmt::format("{}", fmt::join(stale, ",")));
   }
 
   StorePtr store;
@@ -258,6 +289,7 @@ struct Lighthouse::Impl {
   std::map<int, Replica> replicas;
   const Clock::time_point started = Clock::now();
   int64_t registered = 0;  // loop thread only
+  int64_t marks_seen = 0;  // loop thread only
   int64_t requests_seen = 0;
   Clock::time_point first_pending = Clock::time_point::max();
   int64_t round = 0;
@@ -272,15 +304,28 @@ Lighthouse::Lighthouse(StorePtr store, LighthouseOptions options)
 Lighthouse::~Lighthouse() = default;
 
 void Lighthouse::mark_dead(int id, bool restarting) {
-  {
-    std::lock_guard lock(impl_->mutex);
-    auto& r = impl_->replicas[id];
-    r.dead = true;
-    r.stale = false;
-    r.restarting = restarting;
-    r.pending.reset();
-  }
-  impl_->publish_dead();
+  impl_->mark_dead(id, restarting);
+}
+
+bool Lighthouse::finished() const {
+  std::lock_guard lock(impl_->mutex);
+  if (static_cast<int>(impl_->replicas.size()) < impl_->options.expected_replicas) return false;
+  return std::all_of(impl_->replicas.begin(), impl_->replicas.end(),
+                     [](const auto& e) { return e.second.dead && !e.second.restarting; });
+}
+
+LighthouseClient::LighthouseClient(StorePtr store) : store_(std::move(store)) {
+  TS_CHECK(store_ != nullptr, ValueError, "LighthouseClient(): argument 'store' must not be null");
+}
+
+void LighthouseClient::mark_dead(int id, bool restarting) {
+  const int64_t slot = store_->add(kMarkCountKey, 1) - 1;
+  set_text(*store_, fmt::format("{}{}", kMarkPrefix, slot), format_mark({id, restarting}));
+}
+
+std::vector<int> LighthouseClient::stale() const {
+  if (!store_->check({kStaleKey})) return {};
+  return parse_ids(get_text(*store_, kStaleKey));
 }
 
 std::vector<int> Lighthouse::stale() const {

@@ -56,6 +56,20 @@ Request parse_request(const std::string& text) {
           handle};
 }
 
+std::string format_mark(const Mark& m) {
+  return fmt::format("{} {}", m.id, m.restarting ? 1 : 0);
+}
+
+Mark parse_mark(const std::string& text) {
+  std::istringstream in(text);
+  std::string id, restarting, extra;
+  if (!(in >> id >> restarting) || (in >> extra) || (restarting != "0" && restarting != "1"))
+    malformed("dead replica mark", text);
+  const int64_t v = to_int(id, "dead replica mark", text);
+  if (v < 0 || v > INT32_MAX) malformed("dead replica mark", text);
+  return {static_cast<int>(v), restarting == "1"};
+}
+
 Registration parse_registration(const std::string& text) {
   std::istringstream in(text);
   std::string id, seq, extra;

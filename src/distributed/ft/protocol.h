@@ -14,6 +14,9 @@ inline constexpr const char* kRegisteredKey = "ft/registered";  // slots handed 
 inline constexpr const char* kRegisterPrefix = "ft/reg/";       // slot -> replica id
 inline constexpr const char* kRequestCountKey = "ft/requests";  // bumped after each request
 inline constexpr const char* kDeadKey = "ft/dead";
+inline constexpr const char* kStaleKey = "ft/stale";      // dead because their heartbeat stopped
+inline constexpr const char* kMarkCountKey = "ft/marks";  // slots handed out to launchers
+inline constexpr const char* kMarkPrefix = "ft/mark/";    // slot -> "<id> <restarting 0|1>"
 
 std::string heartbeat_key(int id);
 std::string request_key(int id);
@@ -37,6 +40,14 @@ struct Registration {
   int64_t first_seq = 0;
 };
 Registration parse_registration(const std::string& text);
+
+// A launcher's "replica <id> died" (LighthouseClient::mark_dead): "<id> <restarting 0|1>".
+struct Mark {
+  int id = 0;
+  bool restarting = false;
+};
+std::string format_mark(const Mark& m);
+Mark parse_mark(const std::string& text);
 
 struct Member {
   int id = 0;

@@ -208,6 +208,12 @@ class WorkerGroup {
     }
   }
 
+  // Whether rank's worker is this group's and runs.
+  bool runs(int rank) const {
+    return std::any_of(workers_.begin(), workers_.end(),
+                       [&](const Worker& w) { return w.rank == rank && w.running; });
+  }
+
   // Sends `sig` to rank's worker (its process group) when it runs.
   void signal_rank(int rank, int sig) {
     for (const auto& w : workers_)
@@ -347,10 +353,6 @@ void check_options(const LaunchOptions& o) {
            o.term_timeout.count());
   TS_CHECK(!o.command.empty() && !o.command[0].empty(), ValueError,
            "launch: no program given (usage: tessera launch [options] -- PROGRAM ARGS)");
-  TS_CHECK(!o.ft || o.nnodes == 1, NotImplementedError,
-           "launch: --ft with --nnodes {} is not implemented yet (the lighthouse would have to "
-           "learn of deaths on the other nodes); use one node",
-           o.nnodes);
   TS_CHECK(!o.ft || (o.ft_min_replicas >= 1 && o.ft_heartbeat_timeout.count() > 0), ValueError,
            "launch: --ft needs --min-replicas >= 1 and a positive --heartbeat-timeout, but got {} "
            "and {} ms",
@@ -369,18 +371,28 @@ std::string store_host(const LaunchOptions& options) {
 // --ft: no teardown. A worker that dies is declared dead to the Lighthouse at once (its peers
 // abort their collectives on their next heartbeat and re-form the quorum without it) and is
 // started again alone while its restarts last; a hung one (a stale heartbeat) is killed first.
-// Returns the launcher's exit code: 0 when every rank's last process exited with 0.
-int run_ft(const LaunchOptions& options, WorkerGroup& group, ft::Lighthouse& lighthouse,
+// The Lighthouse is reached through the store, so this runs alike on every node, for the
+// node's own workers. Returns the launcher's exit code: 0 when every rank's last process
+// exited with 0.
+int run_ft(const LaunchOptions& options, WorkerGroup& group, ft::LighthouseClient& lighthouse,
            SignalRelay& relay) {
   std::map<int, int> restarts;       // per rank
   std::map<int, int> final_failure;  // rank -> exit code, for ranks out of restarts
   std::set<int> killed_as_hung;
+  // The store is node 0's: when it is gone, say so and go on (the workers notice on their own).
+  const auto tell = [](const auto& what) {
+    try {
+      what();
+    } catch (const Error& e) {
+      say("cannot reach the lighthouse through the store: {}", e.what());
+    }
+  };
   for (;;) {
     for (const Worker& w : group.reap_each()) {
       const bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
       if (ok) continue;  // finished (its Manager told the lighthouse it leaves)
       int& n = restarts[w.rank];
-      lighthouse.mark_dead(w.rank, /*restarting=*/n < options.max_restarts);
+      tell([&] { lighthouse.mark_dead(w.rank, /*restarting=*/n < options.max_restarts); });
       const std::string why = killed_as_hung.erase(w.rank) ? "stopped heartbeating and was killed"
                                                            : describe_status(w.status);
       if (n < options.max_restarts) {
@@ -395,10 +407,12 @@ int run_ft(const LaunchOptions& options, WorkerGroup& group, ft::Lighthouse& lig
       }
     }
     if (group.all_done()) break;
-    for (int rank : lighthouse.stale()) {
-      if (killed_as_hung.insert(rank).second) {
+    std::vector<int> stale;
+    tell([&] { stale = lighthouse.stale(); });
+    for (int rank : stale) {
+      if (group.runs(rank) && killed_as_hung.insert(rank).second) {
         say("rank {} stopped heartbeating (hung?); killing it", rank);
-        lighthouse.mark_dead(rank, /*restarting=*/restarts[rank] < options.max_restarts);
+        tell([&] { lighthouse.mark_dead(rank, restarts[rank] < options.max_restarts); });
         group.signal_rank(rank, SIGKILL);
       }
     }
@@ -546,6 +560,47 @@ RecordedFailure parse_failure(const std::string& s) {
 int run_rounds(const LaunchOptions& options, NodeAgreement& nodes, int port,
                const std::string& secret, const std::string& job_id, SignalRelay& relay);
 
+// --ft on this node, with the job's store served at `port` (by node 0): node 0 runs the
+// Lighthouse beside the store; every node starts its workers once and keeps them going
+// (run_ft). Node 0 then keeps the store and the Lighthouse up until every node's replicas have
+// left or died for good.
+int launch_ft(const LaunchOptions& options, int port, const std::string& secret,
+              const std::string& job_id, SignalRelay& relay) {
+  TCPStoreOptions co;
+  co.port = static_cast<uint16_t>(port);
+  co.secret = secret;
+  std::unique_ptr<ft::Lighthouse> lighthouse;
+  if (options.node_rank == 0) {  // beside the store, through a client of its own
+    ft::LighthouseOptions lo;
+    lo.min_replicas = options.ft_min_replicas;
+    lo.heartbeat_timeout = options.ft_heartbeat_timeout;
+    lo.expected_replicas = options.nnodes * options.nproc_per_node;
+    lighthouse =
+        std::make_unique<ft::Lighthouse>(std::make_shared<TCPStore>(store_host(options), co), lo);
+  }
+  ft::LighthouseClient client(std::make_shared<TCPStore>(store_host(options), co));
+  WorkerGroup group(options, worker_env(options, port, secret, job_id, 0));
+  const int first = options.node_rank * options.nproc_per_node;
+  say("starting {} worker(s) (ranks {}..{} of {})", options.nproc_per_node, first,
+      first + options.nproc_per_node - 1, options.nnodes * options.nproc_per_node);
+  group.start_all();
+  const int code = run_ft(options, group, client, relay);
+  if (options.nnodes == 1 || !lighthouse || code >= 128) return code;
+  say("this node's workers are done; serving the store until the other nodes' are too");
+  auto last_said = Clock::now();
+  while (!lighthouse->finished()) {
+    if (const int sig = relay.wait(milliseconds(50))) {
+      say("received {}; the other nodes' workers lose the store", signal_name(sig));
+      return 128 + sig;
+    }
+    if (Clock::now() - last_said >= std::chrono::seconds(10)) {
+      say("still serving the store: the other nodes' workers are not done yet");
+      last_said = Clock::now();
+    }
+  }
+  return code;
+}
+
 // A multi-node job: rounds of every node's workers, agreed through the store (NodeAgreement).
 // A failure anywhere stops every node's workers; the job restarts as a whole while restarts
 // are left, and every launcher returns the same exit code.
@@ -560,8 +615,9 @@ int launch_nodes(const LaunchOptions& options, const std::string& secret, const 
   TCPStoreOptions co;
   co.port = static_cast<uint16_t>(port);
   co.secret = secret;
-  NodeAgreement nodes(options, std::make_shared<TCPStore>(store_host(options), co));
   try {
+    if (options.ft) return launch_ft(options, port, secret, job_id, relay);
+    NodeAgreement nodes(options, std::make_shared<TCPStore>(store_host(options), co));
     return run_rounds(options, nodes, port, secret, job_id, relay);
   } catch (const Error& e) {  // the store is gone (node 0's launcher ended?) or a join timed out
     say("job failed: {}; this node's workers were stopped; exiting with code 1", e.what());
@@ -659,6 +715,10 @@ int launch(const LaunchOptions& options) {
 
   SignalRelay relay;
   if (options.nnodes > 1) return launch_nodes(options, secret, job_id, relay);
+  if (options.ft) {
+    const std::unique_ptr<TCPStore> store = serve_store(options, secret);
+    return launch_ft(options, store->port(), secret, job_id, relay);
+  }
   for (int attempt = 0;; ++attempt) {
     // A fresh store per attempt: nothing of a failed attempt's rendezvous survives.
     const std::unique_ptr<TCPStore> store = serve_store(options, secret);
@@ -667,20 +727,7 @@ int launch(const LaunchOptions& options) {
     say("starting {} worker(s) (ranks 0..{} of {}){}", options.nproc_per_node,
         options.nproc_per_node - 1, options.nproc_per_node,
         attempt > 0 ? fmt::format(", restart {} of {}", attempt, options.max_restarts) : "");
-    std::unique_ptr<ft::Lighthouse> lighthouse;
-    if (options.ft) {  // beside the store, through a client of its own
-      TCPStoreOptions co;
-      co.port = static_cast<uint16_t>(port);
-      co.secret = secret;
-      ft::LighthouseOptions lo;
-      lo.min_replicas = options.ft_min_replicas;
-      lo.heartbeat_timeout = options.ft_heartbeat_timeout;
-      lo.expected_replicas = options.nproc_per_node;
-      lighthouse =
-          std::make_unique<ft::Lighthouse>(std::make_shared<TCPStore>(store_host(options), co), lo);
-    }
     group.start_all();
-    if (lighthouse) return run_ft(options, group, *lighthouse, relay);
 
     std::optional<Failure> failure;
     int stop_signal = 0;
