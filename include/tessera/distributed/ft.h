@@ -70,10 +70,13 @@ struct LighthouseOptions {
   // How often the Lighthouse looks at the store.
   Milliseconds poll_interval{2};
   // The replicas the job starts with (0: not known). No round forms until that many have
-  // registered, or join_window after the Lighthouse started: the first round then holds them
+  // registered, or start_window after the Lighthouse started: the first round then holds them
   // all. Otherwise the replicas that start first may train, even finish, before the others
   // register (which would then start the job over on their own).
   int expected_replicas = 0;
+  // How long the first round waits for expected_replicas; zero: join_window. (Launchers on
+  // several nodes start at different times: `tessera launch --ft --nnodes` waits 5 minutes.)
+  Milliseconds start_window{0};
 };
 
 // Forms the quorums. Runs a thread of its own until destroyed; `tessera launch --ft` runs one
@@ -95,9 +98,6 @@ class Lighthouse {
   // The replicas declared dead because their heartbeat stopped (not those that left or were
   // marked dead); a replica leaves this list when it asks for a quorum again.
   std::vector<int> stale() const;
-  // The job is over: every replica it starts with (expected_replicas) registered, and every
-  // one has left or died for good (dead and not being restarted).
-  bool finished() const;
   // Rounds formed so far, and the current quorum id.
   int64_t rounds() const;
   int64_t quorum_id() const;

@@ -58,8 +58,8 @@ struct LaunchOptions {
   // are left (max_restarts per rank), and a worker the Lighthouse declares dead for a stale
   // heartbeat (hung, e.g. stopped) is killed and restarted the same way. The others go on;
   // nobody is torn down. Across nodes, node 0's launcher runs the Lighthouse and every
-  // launcher reaches it through the store; node 0 serves the store until every replica of the
-  // job has left or died for good.
+  // launcher reaches it through the store; node 0 serves the store until the other launchers
+  // say their workers are done (or fall silent for 30 s).
   bool ft = false;
   int ft_min_replicas = 1;
   std::chrono::milliseconds ft_heartbeat_timeout{2000};

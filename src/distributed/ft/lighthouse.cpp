@@ -214,8 +214,10 @@ struct Lighthouse::Impl {
       }
     }
     if (asking.empty()) return;
+    const auto start_window =
+        options.start_window.count() > 0 ? options.start_window : options.join_window;
     if (static_cast<int>(replicas.size()) < options.expected_replicas &&
-        now - started < options.join_window)
+        now - started < start_window)
       return;  // the job starts: some of its replicas have not registered yet
     const bool everyone = asking.size() == live.size();
     const auto window = failure ? options.failure_join_window : options.join_window;
@@ -305,13 +307,6 @@ Lighthouse::~Lighthouse() = default;
 
 void Lighthouse::mark_dead(int id, bool restarting) {
   impl_->mark_dead(id, restarting);
-}
-
-bool Lighthouse::finished() const {
-  std::lock_guard lock(impl_->mutex);
-  if (static_cast<int>(impl_->replicas.size()) < impl_->options.expected_replicas) return false;
-  return std::all_of(impl_->replicas.begin(), impl_->replicas.end(),
-                     [](const auto& e) { return e.second.dead && !e.second.restarting; });
 }
 
 LighthouseClient::LighthouseClient(StorePtr store) : store_(std::move(store)) {

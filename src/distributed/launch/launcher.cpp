@@ -19,6 +19,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <optional>
 #include <random>
@@ -374,20 +375,26 @@ std::string store_host(const LaunchOptions& options) {
 // The Lighthouse is reached through the store, so this runs alike on every node, for the
 // node's own workers. Returns the launcher's exit code: 0 when every rank's last process
 // exited with 0.
+// `tick` runs once per loop (through the store: a launcher's heartbeat).
 int run_ft(const LaunchOptions& options, WorkerGroup& group, ft::LighthouseClient& lighthouse,
-           SignalRelay& relay) {
+           const std::function<void()>& tick, SignalRelay& relay) {
   std::map<int, int> restarts;       // per rank
   std::map<int, int> final_failure;  // rank -> exit code, for ranks out of restarts
   std::set<int> killed_as_hung;
-  // The store is node 0's: when it is gone, say so and go on (the workers notice on their own).
-  const auto tell = [](const auto& what) {
+  // The store is node 0's: once it is gone, say so and go on without it (the workers notice
+  // on their own), rather than wait for it at every turn.
+  bool store_gone = false;
+  const auto tell = [&](const auto& what) {
+    if (store_gone) return;
     try {
       what();
     } catch (const Error& e) {
-      say("cannot reach the lighthouse through the store: {}", e.what());
+      say("cannot reach the lighthouse through the store; going on without it: {}", e.what());
+      store_gone = true;
     }
   };
   for (;;) {
+    tell(tick);
     for (const Worker& w : group.reap_each()) {
       const bool ok = WIFEXITED(w.status) && WEXITSTATUS(w.status) == 0;
       if (ok) continue;  // finished (its Manager told the lighthouse it leaves)
@@ -562,39 +569,71 @@ int run_rounds(const LaunchOptions& options, NodeAgreement& nodes, int port,
 
 // --ft on this node, with the job's store served at `port` (by node 0): node 0 runs the
 // Lighthouse beside the store; every node starts its workers once and keeps them going
-// (run_ft). Node 0 then keeps the store and the Lighthouse up until every node's replicas have
-// left or died for good.
+// (run_ft). The other nodes' launchers beat into the store and say when their workers are
+// done; node 0 serves the store until each has, or has been silent for kLauncherSilence.
 int launch_ft(const LaunchOptions& options, int port, const std::string& secret,
               const std::string& job_id, SignalRelay& relay) {
+  constexpr auto kLauncherSilence = std::chrono::seconds(30);
   TCPStoreOptions co;
   co.port = static_cast<uint16_t>(port);
   co.secret = secret;
+  co.timeout = std::chrono::seconds(10);  // a store that is gone is noticed within this
   std::unique_ptr<ft::Lighthouse> lighthouse;
   if (options.node_rank == 0) {  // beside the store, through a client of its own
     ft::LighthouseOptions lo;
     lo.min_replicas = options.ft_min_replicas;
     lo.heartbeat_timeout = options.ft_heartbeat_timeout;
     lo.expected_replicas = options.nnodes * options.nproc_per_node;
+    if (options.nnodes > 1) lo.start_window = std::chrono::minutes(5);  // launchers start apart
     lighthouse =
         std::make_unique<ft::Lighthouse>(std::make_shared<TCPStore>(store_host(options), co), lo);
   }
-  ft::LighthouseClient client(std::make_shared<TCPStore>(store_host(options), co));
+  const auto store = std::make_shared<TCPStore>(store_host(options), co);
+  ft::LighthouseClient client(store);
+  const auto key = [](int node, const char* what) {
+    return fmt::format("launch/ft/node{}/{}", node, what);
+  };
+  auto last_beat = Clock::time_point{};
+  const auto beat = [&] {
+    if (options.node_rank == 0 || Clock::now() - last_beat < std::chrono::seconds(1)) return;
+    store->add(key(options.node_rank, "beat"), 1);
+    last_beat = Clock::now();
+  };
   WorkerGroup group(options, worker_env(options, port, secret, job_id, 0));
   const int first = options.node_rank * options.nproc_per_node;
   say("starting {} worker(s) (ranks {}..{} of {})", options.nproc_per_node, first,
       first + options.nproc_per_node - 1, options.nnodes * options.nproc_per_node);
   group.start_all();
-  const int code = run_ft(options, group, client, relay);
-  if (options.nnodes == 1 || !lighthouse || code >= 128) return code;
+  const int code = run_ft(options, group, client, beat, relay);
+  if (options.nnodes == 1 || code >= 128) return code;
+  if (options.node_rank != 0) {
+    try {
+      store->set(key(options.node_rank, "done"), "1");
+    } catch (const Error&) {  // node 0 is gone already: nobody waits for this
+    }
+    return code;
+  }
   say("this node's workers are done; serving the store until the other nodes' are too");
+  std::map<int, std::pair<int64_t, Clock::time_point>> beats;  // node -> last count, when seen
+  for (int r = 1; r < options.nnodes; ++r) beats[r] = {-1, Clock::now()};
   auto last_said = Clock::now();
-  while (!lighthouse->finished()) {
+  while (!beats.empty()) {
+    for (auto it = beats.begin(); it != beats.end();) {
+      const int64_t n = store->add(key(it->first, "beat"), 0);
+      if (n != it->second.first) it->second = {n, Clock::now()};
+      const bool done = store->check({key(it->first, "done")});
+      const bool silent = Clock::now() - it->second.second >= kLauncherSilence;
+      if (silent && !done)
+        say("node {}'s launcher has been silent for {} s; not waiting for it", it->first,
+            kLauncherSilence.count());
+      it = done || silent ? beats.erase(it) : std::next(it);
+    }
     if (const int sig = relay.wait(milliseconds(50))) {
       say("received {}; the other nodes' workers lose the store", signal_name(sig));
       return 128 + sig;
     }
-    if (Clock::now() - last_said >= std::chrono::seconds(10)) {
-      say("still serving the store: the other nodes' workers are not done yet");
+    if (!beats.empty() && Clock::now() - last_said >= std::chrono::seconds(10)) {
+      say("still serving the store: {} other node(s) not done yet", beats.size());
       last_said = Clock::now();
     }
   }
