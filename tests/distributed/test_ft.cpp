@@ -211,7 +211,8 @@ TEST_P(Ft, FinishedReplicasHealAStragglerLeftOutOfTheLastRounds) {
 
 // A replica restarted near the job's end: its new process registers, then takes long to ask.
 // The finished replicas must not end the job without it (they would strand it alone, below
-// min_replicas): the final round waits until every registered, living replica has asked.
+// min_replicas): the final round waits for a replica marked as restarting, and then until
+// every registered, living replica has asked.
 TEST_P(Ft, TheJobsEndWaitsForARestartedReplica) {
   auto store = std::make_shared<dist::HashStore>(kTestTimeout);
   ft::Lighthouse lighthouse(store, quick_lighthouse(2, 100ms));
@@ -224,7 +225,9 @@ TEST_P(Ft, TheJobsEndWaitsForARestartedReplica) {
     EXPECT_TRUE(replica->step());
     if (id == 2) {  // dies, and its restarted process starts slowly
       replica->manager->start_quorum();
-      lighthouse.mark_dead(2);
+      // As the launcher does: it will restart the replica. (A gloo Manager's shutdown below
+      // waits up to 5 s for its abandoned collective; the others may finish meanwhile.)
+      lighthouse.mark_dead(2, /*restarting=*/true);
       replica.reset();
       replica = std::make_unique<Replica>(store, 2, GetParam());
       std::this_thread::sleep_for(1500ms);
