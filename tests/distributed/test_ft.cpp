@@ -423,6 +423,30 @@ TEST(FtQuorum, LaunchersMarkReplicasDeadThroughTheStore) {
   EXPECT_TRUE(within([&] { return dead_list() == std::vector<int>{0}; }));
 }
 
+// A replica that starts after the job's end (every other one finished) is told so at once,
+// not left to time out: its Manager's start_quorum() throws, naming the final step.
+TEST(FtEnd, AReplicaThatStartsAfterTheJobsEndIsToldSo) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  ft::Lighthouse lighthouse(store, quick_lighthouse(2, 100ms));
+  auto r = first_round(store, 2);
+  for (auto& x : r) x->ask(3, false, /*finishing=*/true);
+  for (auto& x : r) EXPECT_TRUE(x->answer().final);
+  r.push_back(std::make_unique<ScriptedReplica>(store, 2));
+  r.back()->ask(0, false);
+  const ft::Quorum q = r.back()->answer();
+  EXPECT_TRUE(q.final);
+  EXPECT_EQ(q.max_step, 3);
+  ft::ManagerOptions o;
+  o.store = store;
+  o.replica_id = 3;
+  o.backend = "shm";
+  o.quorum_timeout = 20s;
+  o.heartbeat_interval = 20ms;
+  ft::Manager late(o);  // (a timeout would say "found no quorum" instead)
+  expect_error_mentions([&] { late.start_quorum(); },
+                        {"replica 3", "after the job ended", "step 3"});
+}
+
 TEST(FtProtocol, TextsRoundTripAndMalformedOnesAreRefused) {
   ft::Request req{7, 12, false, false, true, "gloo:1:abc:s"};
   const ft::Request back = ft::parse_request(ft::format_request(req));

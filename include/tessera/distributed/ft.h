@@ -149,7 +149,8 @@ class Manager {
   // follow the replica ids); when this replica is behind (a fresh or restarted one, or one
   // whose last commit failed while others succeeded) it receives the state and the step
   // from the lowest-id member at the highest step, and members ahead send it. Retries on
-  // failure within quorum_timeout; DistTimeoutError after it.
+  // failure within quorum_timeout; DistTimeoutError after it. RuntimeError when the job has
+  // ended already (every other replica finished and left before this one first asked).
   void start_quorum();
   // Averages `tensor` in place over the quorum's replicas. Never throws for a failure of the
   // group: it records it, returns false, and should_commit() then says no everywhere.

@@ -214,29 +214,35 @@ struct Lighthouse::Impl {
       }
     }
     if (asking.empty()) return;
-    const auto start_window =
-        options.start_window.count() > 0 ? options.start_window : options.join_window;
-    if (static_cast<int>(replicas.size()) < options.expected_replicas &&
-        now - started < start_window)
-      return;  // the job starts: some of its replicas have not registered yet
-    const bool everyone = asking.size() == live.size();
-    const auto window = failure ? options.failure_join_window : options.join_window;
-    if (!everyone && now - first_pending < window) return;
-    // Never without a live replica that may be ahead of every asker. A vote can end
-    // differently on two members (one saw every vote, the other's group was aborted first): the
-    // one that committed is a step ahead of the one that failed. Were the failed one to train
-    // that step again without it, both would hold different states under one step number.
-    // With it in the round, the failed one heals from it instead.
-    int64_t asked_step = 0;
-    for (int id : asking) asked_step = std::max(asked_step, replicas[id].pending->step);
-    for (int id : live)
-      if (!replicas[id].pending && replicas[id].step_bound > asked_step) return;
-    // The job's end: every live replica finished. That round trains nothing, so it needs no
-    // min_replicas (the survivors of a job that lost replicas must be able to end it).
-    const bool final = everyone && all_finishing && !starting;
-    if (!final && (static_cast<int>(asking.size()) < options.min_replicas ||
-                   2 * asking.size() <= live.size()))
-      return;  // too few: wait for more (the askers time out on their own)
+    // After the job's end (a final round), whoever asks started too late: it is told so at
+    // once, in a final round of its own, rather than left to time out.
+    const bool late = ended_step >= 0;
+    bool final = late;
+    if (!late) {
+      const auto start_window =
+          options.start_window.count() > 0 ? options.start_window : options.join_window;
+      if (static_cast<int>(replicas.size()) < options.expected_replicas &&
+          now - started < start_window)
+        return;  // the job starts: some of its replicas have not registered yet
+      const bool everyone = asking.size() == live.size();
+      const auto window = failure ? options.failure_join_window : options.join_window;
+      if (!everyone && now - first_pending < window) return;
+      // Never without a live replica that may be ahead of every asker. A vote can end
+      // differently on two members (one saw every vote, the other's group was aborted first):
+      // the one that committed is a step ahead of the one that failed. Were the failed one to
+      // train that step again without it, both would hold different states under one step
+      // number. With it in the round, the failed one heals from it instead.
+      int64_t asked_step = 0;
+      for (int id : asking) asked_step = std::max(asked_step, replicas[id].pending->step);
+      for (int id : live)
+        if (!replicas[id].pending && replicas[id].step_bound > asked_step) return;
+      // The job's end: every live replica finished. That round trains nothing, so it needs no
+      // min_replicas (the survivors of a job that lost replicas must be able to end it).
+      final = everyone && all_finishing && !starting;
+      if (!final && (static_cast<int>(asking.size()) < options.min_replicas ||
+                     2 * asking.size() <= live.size()))
+        return;  // too few: wait for more (the askers time out on their own)
+    }
 
     Quorum q;
     q.round = ++round;
@@ -248,6 +254,8 @@ struct Lighthouse::Impl {
       q.max_step = std::max(q.max_step, req.step);
       identity += fmt::format("{}={};", id, req.handle);
     }
+    if (late) q.max_step = ended_step;
+    if (final && !late) ended_step = q.max_step;
     if (identity != last_identity || failure) ++quorum;
     q.quorum_id = quorum;
     last_identity = identity;
@@ -296,6 +304,7 @@ struct Lighthouse::Impl {
   Clock::time_point first_pending = Clock::time_point::max();
   int64_t round = 0;
   int64_t quorum = 0;
+  int64_t ended_step = -1;  // the final round's step, once the job ended
   std::string last_identity;
   std::vector<int> last_members;
 };

@@ -141,7 +141,12 @@ void Manager::start_quorum() {
   bool failed = commit_failed_ || step_failed_;
   for (;;) {
     try {
-      join(request_round(failed, /*finishing=*/false));
+      const Quorum q = request_round(failed, /*finishing=*/false);
+      TS_CHECK(!q.final, RuntimeError,
+               "ft::Manager: replica {} asked for a quorum after the job ended: the other replicas "
+               "finished at step {} and left, so there is nothing to heal from or train with",
+               options_.replica_id, q.max_step);
+      join(q);
       commit_failed_ = step_failed_ = false;
       last_quorum_time_ = std::chrono::duration_cast<Milliseconds>(Clock::now() - start);
       return;
