@@ -281,9 +281,7 @@ struct ScriptedReplica {
   // `first_seq`: a restarted replica's requests must number above its earlier life's.
   ScriptedReplica(dist::StorePtr s, int id, int64_t first_seq = 1000)
       : store(std::move(s)), id(id), seq(first_seq) {
-    const int64_t slot = store->add(ft::kRegisteredKey, 1) - 1;
-    ft::set_text(*store, fmt::format("{}{}", ft::kRegisterPrefix, slot),
-                 fmt::format("{} {}", id, seq));
+    ft::append_slot(*store, ft::kRegisteredKey, ft::kRegisterPrefix, fmt::format("{} {}", id, seq));
     beat = std::jthread([this](std::stop_token stop) {
       while (!stop.stop_requested()) {
         store->add(ft::heartbeat_key(this->id), 1);

@@ -87,12 +87,10 @@ struct Lighthouse::Impl {
   // New replicas register a slot in the store. A replica that registers again is a new process
   // (restarted after its death): alive, starting, not joined yet.
   void discover() {
-    const int64_t n = store->add(kRegisteredKey, 0);
     bool dead_changed = false;
-    for (; registered < n; ++registered) {
-      const std::string key = fmt::format("{}{}", kRegisterPrefix, registered);
-      if (!store->check({key})) break;  // the replica is between its add and its set
-      const Registration reg = parse_registration(get_text(*store, key));
+    for (const std::string& text :
+         read_new_slots(*store, kRegisteredKey, kRegisterPrefix, registered)) {
+      const Registration reg = parse_registration(text);
       std::lock_guard lock(mutex);
       Replica& r = replicas[reg.id];
       dead_changed = dead_changed || r.dead;
@@ -106,11 +104,8 @@ struct Lighthouse::Impl {
   // Launchers on any node declare replicas dead through the store (LighthouseClient), a slot
   // per mark, as replicas register.
   void read_marks() {
-    const int64_t n = store->add(kMarkCountKey, 0);
-    for (; marks_seen < n; ++marks_seen) {
-      const std::string key = fmt::format("{}{}", kMarkPrefix, marks_seen);
-      if (!store->check({key})) break;  // the launcher is between its add and its set
-      const Mark m = parse_mark(get_text(*store, key));
+    for (const std::string& text : read_new_slots(*store, kMarkCountKey, kMarkPrefix, marks_seen)) {
+      const Mark m = parse_mark(text);
       mark_dead(m.id, m.restarting);
     }
   }
@@ -323,8 +318,7 @@ LighthouseClient::LighthouseClient(StorePtr store) : store_(std::move(store)) {
 }
 
 void LighthouseClient::mark_dead(int id, bool restarting) {
-  const int64_t slot = store_->add(kMarkCountKey, 1) - 1;
-  set_text(*store_, fmt::format("{}{}", kMarkPrefix, slot), format_mark({id, restarting}));
+  append_slot(*store_, kMarkCountKey, kMarkPrefix, format_mark({id, restarting}));
 }
 
 std::vector<int> LighthouseClient::stale() const {

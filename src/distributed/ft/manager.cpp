@@ -91,9 +91,8 @@ Manager::Manager(ManagerOptions options) : options_(std::move(options)) {
                      .count();
   // Registers with the Lighthouse (a slot, then "<id> <first request number>" in it: requests
   // of an earlier life, read late, are then ignored) and starts beating.
-  const int64_t slot = options_.store->add(kRegisteredKey, 1) - 1;
-  set_text(*options_.store, fmt::format("{}{}", kRegisterPrefix, slot),
-           fmt::format("{} {}", options_.replica_id, request_seq_));
+  append_slot(*options_.store, kRegisteredKey, kRegisterPrefix,
+              fmt::format("{} {}", options_.replica_id, request_seq_));
   heartbeat_ = std::make_unique<Heartbeat>(options_.store, options_.replica_id,
                                            options_.heartbeat_interval, group_);
 }

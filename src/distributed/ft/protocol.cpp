@@ -22,6 +22,12 @@ int64_t to_int(std::string_view s, const char* what, const std::string& text) {
   return v;
 }
 
+int to_replica_id(std::string_view s, const char* what, const std::string& text) {
+  const int64_t v = to_int(s, what, text);
+  if (v < 0 || v > INT32_MAX) malformed(what, text);
+  return static_cast<int>(v);
+}
+
 }  // namespace
 
 std::string heartbeat_key(int id) {
@@ -65,18 +71,14 @@ Mark parse_mark(const std::string& text) {
   std::string id, restarting, extra;
   if (!(in >> id >> restarting) || (in >> extra) || (restarting != "0" && restarting != "1"))
     malformed("dead replica mark", text);
-  const int64_t v = to_int(id, "dead replica mark", text);
-  if (v < 0 || v > INT32_MAX) malformed("dead replica mark", text);
-  return {static_cast<int>(v), restarting == "1"};
+  return {to_replica_id(id, "dead replica mark", text), restarting == "1"};
 }
 
 Registration parse_registration(const std::string& text) {
   std::istringstream in(text);
   std::string id, seq, extra;
   if (!(in >> id >> seq) || (in >> extra)) malformed("registration", text);
-  const int64_t v = to_int(id, "registration", text);
-  if (v < 0 || v > INT32_MAX) malformed("registration", text);
-  return {static_cast<int>(v), to_int(seq, "registration", text)};
+  return {to_replica_id(id, "registration", text), to_int(seq, "registration", text)};
 }
 
 std::string format_quorum(const Quorum& q) {
@@ -127,6 +129,23 @@ void set_text(Store& store, const std::string& key, const std::string& text) {
 std::string get_text(Store& store, const std::string& key) {
   const Bytes b = store.get(key);
   return std::string(b.begin(), b.end());
+}
+
+void append_slot(Store& store, const char* count_key, const char* prefix, const std::string& text) {
+  const int64_t slot = store.add(count_key, 1) - 1;
+  set_text(store, fmt::format("{}{}", prefix, slot), text);
+}
+
+std::vector<std::string> read_new_slots(Store& store, const char* count_key, const char* prefix,
+                                        int64_t& seen) {
+  std::vector<std::string> texts;
+  const int64_t n = store.add(count_key, 0);
+  for (; seen < n; ++seen) {
+    const std::string key = fmt::format("{}{}", prefix, seen);
+    if (!store.check({key})) break;  // its writer is between its add and its set
+    texts.push_back(get_text(store, key));
+  }
+  return texts;
 }
 
 }  // namespace tessera::distributed::ft

@@ -70,4 +70,11 @@ std::vector<int> parse_ids(const std::string& text);
 void set_text(Store& store, const std::string& key, const std::string& text);
 std::string get_text(Store& store, const std::string& key);
 
+// A queue of texts in the store (registrations, launchers' marks): a writer takes a slot from
+// `count_key`, then sets "<prefix><slot>". The reader takes the texts after slot `seen`, in
+// order, advancing `seen`, and stops at a slot whose writer is between its add and its set.
+void append_slot(Store& store, const char* count_key, const char* prefix, const std::string& text);
+std::vector<std::string> read_new_slots(Store& store, const char* count_key, const char* prefix,
+                                        int64_t& seen);
+
 }  // namespace tessera::distributed::ft
