@@ -2,9 +2,14 @@
 
 measure() times fn the same way Tessera's bench does (src/cli/bench_util.cpp): one warm-up
 call, then at least `reps` calls and at least `min_time` seconds, at most `max_reps` calls;
-it returns the fields of a JSON bench row.
+it returns the fields of a JSON bench row, the raw times included ("times_s").
+
+serve() is the lockstep mode (--serve) of the scripts whose cases the tessera command
+interleaves with its own (bench ops): on a shared machine the bandwidth a neighbour leaves
+drifts within seconds, so Tessera and its anchors take turns on each case.
 """
 import argparse
+import json
 import sys
 import time
 
@@ -19,13 +24,18 @@ def import_torch():
         return None
 
 
-def anchor_parser(cases_help=None):
+def anchor_parser(cases_help=None, lockstep=False):
     """The options every anchor takes: --threads (comma-separated counts), the timing budget
-    and, when the script times a list of cases, --cases. Scripts add their own to it."""
+    and, when the script times a list of cases, --cases; with `lockstep`, --filter and
+    --serve (see run_cases). Scripts add their own to it."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--threads", default="1", help="comma-separated thread counts")
     if cases_help:
         ap.add_argument("--cases", required=True, help=cases_help)
+    if lockstep:
+        ap.add_argument("--filter", default="", help="only cases whose name contains this")
+        ap.add_argument("--serve", action="store_true",
+                        help="lockstep mode: time the cases named on stdin (see serve)")
     add_timing_args(ap)
     return ap
 
@@ -51,13 +61,38 @@ def measure(fn, reps, min_time, max_reps):
     times.sort()
     n = len(times)
     median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])
-    return {"median_s": median, "min_s": times[0], "max_s": times[-1], "reps": n}
+    return {"median_s": median, "min_s": times[0], "max_s": times[-1], "reps": n,
+            "times_s": times}
+
+
+def serve(rows_for):
+    """Reads "<case> <threads>" lines from stdin until it closes; for each, prints the rows
+    rows_for(case, threads) returns (a case it does not know: no rows), then {"done": true}."""
+    for line in sys.stdin:
+        parts = line.split()
+        if len(parts) != 2:
+            continue
+        for row in rows_for(parts[0], int(parts[1])):
+            print(json.dumps(row))
+        print(json.dumps({"done": True}), flush=True)
 
 
 def emit_timed(suite, case, threads, fn, args):
     """Times fn with the command line's budget and prints the torch row (no GFLOP/s)."""
-    import json
     row = {"suite": suite, "case": case, "impl": "torch", "threads": threads}
     row.update(measure(fn, args.reps, args.min_time, args.max_reps))
     row.update(gflops=None, gbps=None)
     print(json.dumps(row), flush=True)
+
+
+def run_cases(args, names, rows_for):
+    """With --serve, serve(rows_for); otherwise prints rows_for's rows for every case in names
+    that matches --filter, at each of --threads."""
+    if args.serve:
+        serve(rows_for)
+        return
+    for t in thread_counts(args):
+        for name in names:
+            if args.filter in name:
+                for row in rows_for(name, t):
+                    print(json.dumps(row), flush=True)

@@ -1,15 +1,15 @@
 #!/usr/bin/python3
-"""NumPy anchor for `tessera bench ops`: prints one JSON line per case.
+"""NumPy anchor for `tessera bench ops`: prints one JSON line per case (with --serve, for the
+cases named on stdin; see anchor_common.serve).
 
 Run by the `tessera` command once per thread count, with OMP_NUM_THREADS and
 OPENBLAS_NUM_THREADS set in the environment (NumPy reads them at import; its reductions are
 single-threaded anyway). --threads only labels the rows. Cases NumPy has no routine for
 (gelu: no vectorised erf) are printed as skipped, never approximated.
 """
-import json
 import sys
 
-from anchor_common import anchor_parser, measure
+from anchor_common import anchor_parser, measure, run_cases
 
 
 def softmax_rows(np, x):
@@ -50,25 +50,28 @@ def cases(np):
 
 
 def main():
-    ap = anchor_parser()
-    ap.add_argument("--filter", default="", help="only cases whose name contains this")
+    ap = anchor_parser(lockstep=True)
     args = ap.parse_args()
     try:
         import numpy as np
     except ImportError as e:
         print(f"numpy is not installed: {e}", file=sys.stderr)
         return 2
-    t = int(args.threads.split(",")[0])
-    for name, fn in cases(np):
-        if args.filter not in name:
-            continue
-        row = {"suite": "ops", "case": name, "impl": "numpy", "threads": t}
-        if isinstance(fn, str):
-            row.update(median_s=None, min_s=None, max_s=None, reps=0, skipped=fn)
-        else:
-            row.update(measure(fn, args.reps, args.min_time, args.max_reps))
-        row.update(gflops=None, gbps=None)
-        print(json.dumps(row), flush=True)
+    table = cases(np)
+
+    def rows_for(case, t):
+        for name, fn in table:
+            if name != case:
+                continue
+            row = {"suite": "ops", "case": name, "impl": "numpy", "threads": t}
+            if isinstance(fn, str):
+                row.update(median_s=None, min_s=None, max_s=None, reps=0, skipped=fn)
+            else:
+                row.update(measure(fn, args.reps, args.min_time, args.max_reps))
+            row.update(gflops=None, gbps=None)
+            yield row
+
+    run_cases(args, [name for name, _ in table], rows_for)
     return 0
 
 

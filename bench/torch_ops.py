@@ -1,13 +1,13 @@
 #!/usr/bin/python3
-"""PyTorch 1.13 anchor for `tessera bench ops`: prints one JSON line per case and thread count.
+"""PyTorch 1.13 anchor for `tessera bench ops`: prints one JSON line per case and thread count
+(with --serve, for the cases named on stdin; see anchor_common.serve).
 
 Run by the `tessera` command in the same invocation (BENCHMARKS.md); the case strings match
 src/cli/bench_ops.cpp. Threads: torch.set_num_threads for each count in --threads.
 """
-import json
 import sys
 
-from anchor_common import anchor_parser, import_torch, measure, thread_counts
+from anchor_common import anchor_parser, import_torch, measure, run_cases
 
 
 def cases(torch):
@@ -62,23 +62,27 @@ def out_cases(torch):
 
 
 def main():
-    ap = anchor_parser()
-    ap.add_argument("--filter", default="", help="only cases whose name contains this")
+    ap = anchor_parser(lockstep=True)
     args = ap.parse_args()
     torch = import_torch()
     if torch is None:
         return 2
     table = [(n, f, "torch") for n, f in cases(torch)]
     table += [(n, f, "torch-out") for n, f in out_cases(torch)]
-    for t in thread_counts(args):
-        torch.set_num_threads(t)
+
+    def rows_for(case, t):
+        # Only on a change: setting it, even to the same count, makes the next call rebuild
+        # the thread team (twice the time of a 64M sum on 2 threads).
+        if torch.get_num_threads() != t:
+            torch.set_num_threads(t)
         for name, fn, impl in table:
-            if args.filter not in name:
-                continue
-            row = {"suite": "ops", "case": name, "impl": impl, "threads": t}
-            row.update(measure(fn, args.reps, args.min_time, args.max_reps))
-            row.update(gflops=None, gbps=None)
-            print(json.dumps(row), flush=True)
+            if name == case:
+                row = {"suite": "ops", "case": name, "impl": impl, "threads": t}
+                row.update(measure(fn, args.reps, args.min_time, args.max_reps))
+                row.update(gflops=None, gbps=None)
+                yield row
+
+    run_cases(args, list(dict.fromkeys(name for name, _, _ in table)), rows_for)
     return 0
 
 

@@ -9,8 +9,10 @@
 //   softmax/float32/4096x4096/dim1                           softmax over rows of 4096
 //   {randn,rand}/float32/67108864                            normal and uniform draws
 // GB/s counts the bytes a case must move at least once: its inputs read plus its outputs
-// written (for reductions, the input). "% bw" is that rate over the `membw` row of the same
-// thread count; "x torch" / "x numpy" are anchor median / Tessera median (higher is better).
+// written (for reductions, the input). "% bw" is that rate over the read bandwidth measured
+// between the case's own repetitions (`membw_gbps` in its JSON row; the `membw` row is the
+// same loop measured on its own, before and after the cases); "x torch" / "x numpy" are
+// anchor median / Tessera median (higher is better).
 // "torch-out" rows (add, gelu, softmax, randn, rand) run PyTorch with a preallocated output: its
 // functional call gets fresh mmap'ed memory per result, whose page faults can cost more than the
 // kernel.
@@ -18,6 +20,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -103,12 +106,6 @@ std::vector<OpsCase> make_cases(const Inputs& in) {
   return cases;
 }
 
-std::string join_ints(const std::vector<int>& v) {
-  std::string s;
-  for (int x : v) s += (s.empty() ? "" : ",") + std::to_string(x);
-  return s;
-}
-
 void print_table(const std::vector<OpsCase>& cases, const std::vector<BenchRow>& rows,
                  const std::vector<int>& threads) {
   for (int t : threads) {
@@ -119,17 +116,21 @@ void print_table(const std::vector<OpsCase>& cases, const std::vector<BenchRow>&
       if (r.impl == "peak" && r.threads == t)
         peaks += r.gflops ? fmt::format("  {} {:.0f} GFLOP/s", r.case_name, *r.gflops)
                           : fmt::format("  {} skipped ({})", r.case_name, r.skipped);
-    std::printf("\nops, %d thread%s: membw %.1f GB/s;%s\n", t, t == 1 ? "" : "s", membw,
+    std::printf("\nops, %d thread%s: membw %.1f GB/s alone;%s\n", t, t == 1 ? "" : "s", membw,
                 peaks.c_str());
-    std::printf("%-38s %9s %7s %6s %8s %8s %9s %9s %8s %8s\n", "case", "ms", "GB/s", "% bw",
-                "torch", "x torch", "torch-out", "x t-out", "numpy", "x numpy");
+    std::printf(
+        "(bw: the read bandwidth measured between the case's repetitions; %% bw is "
+        "against it)\n");
+    std::printf("%-38s %9s %7s %7s %6s %8s %8s %9s %9s %8s %8s\n", "case", "ms", "GB/s", "bw",
+                "% bw", "torch", "x torch", "torch-out", "x t-out", "numpy", "x numpy");
     for (const auto& c : cases) {
       const BenchRow* ts = find_row(rows, "tessera", c.name, t);
       if (!ts) continue;
       std::string line;
       if (ts->stats) {
-        line = fmt::format("{:<38} {:9.3f} {:7.1f} {:5.0f}%", c.name, ts->stats->median_s * 1e3,
-                           *ts->gbps, 100 * *ts->gbps / membw);
+        line = fmt::format("{:<38} {:9.3f} {:7.1f} {:7.1f} {:5.0f}%", c.name,
+                           ts->stats->median_s * 1e3, *ts->gbps, *ts->membw_gbps,
+                           100 * *ts->gbps / *ts->membw_gbps);
       } else {
         line = fmt::format("{:<38} {:>9} ({})", c.name, "failed", ts->skipped);
       }
@@ -155,13 +156,17 @@ void print_table(const std::vector<OpsCase>& cases, const std::vector<BenchRow>&
 
 int run_bench_ops(const BenchOptions& options) {
   const std::vector<int> threads = options.threads.empty() ? default_threads() : options.threads;
-  const Budget budget = options.quick ? Budget{3, 0.2, 20} : Budget{10, 1.0, 100};
+  // Each case takes `rounds` turns of Tessera, PyTorch and NumPy, each turn a warm-up call
+  // and one timed repetition: a neighbour's burst lasting a second hits all alike.
+  const int rounds = options.quick ? 3 : 15;
+  const Budget budget{1, 0, 1};
   const int saved_threads = get_num_threads();
   std::vector<BenchRow> rows;
 
-  // The machine's limits first, while nothing else holds memory. The read bandwidth is
-  // measured again after the anchors and the better median is the limit: on a shared machine
-  // a neighbour's burst during one measurement would otherwise flatter every % column.
+  // The machine's limits first, while nothing else holds memory. The `membw` row is measured
+  // again at the end and keeps the better median. The % column does not use it: each case is
+  // set against the bandwidth measured between its own repetitions, since on a shared machine
+  // what a neighbour leaves drifts by 20% within a minute.
   const Budget bw_budget = options.quick ? Budget{5, 0.3, 20} : Budget{10, 1, 50};
   std::map<int, size_t> membw_row;
   for (int t : threads) {
@@ -172,54 +177,79 @@ int run_bench_ops(const BenchOptions& options) {
     for (auto& r : measure_peak("ops", t)) rows.push_back(r);
   }
 
-  std::vector<OpsCase> cases;
-  {
-    const Inputs in = make_inputs();
-    cases = make_cases(in);
-    std::erase_if(
-        cases, [&](const OpsCase& c) { return c.name.find(options.filter) == std::string::npos; });
-    for (int t : threads) {
-      set_num_threads(t);
-      for (const auto& c : cases) {
-        BenchRow row{"ops", c.name, "tessera", t};
-        try {
-          row.stats = measure(c.run, budget);
-          row.gbps = c.bytes / row.stats->median_s / 1e9;
-        } catch (const Error& e) {
-          row.skipped = e.what();
+  const Inputs in = make_inputs();
+  std::vector<OpsCase> cases = make_cases(in);
+  std::erase_if(cases,
+                [&](const OpsCase& c) { return c.name.find(options.filter) == std::string::npos; });
+
+  // The anchors run beside us, in lockstep: PyTorch sets its thread count per case; NumPy's
+  // threads come from the environment, so there is one NumPy per thread count.
+  const std::string dir = TS_BENCH_SCRIPT_DIR;
+  const std::vector<std::string> timing = {"--reps",     std::to_string(budget.min_reps),
+                                           "--min-time", fmt::format("{}", budget.min_time_s),
+                                           "--max-reps", std::to_string(budget.max_reps)};
+  std::vector<std::unique_ptr<AnchorServer>> anchors;
+  anchors.push_back(std::make_unique<AnchorServer>(
+      dir + "/torch_ops.py", timing, std::vector<std::pair<std::string, std::string>>{}, "torch"));
+  std::map<int, AnchorServer*> numpy;
+  for (int t : threads) {
+    const std::string ts = std::to_string(t);
+    anchors.push_back(
+        std::make_unique<AnchorServer>(dir + "/numpy_ops.py", timing,
+                                       std::vector<std::pair<std::string, std::string>>{
+                                           {"OMP_NUM_THREADS", ts}, {"OPENBLAS_NUM_THREADS", ts}},
+                                       fmt::format("numpy ({} threads)", t)));
+    numpy[t] = anchors.back().get();
+  }
+
+  for (int t : threads) {
+    const ReadProbe probe(t);
+    size_t done = 0;
+    for (const auto& c : cases) {
+      std::fprintf(stderr, "bench ops: %d thread(s): [%zu/%zu] %s\n", t, ++done, cases.size(),
+                   c.name.c_str());
+      // impl -> the row being gathered over the rounds
+      std::map<std::string, BenchRow> gathered;
+      std::vector<double> probe_times;
+      for (int round = 0; round < rounds; ++round) {
+        BenchRow& ts = gathered.try_emplace("tessera", "ops", c.name, "tessera", t).first->second;
+        if (ts.skipped.empty()) {
+          set_num_threads(t);
+          try {
+            Beside b = measure_beside(c.run, probe, budget);
+            ts.times.insert(ts.times.end(), b.times.begin(), b.times.end());
+            probe_times.insert(probe_times.end(), b.probe_times.begin(), b.probe_times.end());
+          } catch (const Error& e) {
+            ts.skipped = e.what();
+          }
         }
-        rows.push_back(row);
+        for (AnchorServer* a : {anchors.front().get(), numpy[t]}) {
+          for (auto& r : a->rows(c.name, t)) {
+            auto [it, first] = gathered.try_emplace(r.impl, r);
+            if (!first)
+              it->second.times.insert(it->second.times.end(), r.times.begin(), r.times.end());
+          }
+        }
+      }
+      for (auto& [impl, r] : gathered) {
+        if (r.skipped.empty() && !r.times.empty()) {
+          r.stats = stats_of(r.times);
+          r.gbps = c.bytes / r.stats->median_s / 1e9;
+          if (impl == "tessera")
+            r.membw_gbps = probe.bytes_read() / stats_of(probe_times).median_s / 1e9;
+        } else {
+          if (r.skipped.empty()) r.skipped = "no repetitions were timed";
+          r.stats.reset();
+        }
+        rows.push_back(std::move(r));
       }
     }
-    set_num_threads(saved_threads);
-  }  // Tessera's inputs are freed before the anchors allocate theirs.
+  }
+  set_num_threads(saved_threads);
 
-  // Anchors, in the same invocation: PyTorch loops over the thread counts itself; NumPy's
-  // threads come from the environment, so it runs once per thread count.
   std::vector<std::string> notes;
-  const std::string dir = TS_BENCH_SCRIPT_DIR;
-  const std::vector<std::string> common = {"--reps",     std::to_string(budget.min_reps),
-                                           "--min-time", fmt::format("{}", budget.min_time_s),
-                                           "--max-reps", std::to_string(budget.max_reps),
-                                           "--filter",   options.filter};
-  {
-    std::string note;
-    std::vector<std::string> args = common;
-    args.insert(args.end(), {"--threads", join_ints(threads)});
-    for (auto& r : run_python_anchor(dir + "/torch_ops.py", args, {}, &note)) rows.push_back(r);
-    if (!note.empty()) notes.push_back("torch: " + note);
-  }
-  for (int t : threads) {
-    std::string note;
-    std::vector<std::string> args = common;
-    args.insert(args.end(), {"--threads", std::to_string(t)});
-    const std::string ts = std::to_string(t);
-    for (auto& r :
-         run_python_anchor(dir + "/numpy_ops.py", args,
-                           {{"OMP_NUM_THREADS", ts}, {"OPENBLAS_NUM_THREADS", ts}}, &note))
-      rows.push_back(r);
-    if (!note.empty()) notes.push_back(fmt::format("numpy ({} threads): {}", t, note));
-  }
+  for (const auto& a : anchors)
+    if (!a->note().empty()) notes.push_back(a->note());
   for (int t : threads) {
     const BenchRow bw = measure_membw("ops", t, bw_budget);
     BenchRow& first = rows[membw_row[t]];
@@ -227,17 +257,10 @@ int run_bench_ops(const BenchOptions& options) {
                  *bw.gbps, *first.gbps);
     if (*bw.gbps > *first.gbps) first = bw;
   }
-  // Anchor GB/s from the same byte counts as Tessera's rows.
-  std::map<std::string, double> bytes;
-  for (const auto& c : cases) bytes[c.name] = c.bytes;
-  for (auto& r : rows) {
-    if ((r.impl == "torch" || r.impl == "torch-out" || r.impl == "numpy") && r.stats &&
-        bytes.count(r.case_name))
-      r.gbps = bytes[r.case_name] / r.stats->median_s / 1e9;
+  for (const auto& r : rows)
     if (!r.skipped.empty() && r.impl != "tessera" && r.impl != "peak")
       notes.push_back(
           fmt::format("{} {} ({} threads) skipped: {}", r.impl, r.case_name, r.threads, r.skipped));
-  }
 
   print_table(cases, rows, threads);
   return finish_bench("ops", notes, options.json_path, rows);

@@ -1,8 +1,14 @@
 #include "cli/bench_util.h"
 
 #include <cblas.h>
+#include <fcntl.h>
 #include <immintrin.h>
+#include <poll.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -162,21 +168,31 @@ BenchRow peak_row(const std::string& suite, const std::string& case_name, int th
 
 }  // namespace
 
-Stats measure(const std::function<void()>& fn, const Budget& budget) {
-  fn();  // warm-up: page faults, caches, lazily built plans
+std::vector<double> time_reps(const std::function<void()>& fn, const Budget& budget,
+                              const std::function<void()>& between) {
+  fn();  // warm-up: page faults, caches, lazily built plans, threads woken
   std::vector<double> times;
   const auto start = Clock::now();
   while (static_cast<int>(times.size()) < budget.max_reps &&
          (static_cast<int>(times.size()) < budget.min_reps ||
           seconds_since(start) < budget.min_time_s)) {
+    if (between) between();
     const auto t0 = Clock::now();
     fn();
     times.push_back(seconds_since(t0));
   }
+  return times;
+}
+
+Stats stats_of(std::vector<double> times) {
   std::sort(times.begin(), times.end());
   const size_t n = times.size();
   const double median = n % 2 ? times[n / 2] : 0.5 * (times[n / 2 - 1] + times[n / 2]);
   return Stats{median, times.front(), times.back(), static_cast<int>(n)};
+}
+
+Stats measure(const std::function<void()>& fn, const Budget& budget) {
+  return stats_of(time_reps(fn, budget));
 }
 
 std::string to_json_line(const BenchRow& row) {
@@ -196,30 +212,57 @@ std::string to_json_line(const BenchRow& row) {
   }
   j["gflops"] = row.gflops ? nlohmann::ordered_json(*row.gflops) : nullptr;
   j["gbps"] = row.gbps ? nlohmann::ordered_json(*row.gbps) : nullptr;
+  if (row.membw_gbps) j["membw_gbps"] = *row.membw_gbps;
   if (!row.skipped.empty()) j["skipped"] = row.skipped;
   return j.dump();
 }
 
-BenchRow measure_membw(const std::string& suite, int threads, const Budget& budget, size_t bytes) {
-  const int64_t n = static_cast<int64_t>(bytes / sizeof(float));
-  auto* buf = static_cast<float*>(cpu_allocate(bytes));
+ReadProbe::ReadProbe(int threads, size_t bytes)
+    : threads_(threads),
+      bytes_(bytes),
+      share_((static_cast<int64_t>(bytes / sizeof(float)) / threads) / 128 * 128),
+      buf_(static_cast<float*>(cpu_allocate(bytes))) {
+  // Each thread first-touches and later reads its own share.
+  on_threads(threads_, [&](int64_t t) {
+    float* p = buf_ + t * share_;
+    for (int64_t i = 0; i < share_; ++i) p[i] = 1.0f;
+  });
+}
+
+ReadProbe::~ReadProbe() {
+  cpu_free(buf_, bytes_);
+}
+
+void ReadProbe::run() const {
   const auto& f = cpu_features();
   float (*kernel)(const float*, int64_t) =
       f.avx512f ? read_avx512 : (f.avx2 ? read_avx2 : read_generic);
-  // Each thread first-touches and later reads its own share (a multiple of 128 floats).
-  const int64_t share = (n / threads) / 128 * 128;
-  on_threads(threads, [&](int64_t t) {
-    float* p = buf + t * share;
-    for (int64_t i = 0; i < share; ++i) p[i] = 1.0f;
-  });
-  const Stats s = measure(
-      [&] { on_threads(threads, [&](int64_t t) { g_sink = kernel(buf + t * share, share); }); },
-      budget);
-  cpu_free(buf, bytes);
-  BenchRow row{suite, fmt::format("stream_read/float32/{}", share * threads), "membw", threads};
+  on_threads(threads_, [&](int64_t t) { g_sink = kernel(buf_ + t * share_, share_); });
+}
+
+double ReadProbe::bytes_read() const {
+  return static_cast<double>(share_ * threads_ * static_cast<int64_t>(sizeof(float)));
+}
+
+BenchRow measure_membw(const std::string& suite, int threads, const Budget& budget, size_t bytes) {
+  const ReadProbe probe(threads, bytes);
+  const Stats s = measure([&] { probe.run(); }, budget);
+  const auto floats = static_cast<int64_t>(probe.bytes_read()) / int64_t{sizeof(float)};
+  BenchRow row{suite, fmt::format("stream_read/float32/{}", floats), "membw", threads};
   row.stats = s;
-  row.gbps = static_cast<double>(share * threads * sizeof(float)) / s.median_s / 1e9;
+  row.gbps = probe.bytes_read() / s.median_s / 1e9;
   return row;
+}
+
+Beside measure_beside(const std::function<void()>& fn, const ReadProbe& probe,
+                      const Budget& budget) {
+  Beside b;
+  b.times = time_reps(fn, budget, [&] {
+    const auto t0 = Clock::now();
+    probe.run();
+    b.probe_times.push_back(seconds_since(t0));
+  });
+  return b;
 }
 
 std::vector<BenchRow> measure_peak(const std::string& suite, int threads) {
@@ -258,6 +301,9 @@ std::vector<BenchRow> parse_json_rows(const std::string& text) {
       row.skipped = j["skipped"];
     } else {
       row.stats = Stats{j["median_s"], j["min_s"], j["max_s"], j["reps"]};
+      if (j.contains("times_s") && j["times_s"].is_array())
+        for (const auto& t : j["times_s"])
+          if (t.is_number()) row.times.push_back(t);
     }
     rows.push_back(row);
   }
@@ -302,6 +348,130 @@ std::vector<BenchRow> run_python_anchor(const std::string& script,
   cmd += fmt::format(" '{}' '{}'", TS_ORACLE_PYTHON, script);
   for (const auto& a : args) cmd += fmt::format(" '{}'", a);
   return run_anchor_command(cmd, script, note);
+}
+
+AnchorServer::AnchorServer(const std::string& script, const std::vector<std::string>& args,
+                           const std::vector<std::pair<std::string, std::string>>& env,
+                           std::string label)
+    : label_(std::move(label)) {
+  static int serial = 0;
+  err_path_ = fmt::format("/tmp/tessera-bench-{}-{}.err", ::getpid(), serial++);
+  std::vector<std::string> argv_s = {TS_ORACLE_PYTHON, script};
+  argv_s.insert(argv_s.end(), args.begin(), args.end());
+  argv_s.push_back("--serve");
+  std::vector<std::string> env_s;
+  for (char** e = environ; *e; ++e) {
+    const std::string_view kv(*e);
+    const bool overridden = std::any_of(env.begin(), env.end(), [&](const auto& p) {
+      return kv.substr(0, kv.find('=')) == p.first;
+    });
+    if (!overridden) env_s.emplace_back(kv);
+  }
+  for (const auto& [k, v] : env) env_s.push_back(k + "=" + v);
+  std::vector<char*> argv, envp;
+  for (auto& a : argv_s) argv.push_back(a.data());
+  for (auto& e : env_s) envp.push_back(e.data());
+  argv.push_back(nullptr);
+  envp.push_back(nullptr);
+
+  int sv[2];
+  if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+    note_ = fmt::format("{}: socketpair failed: {}", label_, std::strerror(errno));
+    return;
+  }
+  const int err = ::open(err_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  const pid_t pid = ::fork();
+  if (pid == 0) {
+    ::dup2(sv[1], 0);
+    ::dup2(sv[1], 1);
+    if (err >= 0) ::dup2(err, 2);
+    ::execve(argv[0], argv.data(), envp.data());
+    ::_exit(127);
+  }
+  if (err >= 0) ::close(err);
+  ::close(sv[1]);
+  if (pid < 0) {
+    ::close(sv[0]);
+    note_ = fmt::format("{}: fork failed: {}", label_, std::strerror(errno));
+    return;
+  }
+  pid_ = pid;
+  fd_ = sv[0];
+}
+
+AnchorServer::~AnchorServer() {
+  if (fd_ >= 0) ::close(fd_);  // the script reads end-of-file and returns
+  if (pid_ > 0) {
+    const auto start = Clock::now();
+    while (::waitpid(pid_, nullptr, WNOHANG) == 0) {
+      if (seconds_since(start) > 10) {
+        ::kill(pid_, SIGKILL);
+        ::waitpid(pid_, nullptr, 0);
+        break;
+      }
+      ::usleep(10'000);
+    }
+  }
+  std::remove(err_path_.c_str());
+}
+
+void AnchorServer::fail(const std::string& why) {
+  int status = -1;
+  if (pid_ > 0) {
+    if (::waitpid(pid_, &status, WNOHANG) == 0) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, &status, 0);
+    }
+    pid_ = -1;
+  }
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  std::ifstream f(err_path_);
+  const std::string err((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  const size_t cut = err.size() > 600 ? err.size() - 600 : 0;
+  std::string how;
+  if (status >= 0 && WIFEXITED(status))
+    how = fmt::format(" (exited with status {})", WEXITSTATUS(status));
+  else if (status >= 0 && WIFSIGNALED(status))
+    how = fmt::format(" (killed by signal {})", WTERMSIG(status));
+  note_ = fmt::format("{}: {}{}: {}", label_, why, how, err.substr(cut));
+}
+
+std::vector<BenchRow> AnchorServer::rows(const std::string& case_name, int threads,
+                                         double timeout_s) {
+  std::vector<BenchRow> out;
+  if (fd_ < 0) return out;
+  const std::string request = fmt::format("{} {}\n", case_name, threads);
+  if (::send(fd_, request.data(), request.size(), MSG_NOSIGNAL) !=
+      static_cast<ssize_t>(request.size())) {
+    fail("could not send it a case");
+    return out;
+  }
+  const auto start = Clock::now();
+  for (;;) {
+    for (size_t nl; (nl = pending_.find('\n')) != std::string::npos;) {
+      const std::string line = pending_.substr(0, nl);
+      pending_.erase(0, nl + 1);
+      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!j.is_discarded() && j.is_object() && j.value("done", false)) return out;
+      for (auto& r : parse_json_rows(line)) out.push_back(std::move(r));
+    }
+    const double left = timeout_s - seconds_since(start);
+    pollfd p{fd_, POLLIN, 0};
+    const int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left * 1000) + 1) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      fail(fmt::format("said nothing for {:.0f} s on {}", timeout_s, case_name));
+      return {};
+    }
+    char buf[4096];
+    const ssize_t got = ::recv(fd_, buf, sizeof(buf), 0);
+    if (got <= 0) {
+      fail(fmt::format("stopped while timing {}", case_name));
+      return {};
+    }
+    pending_.append(buf, static_cast<size_t>(got));
+  }
 }
 
 std::vector<BenchRow> run_torch_anchor(const std::string& script,

@@ -28,6 +28,12 @@ struct Budget {
   int max_reps = 50;
 };
 
+// The times of fn's repetitions (after its warm-up call); `between`, when given, runs untimed
+// before each timed repetition (its time counts toward the budget's min_time_s).
+std::vector<double> time_reps(const std::function<void()>& fn, const Budget& budget,
+                              const std::function<void()>& between = {});
+// Median and spread of repetition times (at least one).
+Stats stats_of(std::vector<double> times);
 Stats measure(const std::function<void()>& fn, const Budget& budget);
 
 // One JSON line. A skipped anchor has `skipped` set and no timings.
@@ -43,15 +49,15 @@ struct BenchRow {
   int threads = 1;
   std::optional<Stats> stats;
   std::optional<double> gflops, gbps;
-  std::string skipped;  // non-empty: this implementation did not run, and why
+  // The streaming read bandwidth measured alternately with this row's repetitions (see
+  // measure_beside): the limit under the same neighbours, for "% of bandwidth" columns.
+  std::optional<double> membw_gbps;
+  std::string skipped;        // non-empty: this implementation did not run, and why
+  std::vector<double> times;  // the repetitions' times, where the source kept them (not in JSON)
 };
 
 std::string to_json_line(const BenchRow& row);
 
-// Streaming read bandwidth in GB/s over a 256 MiB buffer (`bytes`: far beyond the caches, and
-// the size of the largest benchmark inputs, so both see the same page and TLB behaviour),
-// with `threads` threads of Tessera's pool, each summing its share with a multi-accumulator
-// AVX-512/AVX2 loop.
 // The first row of `rows` with this impl and thread count (and case, unless empty);
 // measured_only skips rows that were skipped (no stats).
 const BenchRow* find_row(const std::vector<BenchRow>& rows, const std::string& impl,
@@ -64,8 +70,42 @@ std::string openblas_kernel_note();
 // The `tessera info` line for the anchors the command links (libtessera does not).
 std::string anchor_info();
 
+// Streaming read bandwidth in GB/s over a 256 MiB buffer (`bytes`: far beyond the caches, and
+// the size of the largest benchmark inputs, so both see the same page and TLB behaviour),
+// with `threads` threads of Tessera's pool, each summing its share with a multi-accumulator
+// AVX-512/AVX2 loop.
 BenchRow measure_membw(const std::string& suite, int threads, const Budget& budget,
                        size_t bytes = size_t{256} << 20);
+
+// measure_membw's read loop with its buffer kept, so it can run between a case's repetitions.
+class ReadProbe {
+ public:
+  explicit ReadProbe(int threads, size_t bytes = size_t{256} << 20);
+  ~ReadProbe();
+  ReadProbe(const ReadProbe&) = delete;
+  ReadProbe& operator=(const ReadProbe&) = delete;
+
+  void run() const;  // one streaming pass over the buffer, on `threads` threads
+  double bytes_read() const;
+
+ private:
+  int threads_;
+  size_t bytes_;
+  int64_t share_;  // floats per thread, a multiple of 128
+  float* buf_;
+};
+
+// A case's repetition times and the probe's, taken in turns.
+struct Beside {
+  std::vector<double> times, probe_times;
+};
+
+// Times fn and the probe alternately, one repetition each, within fn's budget. On a shared
+// machine the bandwidth a neighbour leaves drifts within seconds; a limit measured minutes
+// apart from the case can flatter or wrong the ratio by 20%, one measured in between its
+// repetitions cannot.
+Beside measure_beside(const std::function<void()>& fn, const ReadProbe& probe,
+                      const Budget& budget);
 // float32 FMA peak (GFLOP/s) and, where the CPU has AVX512-BF16, the vdpbf16ps peak.
 std::vector<BenchRow> measure_peak(const std::string& suite, int threads);
 
@@ -86,6 +126,30 @@ std::vector<BenchRow> run_python_anchor(const std::string& script,
                                         const std::vector<std::string>& args,
                                         const std::vector<std::pair<std::string, std::string>>& env,
                                         std::string* note);
+
+// An anchor script in lockstep mode (its --serve flag; bench/anchor_common.py's serve()):
+// started once, then asked for one case at a time, so that a suite can take turns with it.
+class AnchorServer {
+ public:
+  AnchorServer(const std::string& script, const std::vector<std::string>& args,
+               const std::vector<std::pair<std::string, std::string>>& env, std::string label);
+  ~AnchorServer();
+  AnchorServer(const AnchorServer&) = delete;
+  AnchorServer& operator=(const AnchorServer&) = delete;
+
+  // The script's rows for one case at `threads` threads (none for a case it does not have),
+  // timed with the budget it was started with. Once the script has failed (exited, or said
+  // nothing for timeout_s), returns no rows and note() says why.
+  std::vector<BenchRow> rows(const std::string& case_name, int threads, double timeout_s = 900);
+  const std::string& note() const { return note_; }
+
+ private:
+  void fail(const std::string& why);
+
+  std::string label_, err_path_, note_, pending_;
+  int pid_ = -1;
+  int fd_ = -1;  // our end of a socket pair: the script's stdin and stdout
+};
 
 // Runs bench/<script> once per thread count with `args`, --threads and the budget's timing
 // flags, and OPENBLAS_NUM_THREADS / OMP_NUM_THREADS set to the count: Debian's PyTorch runs on
