@@ -39,6 +39,7 @@ void Window::tensor_register(const Tensor& tensor) {
            "tensor_register(): window (rank {}) already has a tensor registered (sizes {}); "
            "call tensor_deregister() first",
            rank_, fmt::join(sizes_[static_cast<size_t>(rank_)], ", "));
+  check_live("tensor_register");
   TS_CHECK(tensor.defined(), ValueError, "tensor_register(): argument 'tensor' is undefined");
   TS_CHECK(tensor.is_contiguous(), ValueError,
            "tensor_register(): argument 'tensor' must be contiguous, but got strides {}",
@@ -97,8 +98,10 @@ void Window::tensor_register(const Tensor& tensor) {
 
 void Window::tensor_deregister() {
   check_registered("tensor_deregister");
-  // Everything issued before is visible everywhere before any rank lets go of its peers.
-  fence();
+  // Everything issued before is visible everywhere before any rank lets go of its peers;
+  // once the communicator has ended there is no one to fence with, and the memory is let go
+  // here alone.
+  if (!communicator_ended()) fence();
   detach();
   registered_ = false;
   tensor_ = Tensor();
@@ -128,6 +131,7 @@ ScalarType Window::dtype() const {
 
 WorkPtr Window::put(const Tensor& src, int dst, int64_t dst_offset, bool /*async_op*/) {
   check_registered("put");
+  check_live("put");
   check_rank("put", "dst", dst);
   check_range("put", "src", src, dst, "dst_offset", dst_offset);
   do_put(src.data_ptr(), dst, dst_offset, src.numel());
@@ -137,6 +141,7 @@ WorkPtr Window::put(const Tensor& src, int dst, int64_t dst_offset, bool /*async
 
 WorkPtr Window::get(const Tensor& dst, int src_rank, int64_t src_offset, bool /*async_op*/) {
   check_registered("get");
+  check_live("get");
   check_rank("get", "src_rank", src_rank);
   check_range("get", "dst", dst, src_rank, "src_offset", src_offset);
   do_get(dst.data_ptr(), src_rank, src_offset, dst.numel());
@@ -145,6 +150,7 @@ WorkPtr Window::get(const Tensor& dst, int src_rank, int64_t src_offset, bool /*
 
 WorkPtr Window::accumulate(const Tensor& src, int dst, int64_t dst_offset, bool /*async_op*/) {
   check_registered("accumulate");
+  check_live("accumulate");
   check_rank("accumulate", "dst", dst);
   check_range("accumulate", "src", src, dst, "dst_offset", dst_offset);
   TS_CHECK(dtype_ != ScalarType::Bool && !is_complex(dtype_), TypeError,
@@ -155,12 +161,14 @@ WorkPtr Window::accumulate(const Tensor& src, int dst, int64_t dst_offset, bool 
 
 void Window::signal(int peer) {
   check_registered("signal");
+  check_live("signal");
   check_rank("signal", "peer", peer);
   do_signal(peer);
 }
 
 void Window::wait_signal(int peer, std::optional<Milliseconds> timeout) {
   check_registered("wait_signal");
+  check_live("wait_signal");
   check_rank("wait_signal", "peer", peer);
   const Milliseconds t = timeout.value_or(timeout_);
   TS_CHECK(t.count() >= 0, ValueError,
@@ -172,11 +180,13 @@ void Window::wait_signal(int peer, std::optional<Milliseconds> timeout) {
 
 void Window::flush() {
   check_registered("flush");
+  check_live("flush");
   do_flush();
 }
 
 void Window::fence() {
   check_registered("fence");
+  check_live("fence");
   do_flush();
   barrier("fence");
 }
@@ -197,6 +207,22 @@ void Window::check_registered(const char* op) const {
            "{}(): window (rank {} of {}, backend '{}') has no tensor registered (call "
            "tensor_register first; a deregistered window has none)",
            op, rank_, size_, backend_name_);
+}
+
+bool Window::communicator_ended() const {
+  return backend_->error() != nullptr;
+}
+
+void Window::check_live(const char* op) const {
+  if (!communicator_ended()) return;
+  const std::exception_ptr error = backend_->error();
+  TS_THROW(distributed::DistBackendError,
+           "{}(): window (rank {} of {}, backend '{}') belongs to a communicator that has ended "
+           "({}); an abort, destroy_process_group or a reconfigure ends every window made on "
+           "it, since its ranks no longer name the same processes: make a new window with "
+           "new_window() and register a tensor on it",
+           op, rank_, size_, backend_name_,
+           error ? exception_message(error) : std::string("it was shut down"));
 }
 
 void Window::check_rank(const char* op, const char* arg, int r) const {

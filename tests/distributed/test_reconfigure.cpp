@@ -6,6 +6,7 @@
 
 #include "dist_test_util.h"
 #include "tessera/distributed/flight_recorder.h"
+#include "tessera/distributed/window.h"
 
 namespace tessera::testing {
 namespace {
@@ -317,6 +318,87 @@ TEST_P(Reconfigure, BadOptionsAreRefusedAtOnceAndChangeNothing) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, Reconfigure, ::testing::Values("shm", "gloo"),
                          [](const auto& info) { return info.param; });
+
+// A window belongs to the communicator it was made on. After a reconfigure that renumbers the
+// ranks, the old window's ops throw before anything is written (its rank 0 is now another
+// process), deregistering releases it locally, and a window made in the new generation works
+// with the new ranks. Windows exist on shm (and mpi, which cannot reconfigure).
+TEST(ReconfigureWindow, AWindowEndsWithItsGenerationAndANewOneWorks) {
+  auto side = std::make_shared<dist::HashStore>(kTestTimeout);
+  run_world(
+      3,
+      [&](int r) {
+        dist::WindowPtr old = dist::new_window();
+        Tensor mine = dist::window_empty({8}, kFloat32);
+        old->tensor_register(mine);
+        old->put(full({1}, r + 1.0, TensorOptions(kFloat32)), (r + 1) % 3, r);
+        old->fence();
+        const std::vector<double> before = as_doubles(mine);
+        EXPECT_EQ(before[size_t((r + 2) % 3)], (r + 2) % 3 + 1.0);
+
+        dist::reconfigure(options("reordered", exchange(*side, "w", r, {2, 0, 1})))->wait();
+        const int nr = dist::get_rank();
+        EXPECT_EQ(nr, (r + 1) % 3);
+        Tensor one = full({1}, 99.0, TensorOptions(kFloat32));
+        EXPECT_THROW(old->put(one, 0, 0), dist::DistBackendError);
+        const std::vector<std::string> words = {"window (rank", "communicator that has ended",
+                                                "reconfigure", "new_window()"};
+        expect_error_mentions([&] { old->put(one, 1, 2); }, words);
+        expect_error_mentions([&] { old->get(one, 2, 0); }, words);
+        expect_error_mentions([&] { old->accumulate(one, 0, 1); }, words);
+        expect_error_mentions([&] { old->signal(1); }, words);
+        expect_error_mentions([&] { old->wait_signal(2); }, words);
+        expect_error_mentions([&] { old->flush(); }, words);
+        expect_error_mentions([&] { old->fence(); }, words);
+        EXPECT_EQ(old->get_tensor().numel(), 8);  // local queries still answer
+        sum_of_ranks();  // every rank has made its attempts: nothing was written through them
+        EXPECT_EQ(as_doubles(mine), before);
+        old->tensor_deregister();  // alone: nobody to fence with
+        EXPECT_FALSE(old->is_registered());
+
+        dist::WindowPtr w = dist::new_window();
+        Tensor t = dist::window_empty({4}, kFloat32);
+        w->tensor_register(t);
+        EXPECT_EQ(w->rank(), nr);
+        w->put(full({1}, 10.0 + nr, TensorOptions(kFloat32)), (nr + 1) % 3, 0);
+        w->wait_signal((nr + 2) % 3);
+        EXPECT_EQ(t[0].item<double>(), 10.0 + (nr + 2) % 3);
+        w->tensor_deregister();
+      },
+      "shm", kTestTimeout, true);
+}
+
+// A wait_signal in progress when its communicator is aborted ends with the abort, not at its
+// deadline.
+TEST(ReconfigureWindow, AnAbortEndsAWaitForASignal) {
+  auto side = std::make_shared<dist::HashStore>(kTestTimeout);
+  run_world(
+      2,
+      [&](int r) {
+        dist::WindowPtr w = dist::new_window();
+        Tensor mine = dist::window_empty({4}, kFloat32);
+        w->tensor_register(mine);
+        if (r == 0) {
+          std::thread aborter([group = dist::group_world()] {
+            std::this_thread::sleep_for(100ms);
+            group->abort("aborted while rank 0 waits");
+          });
+          const auto t0 = dist::Clock::now();
+          expect_error_mentions(
+              [&] { w->wait_signal(1, std::chrono::seconds(30)); },
+              {"wait_signal()", "communicator that has ended", "aborted while rank 0 waits"});
+          EXPECT_LT(dist::Clock::now() - t0, std::chrono::seconds(10));
+          aborter.join();
+          side->set("waited", dist::Bytes{1});
+        } else {  // never signals; ends its side once rank 0 is done
+          side->wait({"waited"}, kTestTimeout);
+          dist::group_world()->abort("rank 0 is done");
+        }
+        w->tensor_deregister();  // each alone
+        EXPECT_FALSE(w->is_registered());
+      },
+      "shm", kTestTimeout, true);
+}
 
 TEST(ReconfigureRefused, BackendsThatCannotRefuseTheFlagAndTheCalls) {
   auto store = std::make_shared<dist::HashStore>(kTestTimeout);

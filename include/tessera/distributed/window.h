@@ -34,6 +34,12 @@
 //     and what was given) are thrown before anything is written: a range past the peer's
 //     tensor, a dtype other than the window's, a rank outside the group, a window with no
 //     tensor registered (or deregistered).
+//   - A window belongs to the communicator it was made on. When that communicator ends (an
+//     abort, destroy_process_group, or a reconfigure, which starts a new generation with new
+//     ranks), every op but the local queries throws DistBackendError saying so, before
+//     anything is written: the old ranks no longer name the same processes. A wait_signal in
+//     progress ends the same way. tensor_deregister() then releases the memory locally (there
+//     is no one to fence with). Make a new window with new_window() in the new generation.
 //
 // Backends: shm (direct loads and stores into the peer's mapped memory; the registered tensor
 // must come from window_empty()) and mpi (MPI windows, passive target; any contiguous
@@ -119,6 +125,13 @@ class Window {
 
   Backend& backend() const { return *backend_; }
   Milliseconds timeout() const { return timeout_; }
+
+  // Whether the communicator this window was made on has ended (aborted, shut down, or
+  // replaced by a reconfigure). The default asks the backend for its error; a transport on
+  // the fast path of small puts answers from a flag.
+  virtual bool communicator_ended() const;
+  // Throws DistBackendError naming `op` when the communicator has ended.
+  void check_live(const char* op) const;
 
  private:
   void check_registered(const char* op) const;

@@ -233,6 +233,7 @@ void ShmBackend::abort(const std::string& reason) {
     if (error_) return;
     error_ = std::make_exception_ptr(DistBackendError(
         fmt::format("shm group '{}' (rank {}) was aborted: {}", group_name_, rank_, reason)));
+    ended_.store(true, std::memory_order_release);
     if (current_) works.push_back(current_);
     for (auto& e : queue_) works.push_back(e.work);
   }
@@ -251,6 +252,7 @@ void ShmBackend::shutdown() {
     std::lock_guard lock(mutex_);
     if (stopping_ && !progress_.joinable()) return;
     stopping_ = true;
+    ended_.store(true, std::memory_order_release);
   }
   if (comm_) comm_->wake_self();
   if (progress_.joinable()) progress_.join();  // every queued op is bounded by its deadline

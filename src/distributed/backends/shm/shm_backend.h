@@ -13,6 +13,7 @@
 // segment tells the peers. A mismatch between ranks (MismatchError) fails only its Work.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <map>
@@ -39,6 +40,8 @@ class ShmBackend : public OpBackend {
   void abort(const std::string& reason) override;
   void shutdown() override;
   std::exception_ptr error() const override;
+  // Aborted or shut down (a lock-free error() != nullptr || stopping, for windows' fast path).
+  bool ended() const { return ended_.load(std::memory_order_acquire); }
 
   // Suspend unmaps the segment and stops the progress thread; resume makes a new segment
   // through the store (under "resume/<n>/") and starts the thread again.
@@ -78,6 +81,7 @@ class ShmBackend : public OpBackend {
   enum class Driver { kNone, kProgress, kCaller } driver_ = Driver::kNone;
   std::exception_ptr error_;  // set once, by the first abort
   bool stopping_ = false;
+  std::atomic<bool> ended_{false};  // error_ or stopping_ set
   bool suspended_ = false;
   uint64_t suspend_count_ = 0;
   uint64_t next_seq_ = 0;

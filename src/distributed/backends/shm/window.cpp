@@ -164,8 +164,8 @@ enum HandleWord : size_t { kPid, kDataFd, kDataBytes, kDataOffset, kControlFd, k
 
 class ShmWindow : public Window {
  public:
-  ShmWindow(std::shared_ptr<Backend> backend, Milliseconds timeout, std::string group)
-      : Window(std::move(backend), timeout), group_(std::move(group)) {}
+  ShmWindow(std::shared_ptr<shm::ShmBackend> backend, Milliseconds timeout, std::string group)
+      : Window(backend, timeout), shm_(std::move(backend)), group_(std::move(group)) {}
   ~ShmWindow() override {
     if (is_registered()) detach();
   }
@@ -266,6 +266,7 @@ class ShmWindow : public Window {
     shm::wait_for(
         control_->wake, [&] { return count.load(std::memory_order_acquire) > consumed; },
         [&] {
+          check_live("wait_signal");
           TS_CHECK(Clock::now() < deadline, distributed::DistTimeoutError,
                    "wait_signal(): shm window of group '{}' (rank {}): no signal from rank {} "
                    "within {} ms ({} received, {} consumed)",
@@ -281,6 +282,8 @@ class ShmWindow : public Window {
     // Puts and gets completed in their calls; this orders them before what follows.
     std::atomic_thread_fence(std::memory_order_seq_cst);
   }
+
+  bool communicator_ended() const override { return shm_->ended(); }
 
  private:
   struct Peer {
@@ -323,6 +326,7 @@ class ShmWindow : public Window {
     }
   }
 
+  const std::shared_ptr<shm::ShmBackend> shm_;
   const std::string group_;
   Control* control_ = nullptr;
   int control_fd_ = -1;
@@ -358,7 +362,8 @@ namespace shm {
 std::shared_ptr<Window> ShmBackend::new_window() {
   TS_CHECK(!error(), distributed::DistBackendError, "new_window(): shm group '{}' was aborted: {}",
            group_name_, exception_message(error()));
-  return std::make_shared<ShmWindow>(shared_from_this(), timeout_, group_name_);
+  return std::make_shared<ShmWindow>(std::static_pointer_cast<ShmBackend>(shared_from_this()),
+                                     timeout_, group_name_);
 }
 
 }  // namespace shm
