@@ -157,8 +157,9 @@ void print_table(const std::vector<OpsCase>& cases, const std::vector<BenchRow>&
 int run_bench_ops(const BenchOptions& options) {
   const std::vector<int> threads = options.threads.empty() ? default_threads() : options.threads;
   // Each case takes `rounds` turns of Tessera, PyTorch and NumPy, each turn a warm-up call
-  // and one timed repetition: a neighbour's burst lasting a second hits all alike.
-  const int rounds = options.quick ? 3 : 15;
+  // (the anchors skip it after a call of 50 ms or more) and one timed repetition: a
+  // neighbour's burst lasting a second hits all alike.
+  const int rounds = options.quick ? 5 : 15;
   const Budget budget{1, 0, 1};
   const int saved_threads = get_num_threads();
   std::vector<BenchRow> rows;
