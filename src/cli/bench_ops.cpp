@@ -152,6 +152,51 @@ void print_table(const std::vector<OpsCase>& cases, const std::vector<BenchRow>&
   }
 }
 
+// One turn: a warm-up call and one timed repetition.
+constexpr Budget kTurn{1, 0, 1};
+
+// One case at `t` threads in `rounds` turns: Tessera (one repetition, the read probe right
+// before it; a warm-up call first), then each anchor (its own warm-up rule). Returns a row per
+// implementation, its median over the turns.
+std::vector<BenchRow> measure_in_turns(const OpsCase& c, int t, int rounds, const ReadProbe& probe,
+                                       const std::vector<AnchorServer*>& anchors) {
+  std::map<std::string, BenchRow> gathered;  // impl -> its row, times gathered over the turns
+  std::vector<double> probe_times;
+  for (int round = 0; round < rounds; ++round) {
+    BenchRow& ts = gathered.try_emplace("tessera", "ops", c.name, "tessera", t).first->second;
+    if (ts.skipped.empty()) {
+      set_num_threads(t);
+      try {
+        Beside b = measure_beside(c.run, probe, kTurn);
+        ts.times.insert(ts.times.end(), b.times.begin(), b.times.end());
+        probe_times.insert(probe_times.end(), b.probe_times.begin(), b.probe_times.end());
+      } catch (const Error& e) {
+        ts.skipped = e.what();
+      }
+    }
+    for (AnchorServer* a : anchors) {
+      for (auto& r : a->rows(c.name, t)) {
+        auto [it, first] = gathered.try_emplace(r.impl, r);
+        if (!first) it->second.times.insert(it->second.times.end(), r.times.begin(), r.times.end());
+      }
+    }
+  }
+  std::vector<BenchRow> rows;
+  for (auto& [impl, r] : gathered) {
+    if (r.skipped.empty() && !r.times.empty()) {
+      r.stats = stats_of(r.times);
+      r.gbps = c.bytes / r.stats->median_s / 1e9;
+      if (impl == "tessera")
+        r.membw_gbps = probe.bytes_read() / stats_of(probe_times).median_s / 1e9;
+    } else {
+      if (r.skipped.empty()) r.skipped = "no repetitions were timed";
+      r.stats.reset();
+    }
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
+
 }  // namespace
 
 int run_bench_ops(const BenchOptions& options) {
@@ -160,7 +205,6 @@ int run_bench_ops(const BenchOptions& options) {
   // (the anchors skip it after a call of 50 ms or more) and one timed repetition: a
   // neighbour's burst lasting a second hits all alike.
   const int rounds = options.quick ? 5 : 15;
-  const Budget budget{1, 0, 1};
   const int saved_threads = get_num_threads();
   std::vector<BenchRow> rows;
 
@@ -186,9 +230,9 @@ int run_bench_ops(const BenchOptions& options) {
   // The anchors run beside us, in lockstep: PyTorch sets its thread count per case; NumPy's
   // threads come from the environment, so there is one NumPy per thread count.
   const std::string dir = TS_BENCH_SCRIPT_DIR;
-  const std::vector<std::string> timing = {"--reps",     std::to_string(budget.min_reps),
-                                           "--min-time", fmt::format("{}", budget.min_time_s),
-                                           "--max-reps", std::to_string(budget.max_reps)};
+  const std::vector<std::string> timing = {"--reps",     std::to_string(kTurn.min_reps),
+                                           "--min-time", fmt::format("{}", kTurn.min_time_s),
+                                           "--max-reps", std::to_string(kTurn.max_reps)};
   std::vector<std::unique_ptr<AnchorServer>> anchors;
   anchors.push_back(std::make_unique<AnchorServer>(
       dir + "/torch_ops.py", timing, std::vector<std::pair<std::string, std::string>>{}, "torch"));
@@ -209,41 +253,8 @@ int run_bench_ops(const BenchOptions& options) {
     for (const auto& c : cases) {
       std::fprintf(stderr, "bench ops: %d thread(s): [%zu/%zu] %s\n", t, ++done, cases.size(),
                    c.name.c_str());
-      // impl -> the row being gathered over the rounds
-      std::map<std::string, BenchRow> gathered;
-      std::vector<double> probe_times;
-      for (int round = 0; round < rounds; ++round) {
-        BenchRow& ts = gathered.try_emplace("tessera", "ops", c.name, "tessera", t).first->second;
-        if (ts.skipped.empty()) {
-          set_num_threads(t);
-          try {
-            Beside b = measure_beside(c.run, probe, budget);
-            ts.times.insert(ts.times.end(), b.times.begin(), b.times.end());
-            probe_times.insert(probe_times.end(), b.probe_times.begin(), b.probe_times.end());
-          } catch (const Error& e) {
-            ts.skipped = e.what();
-          }
-        }
-        for (AnchorServer* a : {anchors.front().get(), numpy[t]}) {
-          for (auto& r : a->rows(c.name, t)) {
-            auto [it, first] = gathered.try_emplace(r.impl, r);
-            if (!first)
-              it->second.times.insert(it->second.times.end(), r.times.begin(), r.times.end());
-          }
-        }
-      }
-      for (auto& [impl, r] : gathered) {
-        if (r.skipped.empty() && !r.times.empty()) {
-          r.stats = stats_of(r.times);
-          r.gbps = c.bytes / r.stats->median_s / 1e9;
-          if (impl == "tessera")
-            r.membw_gbps = probe.bytes_read() / stats_of(probe_times).median_s / 1e9;
-        } else {
-          if (r.skipped.empty()) r.skipped = "no repetitions were timed";
-          r.stats.reset();
-        }
+      for (auto& r : measure_in_turns(c, t, rounds, probe, {anchors.front().get(), numpy[t]}))
         rows.push_back(std::move(r));
-      }
     }
   }
   set_num_threads(saved_threads);
