@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <utility>
+
 #include "tessera/distributed/backend.h"
 #include "tessera/ops/factory.h"
 
@@ -32,7 +34,9 @@ Window::Window(std::shared_ptr<Backend> backend, Milliseconds timeout)
       done_get_(completed_work(backend_name_ + ":window_get")),
       done_accumulate_(completed_work(backend_name_ + ":window_accumulate")) {}
 
-Window::~Window() = default;
+Window::~Window() {
+  stop_async();
+}
 
 void Window::tensor_register(const Tensor& tensor) {
   TS_CHECK(!registered_, ValueError,
@@ -100,8 +104,9 @@ void Window::tensor_deregister() {
   check_registered("tensor_deregister");
   // Everything issued before is visible everywhere before any rank lets go of its peers;
   // once the communicator has ended there is no one to fence with, and the memory is let go
-  // here alone.
+  // here alone (queued asynchronous ops fail at once then: nothing is written).
   if (!communicator_ended()) fence();
+  drain("tensor_deregister");
   detach();
   registered_ = false;
   tensor_ = Tensor();
@@ -129,33 +134,50 @@ ScalarType Window::dtype() const {
   return dtype_;
 }
 
-WorkPtr Window::put(const Tensor& src, int dst, int64_t dst_offset, bool /*async_op*/) {
+WorkPtr Window::put(const Tensor& src, int dst, int64_t dst_offset, bool async_op) {
   check_registered("put");
   check_live("put");
   check_rank("put", "dst", dst);
   check_range("put", "src", src, dst, "dst_offset", dst_offset);
-  do_put(src.data_ptr(), dst, dst_offset, src.numel());
-  do_signal(dst);
+  const void* from = src.data_ptr();
+  const int64_t count = src.numel();
+  auto run = [this, from, dst, dst_offset, count] {
+    do_put(from, dst, dst_offset, count);
+    do_signal(dst);
+  };
+  if (async_op && async_capable()) return submit("put", {src}, std::move(run));
+  drain("put");
+  run();
   return done_put_;
 }
 
-WorkPtr Window::get(const Tensor& dst, int src_rank, int64_t src_offset, bool /*async_op*/) {
+WorkPtr Window::get(const Tensor& dst, int src_rank, int64_t src_offset, bool async_op) {
   check_registered("get");
   check_live("get");
   check_rank("get", "src_rank", src_rank);
   check_range("get", "dst", dst, src_rank, "src_offset", src_offset);
-  do_get(dst.data_ptr(), src_rank, src_offset, dst.numel());
+  void* to = dst.data_ptr();
+  const int64_t count = dst.numel();
+  auto run = [this, to, src_rank, src_offset, count] { do_get(to, src_rank, src_offset, count); };
+  if (async_op && async_capable()) return submit("get", {dst}, std::move(run));
+  drain("get");
+  run();
   return done_get_;
 }
 
-WorkPtr Window::accumulate(const Tensor& src, int dst, int64_t dst_offset, bool /*async_op*/) {
+WorkPtr Window::accumulate(const Tensor& src, int dst, int64_t dst_offset, bool async_op) {
   check_registered("accumulate");
   check_live("accumulate");
   check_rank("accumulate", "dst", dst);
   check_range("accumulate", "src", src, dst, "dst_offset", dst_offset);
   TS_CHECK(dtype_ != ScalarType::Bool && !is_complex(dtype_), TypeError,
            "accumulate(): the window's dtype {} has no sum; expected a real numeric dtype", dtype_);
-  if (src.numel() > 0) do_accumulate(src, dst, dst_offset);
+  auto run = [this, src, dst, dst_offset] {
+    if (src.numel() > 0) do_accumulate(src, dst, dst_offset);
+  };
+  if (async_op && async_capable()) return submit("accumulate", {src}, std::move(run));
+  drain("accumulate");
+  run();
   return done_accumulate_;
 }
 
@@ -163,6 +185,7 @@ void Window::signal(int peer) {
   check_registered("signal");
   check_live("signal");
   check_rank("signal", "peer", peer);
+  drain("signal");  // after the data of the puts issued before it
   do_signal(peer);
 }
 
@@ -181,14 +204,91 @@ void Window::wait_signal(int peer, std::optional<Milliseconds> timeout) {
 void Window::flush() {
   check_registered("flush");
   check_live("flush");
+  drain("flush");
   do_flush();
+  rethrow_async_error("flush");
 }
 
 void Window::fence() {
   check_registered("fence");
   check_live("fence");
+  drain("fence");
   do_flush();
   barrier("fence");
+  rethrow_async_error("fence");  // after the barrier: the other ranks are not left in it
+}
+
+// ---- asynchronous ops --------------------------------------------------------------------
+
+WorkPtr Window::submit(const char* op, std::vector<Tensor> keep, std::function<void()> run) {
+  auto work = std::make_shared<Work>(fmt::format("{}:window_{}", backend_name_, op),
+                                     std::move(keep), timeout_);
+  std::lock_guard lock(async_mutex_);
+  if (!async_thread_.joinable()) async_thread_ = std::thread([this] { async_loop(); });
+  async_queue_.push_back({op, std::move(run), work});
+  async_cv_.notify_all();
+  return work;
+}
+
+void Window::async_loop() {
+  std::unique_lock lock(async_mutex_);
+  for (;;) {
+    async_cv_.wait(lock, [&] { return async_stop_ || !async_queue_.empty(); });
+    if (async_queue_.empty()) return;  // stopping, and everything queued has run
+    Pending p = std::move(async_queue_.front());
+    async_queue_.pop_front();
+    async_running_ = true;
+    lock.unlock();
+    p.work->mark_started();
+    std::exception_ptr error;
+    try {
+      check_live(p.op);  // a reconfigure since the call: the old ranks are other processes now
+      p.run();
+    } catch (...) {
+      error = std::current_exception();
+    }
+    if (error) {
+      p.work->mark_failed(WorkStatus::ERROR, error);
+    } else {
+      p.work->mark_completed();
+    }
+    lock.lock();
+    async_running_ = false;
+    if (error && !async_error_) async_error_ = error;
+    async_cv_.notify_all();
+  }
+}
+
+void Window::drain(const char* op) {
+  std::unique_lock lock(async_mutex_);
+  if (!async_thread_.joinable()) return;
+  TS_CHECK(
+      async_cv_.wait_for(lock, timeout_, [&] { return async_queue_.empty() && !async_running_; }),
+      distributed::DistTimeoutError,
+      "{}(): window (rank {} of {}, backend '{}'): the asynchronous operations issued before "
+      "it did not finish within the timeout ({} ms)",
+      op, rank_, size_, backend_name_, timeout_.count());
+}
+
+void Window::rethrow_async_error(const char* op) {
+  std::exception_ptr error;
+  {
+    std::lock_guard lock(async_mutex_);
+    error = std::exchange(async_error_, nullptr);
+  }
+  if (error)
+    TS_THROW(distributed::DistBackendError,
+             "{}(): window (rank {} of {}, backend '{}'): an asynchronous operation failed: {}", op,
+             rank_, size_, backend_name_, exception_message(error));
+}
+
+void Window::stop_async() {
+  {
+    std::lock_guard lock(async_mutex_);
+    async_stop_ = true;
+  }
+  async_cv_.notify_all();
+  if (async_thread_.joinable()) async_thread_.join();
 }
 
 void Window::barrier(const char* op) {

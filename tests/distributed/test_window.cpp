@@ -243,6 +243,60 @@ TEST_P(Window, ErrorsWriteNothing) {
   });
 }
 
+// async_op = true: the ops run on the window's own thread in issue order (a put's signal
+// follows its data), flush() completes them, and their Works say so. (On mpi they complete in
+// the call; the same checks hold.) Bad arguments still throw in the call, with nothing queued.
+TEST_P(Window, AsyncPutsLandInIssueOrderAndFlushCompletesThem) {
+  run_window(GetParam(), kFloat32, [&](int r, int n, dist::Window& w) {
+    const int next = (r + 1) % n, prev = (r + n - 1) % n;
+    auto value = [](int from, int64_t i) {
+      return i < 5 ? -1.0 - from : from * 1000.0 + static_cast<double>(i / 10 * 100 + i % 10);
+    };
+    std::vector<dist::WorkPtr> works;
+    for (int k = 0; k < 4; ++k) {
+      Tensor src = filled(kFloat32, 10, [&](int64_t i) { return r * 1000.0 + k * 100.0 + i; });
+      works.push_back(w.put(src, next, 10 * k, /*async_op=*/true));
+    }
+    // Over the first put's elements: issued later, lands later.
+    works.push_back(w.put(filled(kFloat32, 5, [&](int64_t) { return -1.0 - r; }), next, 0, true));
+    EXPECT_THROW(w.put(empty({2}, TensorOptions(kFloat32)), next, window_numel(next) - 1, true),
+                 IndexError);
+    w.flush();
+    for (const auto& work : works) {
+      EXPECT_TRUE(work->is_success());
+#ifndef TESSERA_TEST_MPI
+      EXPECT_EQ(work->result().size(), 1u);  // it ran on the window's thread, holding its source
+#endif
+    }
+    for (int k = 0; k < 5; ++k) w.wait_signal(prev);  // five puts, five signals
+    const std::vector<double> got = values(w.get_tensor());
+    for (int64_t i = 0; i < 40; ++i) EXPECT_EQ(got[size_t(i)], value(prev, i)) << "element " << i;
+    w.fence();
+  });
+}
+
+TEST_P(Window, AsyncGetAndAccumulateCompleteThroughTheirWork) {
+  run_window(GetParam(), kFloat32, [&](int r, int n, dist::Window& w) {
+    const int next = (r + 1) % n;
+    float* mine = w.get_tensor().data_ptr<float>();
+    for (int64_t i = 0; i < window_numel(r); ++i) mine[i] = static_cast<float>(r * 1000 + i);
+    w.fence();
+    Tensor got = empty({7}, TensorOptions(kFloat32));
+    dist::WorkPtr g = w.get(got, next, 3, /*async_op=*/true);
+    g->wait();
+    EXPECT_TRUE(g->is_success());
+    for (int64_t i = 0; i < 7; ++i) EXPECT_EQ(values(got)[size_t(i)], next * 1000.0 + 3 + i);
+    w.fence();  // every get has read before anyone accumulates
+    dist::WorkPtr a = w.accumulate(ones({10}, TensorOptions(kFloat32)), 0, 50, /*async_op=*/true);
+    a->wait();
+    EXPECT_TRUE(a->is_success());
+    w.fence();
+    if (r == 0) {
+      for (int64_t i = 50; i < 60; ++i) EXPECT_EQ(mine[i], static_cast<float>(i + n)) << i;
+    }
+  });
+}
+
 TEST_P(Window, RegisterNeedsOneDtype) {
   if (GetParam().world < 2) GTEST_SKIP() << "needs two ranks";
   run_ranks(GetParam(), [&](int r, dist::Backend& b) {

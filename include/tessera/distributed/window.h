@@ -20,9 +20,18 @@
 //     for this rank returns, the data is there. get(dst, src_rank, off) reads the other way.
 //     accumulate(src, dst, off) adds src element-wise into dst's tensor; concurrent
 //     accumulates into one rank's tensor from any ranks are atomic with respect to each
-//     other (not to plain puts). put, get and accumulate complete before they return; the
-//     returned Work is completed and holds no tensors (async_op is accepted for API parity
-//     and changes nothing).
+//     other (not to plain puts). By default put, get and accumulate complete before they
+//     return, and the returned Work is completed and holds no tensors.
+//   - async_op = true (shm): the op is checked at once (every error below is still thrown by
+//     the call, with nothing queued), then runs on the window's own thread, in issue order
+//     with the other asynchronous ops; the returned Work completes when its bytes have moved
+//     (a put's signal follows its data) and keeps its tensor alive until then: do not write a
+//     put's source, or read a get's destination, before it completes. Every other op of the
+//     window (a blocking put, get or accumulate, signal, flush, fence, tensor_deregister) first
+//     waits for the asynchronous ops issued before it, so program order holds; flush() then
+//     throws the first asynchronous failure since the last flush (its Work holds it too).
+//     On mpi, MPI_Put/MPI_Get already return before the transfer; there async_op completes
+//     in the call, as the blocking form does.
 //   - signal(peer) increments the count of signals peer holds from this rank;
 //     wait_signal(peer) waits until this rank holds one from `peer` and consumes it: two
 //     signals take two waits, extras stay counted. Its wait ends at its timeout (the group's
@@ -50,10 +59,15 @@
 // shutdown ends it).
 #pragma once
 
+#include <condition_variable>
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "tessera/core/tensor.h"
@@ -133,7 +147,27 @@ class Window {
   // Throws DistBackendError naming `op` when the communicator has ended.
   void check_live(const char* op) const;
 
+  // Whether do_put, do_get, do_accumulate and do_signal may run on the window's own thread
+  // (async_op = true); otherwise those ops complete in the call.
+  virtual bool async_capable() const { return false; }
+  // Runs the queued asynchronous ops and joins the window's thread. A transport's destructor
+  // calls it before it releases anything those ops use.
+  void stop_async();
+
  private:
+  struct Pending {
+    const char* op;
+    std::function<void()> run;
+    WorkPtr work;
+  };
+  // Queues `run` for the window's thread; its Work keeps `keep` alive.
+  WorkPtr submit(const char* op, std::vector<Tensor> keep, std::function<void()> run);
+  // Waits (at most the window's timeout) until every asynchronous op issued so far has run.
+  void drain(const char* op);
+  void async_loop();
+  // The first asynchronous failure since the last flush, as DistBackendError naming `op`.
+  void rethrow_async_error(const char* op);
+
   void check_registered(const char* op) const;
   void check_rank(const char* op, const char* arg, int r) const;
   // `t` is a contiguous tensor of the window's dtype, [offset, offset + t.numel()) lies within
@@ -153,6 +187,14 @@ class Window {
   std::vector<int64_t> numels_;
   std::vector<std::vector<int64_t>> sizes_;
   std::vector<uint64_t> consumed_;  // signals taken from each peer
+
+  std::mutex async_mutex_;
+  std::condition_variable async_cv_;
+  std::deque<Pending> async_queue_;
+  bool async_running_ = false;  // the window's thread runs an op
+  bool async_stop_ = false;
+  std::exception_ptr async_error_;  // the first failure since the last flush
+  std::thread async_thread_;        // started by the first asynchronous op
 };
 
 using WindowPtr = std::shared_ptr<Window>;

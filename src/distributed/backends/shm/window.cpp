@@ -167,6 +167,7 @@ class ShmWindow : public Window {
   ShmWindow(std::shared_ptr<shm::ShmBackend> backend, Milliseconds timeout, std::string group)
       : Window(backend, timeout), shm_(std::move(backend)), group_(std::move(group)) {}
   ~ShmWindow() override {
+    stop_async();  // queued puts still write through the mappings detach() releases
     if (is_registered()) detach();
   }
 
@@ -284,6 +285,8 @@ class ShmWindow : public Window {
   }
 
   bool communicator_ended() const override { return shm_->ended(); }
+  // Loads and stores into mapped memory, any thread.
+  bool async_capable() const override { return true; }
 
  private:
   struct Peer {
