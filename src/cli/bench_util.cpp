@@ -152,16 +152,14 @@ void on_threads(int threads, const std::function<void(int64_t)>& fn) {
 BenchRow peak_row(const std::string& suite, const std::string& case_name, int threads,
                   double flops_per_iter, float (*kernel)(int64_t)) {
   const int64_t iters = 20'000'000;
-  std::vector<double> rates;
+  std::vector<double> times;
   for (int rep = 0; rep < 5; ++rep) {
     const auto t0 = Clock::now();
     on_threads(threads, [&](int64_t) { g_sink = kernel(iters); });
-    rates.push_back(seconds_since(t0));
+    times.push_back(seconds_since(t0));
   }
-  std::sort(rates.begin(), rates.end());
   BenchRow row{suite, case_name, "peak", threads};
-  row.stats =
-      Stats{rates[rates.size() / 2], rates.front(), rates.back(), static_cast<int>(rates.size())};
+  row.stats = stats_of(std::move(times));
   row.gflops = flops_per_iter * static_cast<double>(iters) * threads / row.stats->median_s / 1e9;
   return row;
 }
@@ -284,6 +282,26 @@ std::vector<BenchRow> measure_peak(const std::string& suite, int threads) {
   return rows;
 }
 
+namespace {
+
+// A JSON object with a "case" as a BenchRow; nothing for anything else.
+std::optional<BenchRow> row_of(const nlohmann::json& j) {
+  if (j.is_discarded() || !j.is_object() || !j.contains("case")) return std::nullopt;
+  BenchRow row{j.value("suite", std::string("ops")), j["case"], j.value("impl", std::string()),
+               j.value("threads", 1)};
+  if (j.contains("skipped") && j["skipped"].is_string()) {
+    row.skipped = j["skipped"];
+  } else {
+    row.stats = Stats{j["median_s"], j["min_s"], j["max_s"], j["reps"]};
+    if (j.contains("times_s") && j["times_s"].is_array())
+      for (const auto& t : j["times_s"])
+        if (t.is_number()) row.times.push_back(t);
+  }
+  return row;
+}
+
+}  // namespace
+
 std::vector<BenchRow> parse_json_rows(const std::string& text) {
   std::vector<BenchRow> rows;
   size_t pos = 0;
@@ -293,19 +311,8 @@ std::vector<BenchRow> parse_json_rows(const std::string& text) {
     const std::string line = text.substr(pos, end - pos);
     pos = end + 1;
     if (line.empty() || line[0] != '{') continue;
-    const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.contains("case")) continue;
-    BenchRow row{j.value("suite", std::string("ops")), j["case"], j.value("impl", std::string()),
-                 j.value("threads", 1)};
-    if (j.contains("skipped") && j["skipped"].is_string()) {
-      row.skipped = j["skipped"];
-    } else {
-      row.stats = Stats{j["median_s"], j["min_s"], j["max_s"], j["reps"]};
-      if (j.contains("times_s") && j["times_s"].is_array())
-        for (const auto& t : j["times_s"])
-          if (t.is_number()) row.times.push_back(t);
-    }
-    rows.push_back(row);
+    if (auto row = row_of(nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false)))
+      rows.push_back(std::move(*row));
   }
   return rows;
 }
@@ -454,7 +461,7 @@ std::vector<BenchRow> AnchorServer::rows(const std::string& case_name, int threa
       pending_.erase(0, nl + 1);
       const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (!j.is_discarded() && j.is_object() && j.value("done", false)) return out;
-      for (auto& r : parse_json_rows(line)) out.push_back(std::move(r));
+      if (auto row = row_of(j)) out.push_back(std::move(*row));
     }
     const double left = timeout_s - seconds_since(start);
     pollfd p{fd_, POLLIN, 0};

@@ -134,6 +134,15 @@ ScalarType Window::dtype() const {
   return dtype_;
 }
 
+template <class Run>
+WorkPtr Window::issue(const char* op, bool async_op, const Tensor& keep, Run&& run,
+                      const WorkPtr& done) {
+  if (async_op && async_capable()) return submit(op, {keep}, std::forward<Run>(run));
+  drain(op);
+  run();
+  return done;
+}
+
 WorkPtr Window::put(const Tensor& src, int dst, int64_t dst_offset, bool async_op) {
   check_registered("put");
   check_live("put");
@@ -145,10 +154,7 @@ WorkPtr Window::put(const Tensor& src, int dst, int64_t dst_offset, bool async_o
     do_put(from, dst, dst_offset, count);
     do_signal(dst);
   };
-  if (async_op && async_capable()) return submit("put", {src}, std::move(run));
-  drain("put");
-  run();
-  return done_put_;
+  return issue("put", async_op, src, std::move(run), done_put_);
 }
 
 WorkPtr Window::get(const Tensor& dst, int src_rank, int64_t src_offset, bool async_op) {
@@ -159,10 +165,7 @@ WorkPtr Window::get(const Tensor& dst, int src_rank, int64_t src_offset, bool as
   void* to = dst.data_ptr();
   const int64_t count = dst.numel();
   auto run = [this, to, src_rank, src_offset, count] { do_get(to, src_rank, src_offset, count); };
-  if (async_op && async_capable()) return submit("get", {dst}, std::move(run));
-  drain("get");
-  run();
-  return done_get_;
+  return issue("get", async_op, dst, std::move(run), done_get_);
 }
 
 WorkPtr Window::accumulate(const Tensor& src, int dst, int64_t dst_offset, bool async_op) {
@@ -172,13 +175,10 @@ WorkPtr Window::accumulate(const Tensor& src, int dst, int64_t dst_offset, bool 
   check_range("accumulate", "src", src, dst, "dst_offset", dst_offset);
   TS_CHECK(dtype_ != ScalarType::Bool && !is_complex(dtype_), TypeError,
            "accumulate(): the window's dtype {} has no sum; expected a real numeric dtype", dtype_);
-  auto run = [this, src, dst, dst_offset] {
+  auto run = [this, src, dst, dst_offset] {  // src by value: an asynchronous run comes later
     if (src.numel() > 0) do_accumulate(src, dst, dst_offset);
   };
-  if (async_op && async_capable()) return submit("accumulate", {src}, std::move(run));
-  drain("accumulate");
-  run();
-  return done_accumulate_;
+  return issue("accumulate", async_op, src, std::move(run), done_accumulate_);
 }
 
 void Window::signal(int peer) {
@@ -226,6 +226,7 @@ WorkPtr Window::submit(const char* op, std::vector<Tensor> keep, std::function<v
   std::lock_guard lock(async_mutex_);
   if (!async_thread_.joinable()) async_thread_ = std::thread([this] { async_loop(); });
   async_queue_.push_back({op, std::move(run), work});
+  async_outstanding_.fetch_add(1, std::memory_order_relaxed);
   async_cv_.notify_all();
   return work;
 }
@@ -237,7 +238,6 @@ void Window::async_loop() {
     if (async_queue_.empty()) return;  // stopping, and everything queued has run
     Pending p = std::move(async_queue_.front());
     async_queue_.pop_front();
-    async_running_ = true;
     lock.unlock();
     p.work->mark_started();
     std::exception_ptr error;
@@ -253,17 +253,18 @@ void Window::async_loop() {
       p.work->mark_completed();
     }
     lock.lock();
-    async_running_ = false;
     if (error && !async_error_) async_error_ = error;
+    async_outstanding_.fetch_sub(1, std::memory_order_release);  // after its bytes and error
     async_cv_.notify_all();
   }
 }
 
 void Window::drain(const char* op) {
+  if (async_outstanding_.load(std::memory_order_acquire) == 0) return;  // no lock on the hot path
   std::unique_lock lock(async_mutex_);
-  if (!async_thread_.joinable()) return;
   TS_CHECK(
-      async_cv_.wait_for(lock, timeout_, [&] { return async_queue_.empty() && !async_running_; }),
+      async_cv_.wait_for(lock, timeout_,
+                         [&] { return async_outstanding_.load(std::memory_order_acquire) == 0; }),
       distributed::DistTimeoutError,
       "{}(): window (rank {} of {}, backend '{}'): the asynchronous operations issued before "
       "it did not finish within the timeout ({} ms)",

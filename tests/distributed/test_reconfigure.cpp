@@ -319,6 +319,14 @@ TEST_P(Reconfigure, BadOptionsAreRefusedAtOnceAndChangeNothing) {
 INSTANTIATE_TEST_SUITE_P(Backends, Reconfigure, ::testing::Values("shm", "gloo"),
                          [](const auto& info) { return info.param; });
 
+// A new window of the world with a float32 tensor of `numel` zeros registered.
+std::pair<dist::WindowPtr, Tensor> registered_window(int64_t numel) {
+  dist::WindowPtr w = dist::new_window();
+  Tensor t = dist::window_empty({numel}, kFloat32);
+  w->tensor_register(t);
+  return {w, t};
+}
+
 // A window belongs to the communicator it was made on. After a reconfigure that renumbers the
 // ranks, the old window's ops throw before anything is written (its rank 0 is now another
 // process), deregistering releases it locally, and a window made in the new generation works
@@ -328,9 +336,7 @@ TEST(ReconfigureWindow, AWindowEndsWithItsGenerationAndANewOneWorks) {
   run_world(
       3,
       [&](int r) {
-        dist::WindowPtr old = dist::new_window();
-        Tensor mine = dist::window_empty({8}, kFloat32);
-        old->tensor_register(mine);
+        auto [old, mine] = registered_window(8);
         old->put(full({1}, r + 1.0, TensorOptions(kFloat32)), (r + 1) % 3, r);
         old->fence();
         const std::vector<double> before = as_doubles(mine);
@@ -356,9 +362,7 @@ TEST(ReconfigureWindow, AWindowEndsWithItsGenerationAndANewOneWorks) {
         old->tensor_deregister();  // alone: nobody to fence with
         EXPECT_FALSE(old->is_registered());
 
-        dist::WindowPtr w = dist::new_window();
-        Tensor t = dist::window_empty({4}, kFloat32);
-        w->tensor_register(t);
+        auto [w, t] = registered_window(4);
         EXPECT_EQ(w->rank(), nr);
         w->put(full({1}, 10.0 + nr, TensorOptions(kFloat32)), (nr + 1) % 3, 0);
         w->wait_signal((nr + 2) % 3);
@@ -375,9 +379,7 @@ TEST(ReconfigureWindow, AnAbortEndsAWaitForASignal) {
   run_world(
       2,
       [&](int r) {
-        dist::WindowPtr w = dist::new_window();
-        Tensor mine = dist::window_empty({4}, kFloat32);
-        w->tensor_register(mine);
+        auto [w, mine] = registered_window(4);
         if (r == 0) {
           std::thread aborter([group = dist::group_world()] {
             std::this_thread::sleep_for(100ms);

@@ -59,6 +59,7 @@
 // shutdown ends it).
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
@@ -160,6 +161,11 @@ class Window {
     std::function<void()> run;
     WorkPtr work;
   };
+  // put, get and accumulate once checked: `run` queued for the window's thread (async_op on a
+  // transport that can; its Work keeps `keep` alive), or run here after the asynchronous ops
+  // issued before it, returning `done`.
+  template <class Run>
+  WorkPtr issue(const char* op, bool async_op, const Tensor& keep, Run&& run, const WorkPtr& done);
   // Queues `run` for the window's thread; its Work keeps `keep` alive.
   WorkPtr submit(const char* op, std::vector<Tensor> keep, std::function<void()> run);
   // Waits (at most the window's timeout) until every asynchronous op issued so far has run.
@@ -191,7 +197,9 @@ class Window {
   std::mutex async_mutex_;
   std::condition_variable async_cv_;
   std::deque<Pending> async_queue_;
-  bool async_running_ = false;  // the window's thread runs an op
+  // Asynchronous ops issued and not yet run (queued or running): a blocking op that finds 0
+  // goes on without taking the mutex (the 8-byte put is a hot path).
+  std::atomic<int64_t> async_outstanding_{0};
   bool async_stop_ = false;
   std::exception_ptr async_error_;  // the first failure since the last flush
   std::thread async_thread_;        // started by the first asynchronous op
