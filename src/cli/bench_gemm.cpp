@@ -13,19 +13,18 @@
 // implementation writes a preallocated row-major C = A B (alpha 1, beta 0), so no allocation is
 // timed.
 //
-// Threads: Tessera's pool at each thread count; OpenBLAS with openblas_set_num_threads(t)
-// (restored to 1 afterwards: Tessera's other OpenBLAS calls assume one thread), BLIS and oneDNN
-// (both OpenMP) with their own thread setters, all run after every Tessera row so their
-// spinning workers cannot disturb ours; PyTorch with set_num_threads(t)
-// and OPENBLAS_NUM_THREADS=t (see below).
-// A note says which OpenBLAS kernel ran (OPENBLAS_CORETYPE in the environment overrides its
-// cpuid choice). "% peak" is GFLOP/s over the `peak` row (AVX-512 or AVX2 FMA loop) of the same
-// thread count; "x openblas" / "x torch" are anchor median / Tessera median (higher is better).
+// Every implementation of a case takes turns with the others (see Turns below), the FMA loop
+// among them. A note says which OpenBLAS kernel ran (OPENBLAS_CORETYPE in the environment
+// overrides its cpuid choice). "% peak" is GFLOP/s over the FMA loop (AVX-512 or AVX2) timed in
+// the same turns; "x openblas" / "x torch" are anchor median / Tessera median (higher is
+// better).
 #include <cblas.h>
 
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -37,6 +36,7 @@
 #include "cli/bench_util.h"
 #include "gemm/epilogue.h"
 #include "gemm/gemm.h"
+#include "tessera/core/parallel.h"
 #include "tessera/tessera.h"
 
 namespace tessera::cli {
@@ -85,6 +85,76 @@ Operands make_operands(const GemmShape& s) {
   fill(o.b, 2);
   fill(o.c, 3);
   return o;
+}
+
+// ---------------------------------------------------------------- turns
+// Every implementation of a case takes turns with the others (take_turns): on this shared
+// machine what a neighbour leaves drifts within seconds, and rows measured minutes apart
+// compared the neighbours, not the libraries. The FMA loop takes its turns too, so "% peak" is
+// against the peak under the same neighbours.
+//
+// Threads: Tessera's pool; OpenBLAS with openblas_set_num_threads (back to 1 after its turn:
+// Tessera's other OpenBLAS calls assume one thread); BLIS and oneDNN (OpenMP) with their own
+// setters; PyTorch through one lockstep script per thread count, since Debian's PyTorch runs mm
+// on OpenBLAS, whose thread count is OPENBLAS_NUM_THREADS at load time. After a multi-threaded
+// turn a library's workers keep spinning (OpenBLAS's for about 0.1 s, OpenMP's for
+// milliseconds) and would take a core from the next contender: it waits them out (settle_s).
+constexpr double kOpenBlasSpin = 0.2, kOmpSpin = 0.05;
+
+struct Turns {
+  std::vector<int> threads;
+  bool quick = false;
+  int rounds = 5;
+  Budget turn;
+  std::map<int, std::unique_ptr<AnchorServer>> torch_servers;  // thread count -> PyTorch
+
+  AnchorServer* torch(int t) const {
+    const auto it = torch_servers.find(t);
+    return it == torch_servers.end() ? nullptr : it->second.get();
+  }
+
+  // One case's rows at t threads, GFLOP/s from `flops`.
+  std::vector<BenchRow> take(const std::string& name, double flops, int t,
+                             const std::vector<Contender>& cs) const {
+    std::vector<BenchRow> rows = take_turns("gemm", name, t, rounds, turn, cs);
+    for (auto& r : rows)
+      if (r.stats) r.gflops = flops / r.stats->median_s / 1e9;
+    if (const BenchRow* ts = find_row(rows, "tessera", name, t, /*measured_only=*/true))
+      std::fprintf(stderr, "bench gemm: %s %d thread(s): tessera %.1f GFLOP/s\n", name.c_str(), t,
+                   *ts->gflops);
+    return rows;
+  }
+};
+
+std::function<void()> tessera_threads(int t) {
+  return [t] { set_num_threads(t); };
+}
+
+Contender openblas_contender(int t, std::function<void()> run) {
+  return {.impl = "openblas",
+          .run = std::move(run),
+          .enter = [t] { openblas_set_num_threads(t); },
+          .leave = [] { openblas_set_num_threads(1); },
+          .settle_s = t > 1 ? kOpenBlasSpin : 0};
+}
+
+Contender blis_contender(const BlisAnchor* blis, int t, std::function<void()> run) {
+  return {.impl = "blis",
+          .run = std::move(run),
+          .enter = [blis, t] { blis->set_threads(t); },
+          .leave = [blis] { blis->set_threads(1); },
+          .settle_s = t > 1 ? kOmpSpin : 0};
+}
+
+Contender dnnl_contender(std::string impl, int t, std::function<void()> run) {
+  return {.impl = std::move(impl),
+          .run = std::move(run),
+          .enter = [t] { DnnlMatmul::set_threads(t); },
+          .settle_s = t > 1 ? kOmpSpin : 0};
+}
+
+Contender script_contender(AnchorServer* script, int t) {
+  return {.script = script, .settle_s = t > 1 ? kOpenBlasSpin : 0};
 }
 
 // C = A B for row-major A (m x k) and B (k x n); c may be null (an epilogue's problem).
@@ -152,51 +222,37 @@ void run_openblas_unfused(const FusedCase& f, const Operands& o, const Tensor& b
   Tensor s = g.sum({1});
 }
 
-std::vector<BenchRow> bench_fused(const std::vector<GemmShape>& shapes, bool quick,
-                                  const std::vector<int>& threads, const Budget& budget,
+std::vector<BenchRow> bench_fused(const std::vector<GemmShape>& shapes, const Turns& turns,
                                   const std::string& filter) {
   std::vector<FusedCase> cases;
   for (const auto& s : shapes) cases.push_back({s, false});
   std::vector<GemmShape> heavy = {{4096, 64, 4096}};
-  if (!quick) heavy.push_back({8192, 128, 8192});
+  if (!turns.quick) heavy.push_back({8192, 128, 8192});
   for (const auto& s : heavy)
     for (bool bf16 : {false, true}) cases.push_back({s, bf16});
   std::erase_if(cases,
                 [&](const FusedCase& f) { return f.name().find(filter) == std::string::npos; });
   std::vector<BenchRow> rows;
-  const int saved = get_num_threads();
   for (const auto& f : cases) {
-    const bool anchor = f.s.k <= 128;  // the output-heavy shapes
     const FusedOperands fo = make_fused_operands(f);
-    for (int t : threads) {
-      set_num_threads(t);
-      BenchRow row{"gemm", f.name(), "tessera", t};
-      row.stats = measure([&] { run_tessera_fused(f, fo); }, budget);
-      row.gflops = f.s.flops() / row.stats->median_s / 1e9;
-      rows.push_back(row);
-      std::fprintf(stderr, "bench gemm: %s tessera %d thread(s): %.1f GFLOP/s\n", f.name().c_str(),
-                   t, *row.gflops);
-      // The bare GEMM of the same shape, measured right after (this machine is shared: an
-      // adjacent pair compares better than the main table's row from minutes earlier).
-      const Operands o = make_operands(f.s);
-      BenchRow bare{"gemm", f.name(), "tessera-bare", t};
-      bare.stats = measure([&] { run_tessera(f.s, o); }, budget);
-      bare.gflops = f.s.flops() / bare.stats->median_s / 1e9;
-      rows.push_back(bare);
-    }
-    set_num_threads(saved);
-    if (!anchor) continue;
     const Operands o = make_operands(f.s);
-    for (int t : threads) {
-      set_num_threads(t);
-      openblas_set_num_threads(t);
-      BenchRow row{"gemm", f.name(), "openblas", t};
-      row.stats = measure([&] { run_openblas_unfused(f, o, fo.bias); }, budget);
-      row.gflops = f.s.flops() / row.stats->median_s / 1e9;
-      rows.push_back(row);
+    for (int t : turns.threads) {
+      // The bare GEMM of the same shape takes turns with the fused one (the overhead goal), and
+      // at the output-heavy shapes OpenBLAS followed by eager passes (the ATen way).
+      std::vector<Contender> cs = {{.impl = "tessera",
+                                    .run = [&] { run_tessera_fused(f, fo); },
+                                    .enter = tessera_threads(t)},
+                                   {.impl = "tessera-bare",
+                                    .run = [&] { run_tessera(f.s, o); },
+                                    .enter = tessera_threads(t)}};
+      if (f.s.k <= 128) {
+        Contender ob = openblas_contender(t, [&] { run_openblas_unfused(f, o, fo.bias); });
+        const auto enter = ob.enter;
+        ob.enter = [=] { enter(), set_num_threads(t); };  // the eager passes run on our pool
+        cs.push_back(ob);
+      }
+      for (auto& r : turns.take(f.name(), f.s.flops(), t, cs)) rows.push_back(std::move(r));
     }
-    openblas_set_num_threads(1);
-    set_num_threads(saved);
   }
   return rows;
 }
@@ -211,17 +267,14 @@ struct BatchedShape {
   double flops() const { return 2.0 * batch * m * n * k; }
 };
 
-std::vector<BenchRow> bench_batched(const std::vector<int>& threads, const Budget& budget,
-                                    const std::string& filter, std::vector<std::string>& notes) {
+std::vector<BenchRow> bench_batched(const Turns& turns, const std::string& filter) {
   std::vector<BatchedShape> shapes = {{1000, 32, 32, 32}};
   std::erase_if(shapes,
                 [&](const BatchedShape& s) { return s.name().find(filter) == std::string::npos; });
   std::vector<BenchRow> rows;
-  if (shapes.empty()) return rows;
   std::string why;
   const BlisAnchor* blis = BlisAnchor::get(&why);
   const bool dnnl = DnnlMatmul::available(&why);
-  const int saved = get_num_threads();
   for (const auto& s : shapes) {
     const GemmShape one{s.m, s.k, s.n};
     Operands o{empty({s.batch, s.m, s.k}, kFloat32), empty({s.batch, s.k, s.n}, kFloat32),
@@ -231,46 +284,34 @@ std::vector<BenchRow> bench_batched(const std::vector<int>& threads, const Budge
     const float *a = o.a.data_ptr<float>(), *b = o.b.data_ptr<float>();
     float* c = o.c.data_ptr<float>();
     const int64_t as = s.m * s.k, bs = s.k * s.n, cs = s.m * s.n;
-    auto add = [&](const char* impl, int t, const std::function<void()>& fn) {
-      BenchRow row{"gemm", s.name(), impl, t};
-      row.stats = measure(fn, budget);
-      row.gflops = s.flops() / row.stats->median_s / 1e9;
-      rows.push_back(row);
-    };
-    for (int t : threads) {
-      set_num_threads(t);
-      add("tessera", t, [&] {
-        gemm::gemm_strided_batched(row_major_problem(one, o.a, o.b, &o.c), s.batch, as, bs, cs);
-      });
-    }
-    set_num_threads(saved);
-    for (int t : threads) {  // anchors after every Tessera row (their workers spin afterwards)
-      openblas_set_num_threads(t);
-      add("openblas", t, [&] {
-        for (int64_t i = 0; i < s.batch; ++i)
-          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f, a + i * as,
-                      s.k, b + i * bs, s.n, 0.0f, c + i * cs, s.n);
-      });
-      openblas_set_num_threads(1);
+    for (int t : turns.threads) {
+      std::vector<Contender> contenders = {
+          {.impl = "tessera",
+           .run =
+               [&] {
+                 gemm::gemm_strided_batched(row_major_problem(one, o.a, o.b, &o.c), s.batch, as, bs,
+                                            cs);
+               },
+           .enter = tessera_threads(t)},
+          openblas_contender(t, [&] {
+            for (int64_t i = 0; i < s.batch; ++i)
+              cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f,
+                          a + i * as, s.k, b + i * bs, s.n, 0.0f, c + i * cs, s.n);
+          })};
       if (blis) {
-        blis->set_threads(t);
-        add("blis", t, [&] {
+        contenders.push_back(blis_contender(blis, t, [&] {
           for (int64_t i = 0; i < s.batch; ++i)
             blis->sgemm(s.m, s.n, s.k, a + i * as, b + i * bs, c + i * cs);
-        });
-        blis->set_threads(1);
+        }));
       }
+      std::unique_ptr<DnnlMatmul> mm;
       if (dnnl) {
         DnnlMatmul::set_threads(t);
-        DnnlMatmul mm(s.m, s.k, s.n, kFloat32, kFloat32, false, b, s.batch);
-        add("onednn", t, [&] { mm.run(a, c); });
+        mm = std::make_unique<DnnlMatmul>(s.m, s.k, s.n, kFloat32, kFloat32, false, b, s.batch);
+        contenders.push_back(dnnl_contender("onednn", t, [&] { mm->run(a, c); }));
       }
-    }
-    for (auto& r : run_torch_anchor("torch_gemm.py",
-                                    {"--cases", fmt::format("{}x{}x{}x{}", s.batch, s.m, s.k, s.n)},
-                                    threads, budget, "torch", notes)) {
-      if (r.case_name == s.name() && r.stats) r.gflops = s.flops() / r.stats->median_s / 1e9;
-      rows.push_back(r);
+      if (AnchorServer* torch = turns.torch(t)) contenders.push_back(script_contender(torch, t));
+      for (auto& r : turns.take(s.name(), s.flops(), t, contenders)) rows.push_back(std::move(r));
     }
   }
   return rows;
@@ -301,49 +342,42 @@ void print_batched_table(const std::vector<BenchRow>& rows, const std::vector<in
   }
 }
 
-// BLIS and oneDNN (plain and prepacked weights) on the float32 shapes, after every Tessera row.
-std::vector<BenchRow> bench_other_anchors(const std::vector<GemmShape>& shapes,
-                                          const std::vector<int>& threads, const Budget& budget,
-                                          std::vector<std::string>& notes) {
-  std::vector<BenchRow> rows;
-  auto add = [&](const GemmShape& s, const char* impl, int t, const std::function<void()>& fn) {
-    BenchRow row{"gemm", s.name(), impl, t};
-    row.stats = measure(fn, budget);
-    row.gflops = s.flops() / row.stats->median_s / 1e9;
-    rows.push_back(row);
-  };
+// One float32 shape at `t` threads: the FMA probe, Tessera (B packed per call, and prepacked
+// once), OpenBLAS, BLIS, oneDNN (plain and prepacked weights) and PyTorch, in turns.
+std::vector<BenchRow> bench_shape(const GemmShape& s, int t, const Turns& turns) {
+  const Operands o = make_operands(s);
+  const gemm::PackedB packed(ScalarType::Float32, s.k, s.n, o.b.data_ptr(), s.n, 1);
+  const gemm::GemmProblem p = row_major_problem(s, o.a, o.b, &o.c);
+  const PeakProbe peak = fma_peak_probe(t);
+  std::vector<Contender> cs;
+  if (peak.run) cs.push_back({.impl = "fma-peak", .run = peak.run});
+  cs.push_back({.impl = "tessera", .run = [&] { run_tessera(s, o); }, .enter = tessera_threads(t)});
+  cs.push_back({.impl = "tessera-prepacked",
+                .run = [&] { gemm::gemm_prepacked(p, packed); },
+                .enter = tessera_threads(t)});
+  cs.push_back(openblas_contender(t, [&] { run_openblas(s, o); }));
   std::string why;
   if (const BlisAnchor* blis = BlisAnchor::get(&why)) {
-    if (!shapes.empty()) notes.push_back(blis->note());
-    for (int t : threads) {
-      blis->set_threads(t);
-      for (const auto& s : shapes) {
-        const Operands o = make_operands(s);
-        add(s, "blis", t, [&] {
-          blis->sgemm(s.m, s.n, s.k, o.a.data_ptr<float>(), o.b.data_ptr<float>(),
-                      o.c.data_ptr<float>());
-        });
-      }
-    }
-    blis->set_threads(1);
-  } else if (!shapes.empty()) {
-    notes.push_back("blis skipped: " + why);
+    cs.push_back(blis_contender(blis, t, [&, blis] {
+      blis->sgemm(s.m, s.n, s.k, o.a.data_ptr<float>(), o.b.data_ptr<float>(),
+                  o.c.data_ptr<float>());
+    }));
   }
+  std::vector<std::unique_ptr<DnnlMatmul>> dnnl;  // built at t threads (oneDNN plans for them)
   if (DnnlMatmul::available(&why)) {
-    for (int t : threads) {
-      DnnlMatmul::set_threads(t);
-      for (const auto& s : shapes) {
-        const Operands o = make_operands(s);
-        for (bool prepacked : {false, true}) {
-          DnnlMatmul mm(s.m, s.k, s.n, kFloat32, kFloat32, prepacked, o.b.data_ptr());
-          add(s, prepacked ? "onednn-prepacked" : "onednn", t,
-              [&] { mm.run(o.a.data_ptr(), o.c.data_ptr()); });
-        }
-      }
+    DnnlMatmul::set_threads(t);
+    for (bool prepacked : {false, true}) {
+      dnnl.push_back(std::make_unique<DnnlMatmul>(s.m, s.k, s.n, kFloat32, kFloat32, prepacked,
+                                                  o.b.data_ptr()));
+      DnnlMatmul* mm = dnnl.back().get();
+      cs.push_back(dnnl_contender(prepacked ? "onednn-prepacked" : "onednn", t,
+                                  [&o, mm] { mm->run(o.a.data_ptr(), o.c.data_ptr()); }));
     }
-  } else if (!shapes.empty()) {
-    notes.push_back("onednn skipped: " + why);
   }
+  if (AnchorServer* torch = turns.torch(t)) cs.push_back(script_contender(torch, t));
+  std::vector<BenchRow> rows = turns.take(s.name(), s.flops(), t, cs);
+  for (auto& r : rows)
+    if (r.impl == "fma-peak" && r.stats) r.gflops = peak.flops / r.stats->median_s / 1e9;
   return rows;
 }
 
@@ -358,8 +392,10 @@ void print_table(const std::vector<GemmShape>& shapes, const std::vector<BenchRo
         peak_name = r.case_name;
       }
     const BenchRow* bw = find_row(rows, "membw", "", t);
-    std::printf("\ngemm, %d thread%s: peak %.1f GFLOP/s (%s); membw %.1f GB/s\n", t,
-                t == 1 ? "" : "s", peak, peak_name.c_str(), bw && bw->gbps ? *bw->gbps : NAN);
+    std::printf(
+        "\ngemm, %d thread%s: peak %.1f GFLOP/s (%s; %% peak is against the FMA loop "
+        "timed in turns with each case); membw %.1f GB/s\n",
+        t, t == 1 ? "" : "s", peak, peak_name.c_str(), bw && bw->gbps ? *bw->gbps : NAN);
     // Each anchor as "GFLOP/s ratio" (anchor median / Tessera median, higher is better).
     const char* anchors[] = {"openblas", "blis", "onednn", "onednn-prepacked", "torch"};
     std::printf("%-28s %9s %8s %7s %7s %9s %8s", "case", "ms", "GFLOP/s", "% peak", "x best",
@@ -374,9 +410,12 @@ void print_table(const std::vector<GemmShape>& shapes, const std::vector<BenchRo
       for (const char* a : {"openblas", "blis", "onednn"})
         if (const BenchRow* r = find_row(rows, a, s.name(), t); r && r->stats)
           best = std::isnan(best) ? r->stats->median_s : std::min(best, r->stats->median_s);
+      // % of the peak measured in the same turns (the run's `peak` row where it is missing).
+      const BenchRow* turn_peak = find_row(rows, "fma-peak", s.name(), t, /*measured_only=*/true);
+      const double limit = turn_peak ? *turn_peak->gflops : peak;
       std::string line = fmt::format("{:<28} {:9.3f} {:8.1f} {:6.1f}% {:6.2f}x", s.name(),
                                      ts->stats->median_s * 1e3, *ts->gflops,
-                                     100 * *ts->gflops / peak, best / ts->stats->median_s);
+                                     100 * *ts->gflops / limit, best / ts->stats->median_s);
       // Prepacked Tessera against prepacked oneDNN.
       const BenchRow* tp = find_row(rows, "tessera-prepacked", s.name(), t);
       const BenchRow* dp = find_row(rows, "onednn-prepacked", s.name(), t);
@@ -427,8 +466,13 @@ void print_fused_table(const std::vector<BenchRow>& rows, const std::vector<int>
 }  // namespace
 
 int run_bench_gemm(const BenchOptions& options) {
-  const std::vector<int> threads = options.threads.empty() ? default_threads() : options.threads;
-  const Budget budget = options.quick ? Budget{3, 0.2, 20} : Budget{5, 1.0, 50};
+  Turns turns;
+  turns.threads = options.threads.empty() ? default_threads() : options.threads;
+  turns.quick = options.quick;
+  // Each turn: a warm-up call (skipped after a call of 50 ms or more) and at least one timed
+  // repetition within 30 ms; a case's median is over all its turns.
+  turns.rounds = options.quick ? 5 : 11;
+  turns.turn = Budget{1, 0.03, 2000};
   const int saved_threads = get_num_threads();
   std::vector<GemmShape> shapes = make_shapes(options.quick);
   const std::vector<GemmShape> all_shapes = shapes;  // the fused cases filter by their own names
@@ -436,71 +480,57 @@ int run_bench_gemm(const BenchOptions& options) {
     return s.name().find(options.filter) == std::string::npos;
   });
   std::vector<BenchRow> rows;
-
-  for (int t : threads) {
+  for (int t : turns.threads) {
     rows.push_back(measure_membw("gemm", t, Budget{3, 0.2, 10}));
     for (auto& r : measure_peak("gemm", t)) rows.push_back(r);
   }
 
-  for (const auto& s : shapes) {
-    const Operands o = make_operands(s);
-    for (int t : threads) {
-      set_num_threads(t);
-      BenchRow row{"gemm", s.name(), "tessera", t};
-      row.stats = measure([&] { run_tessera(s, o); }, budget);
-      row.gflops = s.flops() / row.stats->median_s / 1e9;
-      std::fprintf(stderr, "bench gemm: %s tessera %d thread(s): %.1f GFLOP/s\n", s.name().c_str(),
-                   t, *row.gflops);
-      rows.push_back(row);
-      // The same product with B packed once beforehand (a Linear weight's case).
-      const gemm::PackedB packed(ScalarType::Float32, s.k, s.n, o.b.data_ptr(), s.n, 1);
-      gemm::GemmProblem p = row_major_problem(s, o.a, o.b, &o.c);
-      BenchRow pk{"gemm", s.name(), "tessera-prepacked", t};
-      pk.stats = measure([&] { gemm::gemm_prepacked(p, packed); }, budget);
-      pk.gflops = s.flops() / pk.stats->median_s / 1e9;
-      rows.push_back(pk);
-    }
-    set_num_threads(saved_threads);
-  }
-  for (auto& r : bench_fused(all_shapes, options.quick, threads, budget, options.filter))
-    rows.push_back(r);
-  // OpenBLAS after every Tessera row: its threads spin for a while after each call.
-  for (int t : threads) {
-    openblas_set_num_threads(t);
-    for (const auto& s : shapes) {
-      const Operands o = make_operands(s);
-      BenchRow row{"gemm", s.name(), "openblas", t};
-      row.stats = measure([&] { run_openblas(s, o); }, budget);
-      row.gflops = s.flops() / row.stats->median_s / 1e9;
-      rows.push_back(row);
-    }
-  }
-  openblas_set_num_threads(1);
-
   std::vector<std::string> notes;
   notes.push_back(openblas_kernel_note());
-  for (auto& r : bench_other_anchors(shapes, threads, budget, notes)) rows.push_back(r);
+  std::string why;
+  if (const BlisAnchor* blis = BlisAnchor::get(&why))
+    notes.push_back(blis->note());
+  else
+    notes.push_back("blis skipped: " + why);
+  if (!DnnlMatmul::available(&why)) notes.push_back("onednn skipped: " + why);
   std::string cases;
+  for (const auto& s : shapes)
+    cases += fmt::format("{}{}x{}x{}", cases.empty() ? "" : ",", s.m, s.k, s.n);
+  for (int t : turns.threads) {
+    const std::string ts = std::to_string(t);
+    turns.torch_servers[t] = std::make_unique<AnchorServer>(
+        std::string(TS_BENCH_SCRIPT_DIR) + "/torch_gemm.py",
+        std::vector<std::string>{"--cases", cases.empty() ? "1x1x1" : cases, "--reps",
+                                 std::to_string(turns.turn.min_reps), "--min-time",
+                                 fmt::format("{}", turns.turn.min_time_s), "--max-reps",
+                                 std::to_string(turns.turn.max_reps)},
+        std::vector<std::pair<std::string, std::string>>{{"OPENBLAS_NUM_THREADS", ts},
+                                                         {"OMP_NUM_THREADS", ts}},
+        fmt::format("torch ({} threads)", t));
+  }
+
+  size_t done = 0;
   for (const auto& s : shapes) {
-    if (!cases.empty()) cases += ',';
-    cases += fmt::format("{}x{}x{}", s.m, s.k, s.n);
+    std::fprintf(stderr, "bench gemm: [%zu/%zu] %s\n", ++done, shapes.size(), s.name().c_str());
+    for (int t : turns.threads)
+      for (auto& r : bench_shape(s, t, turns)) rows.push_back(std::move(r));
   }
-  if (!shapes.empty()) {
-    for (auto& r :
-         run_torch_anchor("torch_gemm.py", {"--cases", cases}, threads, budget, "torch", notes)) {
-      for (const auto& s : shapes)
-        if (r.case_name == s.name() && r.stats) r.gflops = s.flops() / r.stats->median_s / 1e9;
-      rows.push_back(r);
-    }
-  }
+  for (auto& r : bench_fused(all_shapes, turns, options.filter)) rows.push_back(std::move(r));
+  for (auto& r : bench_batched(turns, options.filter)) rows.push_back(std::move(r));
+  set_num_threads(saved_threads);
+  for (const auto& [t, server] : turns.torch_servers)
+    if (!server->note().empty()) notes.push_back(server->note());
+  turns.torch_servers.clear();  // the scripts end before the low-precision suite's anchors run
+  for (const auto& r : rows)
+    if (!r.skipped.empty() && r.impl != "peak")
+      notes.push_back(
+          fmt::format("{} {} ({} threads) skipped: {}", r.impl, r.case_name, r.threads, r.skipped));
 
-  const std::vector<BenchRow> batched = bench_batched(threads, budget, options.filter, notes);
-  rows.insert(rows.end(), batched.begin(), batched.end());
-
-  print_table(shapes, rows, threads);
-  print_fused_table(rows, threads);
-  print_batched_table(rows, threads);
-  bench_gemm_lowp(options, threads, budget, rows, notes);
+  print_table(shapes, rows, turns.threads);
+  print_fused_table(rows, turns.threads);
+  print_batched_table(rows, turns.threads);
+  const Budget budget = options.quick ? Budget{3, 0.2, 20} : Budget{5, 1.0, 50};
+  bench_gemm_lowp(options, turns.threads, budget, rows, notes);
   return finish_bench("gemm", notes, options.json_path, rows);
 }
 

@@ -156,43 +156,23 @@ void print_table(const std::vector<OpsCase>& cases, const std::vector<BenchRow>&
 constexpr Budget kTurn{1, 0, 1};
 
 // One case at `t` threads in `rounds` turns: Tessera (one repetition, the read probe right
-// before it; a warm-up call first), then each anchor (its own warm-up rule). Returns a row per
-// implementation, its median over the turns.
+// before it; a warm-up call first unless its last call took 50 ms), then each anchor. Returns a row
+// per implementation, its median over the turns.
 std::vector<BenchRow> measure_in_turns(const OpsCase& c, int t, int rounds, const ReadProbe& probe,
                                        const std::vector<AnchorServer*>& anchors) {
-  std::map<std::string, BenchRow> gathered;  // impl -> its row, times gathered over the turns
   std::vector<double> probe_times;
-  for (int round = 0; round < rounds; ++round) {
-    BenchRow& ts = gathered.try_emplace("tessera", "ops", c.name, "tessera", t).first->second;
-    if (ts.skipped.empty()) {
-      set_num_threads(t);
-      try {
-        Beside b = measure_beside(c.run, probe, kTurn);
-        ts.times.insert(ts.times.end(), b.times.begin(), b.times.end());
-        probe_times.insert(probe_times.end(), b.probe_times.begin(), b.probe_times.end());
-      } catch (const Error& e) {
-        ts.skipped = e.what();
-      }
-    }
-    for (AnchorServer* a : anchors) {
-      for (auto& r : a->rows(c.name, t)) {
-        auto [it, first] = gathered.try_emplace(r.impl, r);
-        if (!first) it->second.times.insert(it->second.times.end(), r.times.begin(), r.times.end());
-      }
-    }
-  }
-  std::vector<BenchRow> rows;
-  for (auto& [impl, r] : gathered) {
-    if (r.skipped.empty() && !r.times.empty()) {
-      r.stats = stats_of(r.times);
-      r.gbps = c.bytes / r.stats->median_s / 1e9;
-      if (impl == "tessera")
-        r.membw_gbps = probe.bytes_read() / stats_of(probe_times).median_s / 1e9;
-    } else {
-      if (r.skipped.empty()) r.skipped = "no repetitions were timed";
-      r.stats.reset();
-    }
-    rows.push_back(std::move(r));
+  std::vector<Contender> contenders = {
+      {.impl = "tessera",
+       .run = c.run,
+       .enter = [t] { set_num_threads(t); },
+       .between = [&] { probe_times.push_back(probe.timed_run()); }}};
+  for (AnchorServer* a : anchors) contenders.push_back({.script = a});
+  std::vector<BenchRow> rows = take_turns("ops", c.name, t, rounds, kTurn, contenders);
+  for (auto& r : rows) {
+    if (!r.stats) continue;
+    r.gbps = c.bytes / r.stats->median_s / 1e9;
+    if (r.impl == "tessera")
+      r.membw_gbps = probe.bytes_read() / stats_of(probe_times).median_s / 1e9;
   }
   return rows;
 }

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <thread>
 
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
@@ -167,8 +168,8 @@ BenchRow peak_row(const std::string& suite, const std::string& case_name, int th
 }  // namespace
 
 std::vector<double> time_reps(const std::function<void()>& fn, const Budget& budget,
-                              const std::function<void()>& between) {
-  fn();  // warm-up: page faults, caches, lazily built plans, threads woken
+                              const std::function<void()>& between, bool warm_up) {
+  if (warm_up) fn();  // page faults, caches, lazily built plans, threads woken
   std::vector<double> times;
   const auto start = Clock::now();
   while (static_cast<int>(times.size()) < budget.max_reps &&
@@ -252,15 +253,27 @@ BenchRow measure_membw(const std::string& suite, int threads, const Budget& budg
   return row;
 }
 
-Beside measure_beside(const std::function<void()>& fn, const ReadProbe& probe,
-                      const Budget& budget) {
-  Beside b;
-  b.times = time_reps(fn, budget, [&] {
-    const auto t0 = Clock::now();
-    probe.run();
-    b.probe_times.push_back(seconds_since(t0));
-  });
-  return b;
+double ReadProbe::timed_run() const {
+  const auto t0 = Clock::now();
+  run();
+  return seconds_since(t0);
+}
+
+PeakProbe fma_peak_probe(int threads) {
+  const auto& f = cpu_features();
+  constexpr int64_t iters = 1'000'000;  // ~2-3 ms at 2 FMAs a cycle
+  PeakProbe p;
+  float (*kernel)(int64_t) = nullptr;
+  if (f.avx512f && f.fma) {
+    kernel = fma_avx512, p.flops = 2.0 * 16 * kChains;
+  } else if (f.avx2 && f.fma) {
+    kernel = fma_avx2, p.flops = 2.0 * 8 * kChains;
+  } else {
+    return p;
+  }
+  p.flops *= static_cast<double>(iters) * threads;
+  p.run = [=] { on_threads(threads, [&](int64_t) { g_sink = kernel(iters); }); };
+  return p;
 }
 
 std::vector<BenchRow> measure_peak(const std::string& suite, int threads) {
@@ -479,6 +492,52 @@ std::vector<BenchRow> AnchorServer::rows(const std::string& case_name, int threa
     }
     pending_.append(buf, static_cast<size_t>(got));
   }
+}
+
+std::vector<BenchRow> take_turns(const std::string& suite, const std::string& case_name,
+                                 int threads, int rounds, const Budget& turn,
+                                 const std::vector<Contender>& contenders) {
+  std::map<std::string, BenchRow> gathered;  // impl -> its row, times gathered over the turns
+  std::vector<std::string> order;            // impls in the order they first answered
+  auto gather = [&](BenchRow r) {
+    auto [it, first] = gathered.try_emplace(r.impl, r);
+    if (first)
+      order.push_back(r.impl);
+    else
+      it->second.times.insert(it->second.times.end(), r.times.begin(), r.times.end());
+  };
+  std::map<const Contender*, double> last;  // the time of a contender's last call
+  for (int round = 0; round < rounds; ++round) {
+    for (const Contender& c : contenders) {
+      if (c.script) {
+        for (auto& r : c.script->rows(case_name, threads)) gather(std::move(r));
+      } else if (gathered.count(c.impl) == 0 || gathered.at(c.impl).skipped.empty()) {
+        BenchRow r{suite, case_name, c.impl, threads};
+        if (c.enter) c.enter();
+        try {
+          r.times = time_reps(c.run, turn, c.between, last[&c] < 0.05);
+          last[&c] = r.times.back();
+        } catch (const std::exception& e) {
+          r.skipped = e.what();
+        }
+        if (c.leave) c.leave();
+        gather(std::move(r));
+      }
+      if (c.settle_s > 0) std::this_thread::sleep_for(std::chrono::duration<double>(c.settle_s));
+    }
+  }
+  std::vector<BenchRow> rows;
+  for (const auto& impl : order) {
+    BenchRow& r = gathered.at(impl);
+    if (!r.times.empty() && r.skipped.empty()) {
+      r.stats = stats_of(r.times);
+    } else {
+      if (r.skipped.empty()) r.skipped = "no repetitions were timed";
+      r.stats.reset();
+    }
+    rows.push_back(std::move(r));
+  }
+  return rows;
 }
 
 std::vector<BenchRow> run_torch_anchor(const std::string& script,

@@ -28,10 +28,11 @@ struct Budget {
   int max_reps = 50;
 };
 
-// The times of fn's repetitions (after its warm-up call); `between`, when given, runs untimed
-// before each timed repetition (its time counts toward the budget's min_time_s).
+// The times of fn's repetitions (after its warm-up call, unless warm_up is false); `between`,
+// when given, runs untimed before each timed repetition (its time counts toward the budget's
+// min_time_s).
 std::vector<double> time_reps(const std::function<void()>& fn, const Budget& budget,
-                              const std::function<void()>& between = {});
+                              const std::function<void()>& between = {}, bool warm_up = true);
 // Median and spread of repetition times (at least one).
 Stats stats_of(std::vector<double> times);
 Stats measure(const std::function<void()>& fn, const Budget& budget);
@@ -49,8 +50,9 @@ struct BenchRow {
   int threads = 1;
   std::optional<Stats> stats;
   std::optional<double> gflops, gbps;
-  // The streaming read bandwidth measured alternately with this row's repetitions (see
-  // measure_beside): the limit under the same neighbours, for "% of bandwidth" columns.
+  // The streaming read bandwidth measured alternately with this row's repetitions (a
+  // ReadProbe between them): the limit under the same neighbours, for "% of bandwidth"
+  // columns.
   std::optional<double> membw_gbps;
   std::string skipped;        // non-empty: this implementation did not run, and why
   std::vector<double> times;  // the repetitions' times, where the source kept them (not in JSON)
@@ -85,7 +87,8 @@ class ReadProbe {
   ReadProbe(const ReadProbe&) = delete;
   ReadProbe& operator=(const ReadProbe&) = delete;
 
-  void run() const;  // one streaming pass over the buffer, on `threads` threads
+  void run() const;          // one streaming pass over the buffer, on `threads` threads
+  double timed_run() const;  // run(), returning its seconds
   double bytes_read() const;
 
  private:
@@ -95,17 +98,14 @@ class ReadProbe {
   float* buf_;
 };
 
-// A case's repetition times and the probe's, taken in turns.
-struct Beside {
-  std::vector<double> times, probe_times;
+// measure_peak's float32 FMA loop as one short call (a few milliseconds on `threads` threads),
+// to be timed in turns with a suite's cases: the peak under the same neighbours. `flops` is
+// the work of one call; `run` is empty where the CPU has no FMA.
+struct PeakProbe {
+  std::function<void()> run;
+  double flops = 0;
 };
-
-// Times fn and the probe alternately, one repetition each, within fn's budget. On a shared
-// machine the bandwidth a neighbour leaves drifts within seconds; a limit measured minutes
-// apart from the case can flatter or wrong the ratio by 20%, one measured in between its
-// repetitions cannot.
-Beside measure_beside(const std::function<void()>& fn, const ReadProbe& probe,
-                      const Budget& budget);
+PeakProbe fma_peak_probe(int threads);
 // float32 FMA peak (GFLOP/s) and, where the CPU has AVX512-BF16, the vdpbf16ps peak.
 std::vector<BenchRow> measure_peak(const std::string& suite, int threads);
 
@@ -150,6 +150,28 @@ class AnchorServer {
   int pid_ = -1;
   int fd_ = -1;  // our end of a socket pair: the script's stdin and stdout
 };
+
+// One implementation of a case in a suite that takes turns (take_turns): either a call timed
+// here (`impl`, `run`) or an anchor script in lockstep (`script`; its rows name themselves).
+struct Contender {
+  std::string impl = {};
+  std::function<void()> run = {};
+  AnchorServer* script = nullptr;
+  std::function<void()> enter = {}, leave = {};  // around its turn: its thread count, say
+  std::function<void()> between = {};            // untimed, before each of run's timed repetitions
+  // Idle time after its turn: a library whose workers spin after a call (OpenBLAS for about
+  // 0.1 s, OpenMP for milliseconds) would otherwise take a core from the next contender.
+  double settle_s = 0;
+};
+
+// Every contender in order, one turn each, `rounds` times over: a neighbour's burst lasting a
+// second hits all alike. A turn of `run` is a warm-up call (skipped once a call has taken
+// 50 ms or more) and repetitions within `turn`. Returns one row per impl with the times of all
+// its turns and their stats; a contender that throws is skipped with the message, and a row
+// with no times has no stats.
+std::vector<BenchRow> take_turns(const std::string& suite, const std::string& case_name,
+                                 int threads, int rounds, const Budget& turn,
+                                 const std::vector<Contender>& contenders);
 
 // Runs bench/<script> once per thread count with `args`, --threads and the budget's timing
 // flags, and OPENBLAS_NUM_THREADS / OMP_NUM_THREADS set to the count: Debian's PyTorch runs on
