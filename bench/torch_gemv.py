@@ -5,40 +5,50 @@ Run by the `tessera` command in the same invocation (BENCHMARKS.md), once per th
 with OPENBLAS_NUM_THREADS set (Debian's PyTorch runs float32 linear on OpenBLAS, which
 ignores torch.set_num_threads). Cases are N x K weights named as in src/cli/bench_gemv.cpp
 (`gemv/<dtype>/NxK`); the weight is [N, K] (out, in) as nn.Linear stores it. `gbps` counts
-weight bytes, the traffic that bounds a decode step.
+weight bytes, the traffic that bounds a decode step. With --serve it times the cases named on
+stdin, in turns with the tessera command's own (anchor_common.serve).
 """
-import json
 import sys
 
-from anchor_common import anchor_parser, import_torch, measure, thread_counts
+from anchor_common import anchor_parser, import_torch, measure, run_cases
 
 
 def main():
-    ap = anchor_parser("comma-separated NxK")
+    ap = anchor_parser("comma-separated NxK", lockstep=True)
     ap.add_argument("--dtypes", default="float32,bfloat16")
     args = ap.parse_args()
     torch = import_torch()
     if torch is None:
         return 2
     import torch.nn.functional as F
-    shapes = [tuple(int(x) for x in c.split("x")) for c in args.cases.split(",")]
-    for t in thread_counts(args):
-        torch.set_num_threads(t)
-        for name in args.dtypes.split(","):
-            dtype = getattr(torch, name)
-            for n, k in shapes:
-                g = torch.Generator().manual_seed(0)
-                w = (torch.rand(n, k, generator=g) * 2 - 1).to(dtype)
-                x = (torch.rand(1, 1, k, generator=g) * 2 - 1).to(dtype)
-                row = {"suite": "gemv", "case": f"gemv/{name}/{n}x{k}", "impl": "torch",
-                       "threads": t}
-                with torch.no_grad():
-                    row.update(measure(lambda: F.linear(x, w), args.reps, args.min_time,
-                                       args.max_reps))
-                row.update(gflops=2.0 * n * k / row["median_s"] / 1e9,
-                           gbps=n * k * w.element_size() / row["median_s"] / 1e9)
-                print(json.dumps(row), flush=True)
-                del w
+    dtypes = args.dtypes.split(",")
+    state = {"threads": None, "case": None, "operands": None}
+
+    def rows_for(case, t):
+        parts = case.split("/")
+        if len(parts) != 3 or parts[0] != "gemv" or parts[1] not in dtypes:
+            return []
+        n, k = (int(v) for v in parts[2].split("x"))
+        if state["threads"] != t:  # setting it again, even to the same count, costs a call
+            torch.set_num_threads(t)
+            state["threads"] = t
+        if state["case"] != case:  # the last case's weight is kept: it comes back each turn
+            state["operands"] = None
+            dtype = getattr(torch, parts[1])
+            g = torch.Generator().manual_seed(0)
+            w = (torch.rand(n, k, generator=g) * 2 - 1).to(dtype)
+            x = (torch.rand(1, 1, k, generator=g) * 2 - 1).to(dtype)
+            state["case"], state["operands"] = case, (w, x)
+        w, x = state["operands"]
+        row = {"suite": "gemv", "case": case, "impl": "torch", "threads": t}
+        with torch.no_grad():
+            row.update(measure(lambda: F.linear(x, w), args.reps, args.min_time, args.max_reps))
+        row.update(gflops=2.0 * n * k / row["median_s"] / 1e9,
+                   gbps=n * k * w.element_size() / row["median_s"] / 1e9)
+        return [row]
+
+    names = [f"gemv/{d}/{c}" for d in dtypes for c in args.cases.split(",")]
+    run_cases(args, names, rows_for)
     return 0
 
 

@@ -6,12 +6,16 @@
 //   tessera          gemm::gemv on the weight in its own format (the direct call)
 //   tessera-linear   the eager op a decode step calls: linear on a [1, 1, K] input (float32,
 //                    bfloat16, float16), linear_scaled for float8 / NVFP4 weights
-//   openblas         cblas_sgemv (float32), in process, after all Tessera rows
-//   torch            PyTorch 1.13 F.linear on [1, 1, K] (float32, bfloat16), bench/torch_gemv.py,
-//                    one run per thread count with OPENBLAS_NUM_THREADS set
+//   openblas         cblas_sgemv (float32), in process
+//   torch            PyTorch 1.13 F.linear on [1, 1, K] (float32, bfloat16), bench/torch_gemv.py
+//                    in lockstep, one script per thread count with OPENBLAS_NUM_THREADS set
 //
+// They take turns on each case (take_turns), each turn a warm-up call and one repetition, and
+// the streaming read loop (ReadProbe) runs before each of Tessera's repetitions.
 // GB/s counts the bytes of the weight (block scales included): the traffic that bounds a
-// decode step; "% membw" divides by the `membw` row of the same run and thread count; Gelem/s
+// decode step; "% bw" divides by the read bandwidth measured between the case's own
+// repetitions, since on a shared machine what a neighbour leaves drifts by 20% within a
+// minute (the header's `membw` row is the run's, measured first); Gelem/s
 // is weight elements per second, the rate at which a low-precision format serves a model.
 // Also: float32 mm with M = 1, 2, 4 (GEMV path) and 8 (packed GEMM) at 4096x4096, to show
 // where the engine's "m <= 4 goes to GEMV" rule stands.
@@ -21,6 +25,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -150,9 +156,11 @@ void print_table(const std::vector<Shape>& shapes, const std::vector<BenchRow>& 
         const BenchRow* ts = find_row(rows, "tessera", c, t, /*measured_only=*/true);
         if (!ts) continue;
         const double elems = static_cast<double>(s.n) * static_cast<double>(s.k);
+        // % of the bandwidth read between this case's own repetitions (the run's row if none).
+        const double limit = ts->membw_gbps ? *ts->membw_gbps : membw;
         std::string line =
             fmt::format("{:<28} {:8.3f} {:7.1f} {:6.1f}% {:8.2f}", c, ts->stats->median_s * 1e3,
-                        *ts->gbps, 100 * *ts->gbps / membw, elems / ts->stats->median_s / 1e9);
+                        *ts->gbps, 100 * *ts->gbps / limit, elems / ts->stats->median_s / 1e9);
         for (const char* anchor : {"openblas", "torch"}) {
           const BenchRow* a = find_row(rows, anchor, c, t, /*measured_only=*/true);
           if (!a) {
@@ -179,35 +187,87 @@ void print_table(const std::vector<Shape>& shapes, const std::vector<BenchRow>& 
 int run_bench_gemv(const BenchOptions& options) {
   const std::vector<int> threads = options.threads.empty() ? default_threads() : options.threads;
   const Budget budget = options.quick ? Budget{5, 0.3, 30} : Budget{10, 1.0, 100};
+  // Each GEMV case takes `rounds` turns of Tessera (the read probe before each repetition),
+  // Tessera's linear, OpenBLAS and PyTorch, each turn a warm-up call and one repetition.
+  const int rounds = options.quick ? 5 : 11;
+  const Budget turn{1, 0, 1};
   const int saved_threads = get_num_threads();
   const std::vector<Shape> shapes = {{8192, 8192}, {4096, 14336}};
   auto wanted = [&](const std::string& c) { return c.find(options.filter) != std::string::npos; };
   std::vector<BenchRow> rows;
   for (int t : threads) rows.push_back(measure_membw("gemv", t, Budget{3, 0.2, 10}));
 
-  for (const auto& s : shapes)
-    for (const auto& f : kFormats) {
-      const std::string c = case_name(f, s);
-      if (!wanted(c)) continue;
-      const Operands o = make_operands(f, s);
-      const Tensor x = f.dtype == kBFloat16 || f.dtype == kFloat16 ? o.x.to(f.dtype) : o.x;
-      for (int t : threads) {
-        set_num_threads(t);
-        BenchRow row{"gemv", c, "tessera", t};
-        row.stats = measure([&] { run_direct(f, s, o); }, budget);
-        row.gbps = weight_bytes(f, s) / row.stats->median_s / 1e9;
-        row.gflops = 2.0 * s.n * s.k / row.stats->median_s / 1e9;
-        std::fprintf(stderr, "bench gemv: %s tessera %d thread(s): %.1f GB/s\n", c.c_str(), t,
-                     *row.gbps);
-        rows.push_back(row);
-        BenchRow lin{"gemv", c, "tessera-linear", t};
-        lin.stats = measure([&] { run_linear(f, o, x); }, budget);
-        lin.gbps = weight_bytes(f, s) / lin.stats->median_s / 1e9;
-        lin.gflops = 2.0 * s.n * s.k / lin.stats->median_s / 1e9;
-        rows.push_back(lin);
-      }
-      set_num_threads(saved_threads);
+  std::string cases;
+  for (const auto& s : shapes) {
+    if (!wanted(case_name(kFormats[0], s)) && !wanted(case_name(kFormats[1], s))) continue;
+    cases += fmt::format("{}{}x{}", cases.empty() ? "" : ",", s.n, s.k);
+  }
+  // PyTorch in lockstep, one script per thread count (its OpenBLAS reads the count at load).
+  std::map<int, std::unique_ptr<AnchorServer>> torch;
+  if (!cases.empty()) {
+    for (int t : threads) {
+      const std::string ts = std::to_string(t);
+      torch[t] = std::make_unique<AnchorServer>(
+          std::string(TS_BENCH_SCRIPT_DIR) + "/torch_gemv.py",
+          std::vector<std::string>{"--cases", cases, "--reps", "1", "--min-time", "0", "--max-reps",
+                                   "1"},
+          std::vector<std::pair<std::string, std::string>>{{"OPENBLAS_NUM_THREADS", ts},
+                                                           {"OMP_NUM_THREADS", ts}},
+          fmt::format("torch ({} threads)", t));
     }
+  }
+
+  for (int t : threads) {
+    const ReadProbe probe(t);
+    for (const auto& s : shapes)
+      for (const auto& f : kFormats) {
+        const std::string c = case_name(f, s);
+        if (!wanted(c)) continue;
+        const Operands o = make_operands(f, s);
+        const Tensor x = f.dtype == kBFloat16 || f.dtype == kFloat16 ? o.x.to(f.dtype) : o.x;
+        std::vector<double> probe_times;
+        std::vector<Contender> cs = {{.impl = "tessera",
+                                      .run = [&] { run_direct(f, s, o); },
+                                      .enter = [t] { set_num_threads(t); },
+                                      .between = [&] { probe_times.push_back(probe.timed_run()); }},
+                                     {.impl = "tessera-linear",
+                                      .run = [&] { run_linear(f, o, x); },
+                                      .enter = [t] { set_num_threads(t); }}};
+        if (f.format == gemm::WeightFormat::Float32) {
+          cs.push_back({.impl = "openblas",
+                        .run =
+                            [&] {
+                              cblas_sgemv(CblasRowMajor, CblasNoTrans, s.n, s.k, 1.0f,
+                                          o.w.data_ptr<float>(), s.k, o.x.data_ptr<float>(), 1,
+                                          0.0f, o.y.data_ptr<float>(), 1);
+                            },
+                        .enter = [t] { openblas_set_num_threads(t); },
+                        .leave = [] { openblas_set_num_threads(1); },
+                        .settle_s = t > 1 ? 0.2 : 0});  // its workers spin after a call
+        }
+        if (torch.count(t)) cs.push_back({.script = torch[t].get(), .settle_s = t > 1 ? 0.2 : 0});
+        for (auto& r : take_turns("gemv", c, t, rounds, turn, cs)) {
+          if (r.stats) {
+            r.gbps = weight_bytes(f, s) / r.stats->median_s / 1e9;
+            r.gflops = 2.0 * s.n * s.k / r.stats->median_s / 1e9;
+          }
+          if (r.impl == "tessera" && r.stats) {
+            r.membw_gbps = probe.bytes_read() / stats_of(probe_times).median_s / 1e9;
+            std::fprintf(stderr,
+                         "bench gemv: %s %d thread(s): tessera %.1f GB/s (%.0f%% of %.1f)\n",
+                         c.c_str(), t, *r.gbps, 100 * *r.gbps / *r.membw_gbps, *r.membw_gbps);
+          }
+          rows.push_back(std::move(r));
+        }
+      }
+  }
+  set_num_threads(saved_threads);
+  std::vector<std::string> notes;
+  notes.push_back(openblas_kernel_note());
+  for (const auto& [t, server] : torch)
+    if (!server->note().empty()) notes.push_back(server->note());
+  torch.clear();
+
   // Tiny-M products through the engine: m <= 4 runs GEMV (B read once), m = 8 the packed GEMM.
   for (int64_t m : {1, 2, 4, 8}) {
     const std::string c = fmt::format("mm/float32/{}x4096x4096", m);
@@ -227,47 +287,6 @@ int run_bench_gemv(const BenchOptions& options) {
       rows.push_back(row);
     }
     set_num_threads(saved_threads);
-  }
-
-  // OpenBLAS sgemv after every Tessera row: its threads spin for a while after each call.
-  for (int t : threads) {
-    openblas_set_num_threads(t);
-    for (const auto& s : shapes) {
-      const Format& f = kFormats[0];
-      const std::string c = case_name(f, s);
-      if (!wanted(c)) continue;
-      const Operands o = make_operands(f, s);
-      BenchRow row{"gemv", c, "openblas", t};
-      row.stats = measure(
-          [&] {
-            cblas_sgemv(CblasRowMajor, CblasNoTrans, s.n, s.k, 1.0f, o.w.data_ptr<float>(), s.k,
-                        o.x.data_ptr<float>(), 1, 0.0f, o.y.data_ptr<float>(), 1);
-          },
-          budget);
-      row.gbps = weight_bytes(f, s) / row.stats->median_s / 1e9;
-      row.gflops = 2.0 * s.n * s.k / row.stats->median_s / 1e9;
-      rows.push_back(row);
-    }
-  }
-  openblas_set_num_threads(1);
-
-  std::vector<std::string> notes;
-  notes.push_back(openblas_kernel_note());
-  std::string cases;
-  for (const auto& s : shapes) {
-    if (!wanted(case_name(kFormats[0], s)) && !wanted(case_name(kFormats[1], s))) continue;
-    if (!cases.empty()) cases += ',';
-    cases += fmt::format("{}x{}", s.n, s.k);
-  }
-  if (!cases.empty()) {
-    for (auto& r :
-         run_torch_anchor("torch_gemv.py", {"--cases", cases}, threads, budget, "torch", notes)) {
-      for (const auto& s : shapes)
-        for (const auto& f : kFormats)
-          if (r.case_name == case_name(f, s) && r.stats)
-            r.gbps = weight_bytes(f, s) / r.stats->median_s / 1e9;
-      rows.push_back(r);
-    }
   }
 
   print_table(shapes, rows, threads);
