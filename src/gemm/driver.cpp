@@ -335,6 +335,12 @@ void gemm_serial(const Operands<T>& p, const cpu::GemmMicroKernel<T>& uk, const 
 // Products with at most this many rows and columns (and k <= KC) take the unpacked small kernel.
 constexpr int64_t kSmallMax = 64;
 
+// Whether run() gives p to the unpacked small kernel (with a row-major C and no epilogue).
+template <class T>
+bool small_shape(const Operands<T>& p, const BlockSizes& bs) {
+  return !p.b_packed && p.b_cs == 1 && p.m <= kSmallMax && p.n <= kSmallMax && p.k <= bs.kc;
+}
+
 struct Grid {
   int64_t tm = 1, tn = 1;
 };
@@ -404,8 +410,7 @@ void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_thre
       packed_bs ? *packed_bs : block_sizes(uk.mr, uk.nr, sizeof(T), cache_sizes());
   // A product of a few register tiles within one KC block runs unpacked (packing would cost
   // about as much as the product), with the same per-element arithmetic (microkernel.h).
-  if (!p.b_packed && p.b_cs == 1 && p.m <= kSmallMax && p.n <= kSmallMax && p.k <= bs.kc &&
-      kernels.small<T>()) {
+  if (small_shape(p, bs) && kernels.small<T>()) {
     if (!epi && p.c_cs == 1) {
       kernels.small<T>()(p.m, p.n, p.k, p.alpha, p.a, p.a_rs, p.a_cs, p.b, p.b_rs, p.beta, p.c,
                          p.c_rs);
@@ -653,6 +658,26 @@ void gemm(const GemmProblem& p, const cpu::GemmKernels* kernels, std::string_vie
   run_problem(p, kernels ? *kernels : default_kernels(), true);
 }
 
+namespace {
+
+// Problems [begin, end) of a strided batch on the small kernel, when run() would give each of
+// them that kernel (the same call, so the same bits); false, running nothing, otherwise.
+template <class T>
+bool run_small_batch(const GemmProblem& p, int64_t begin, int64_t end, int64_t a_bs, int64_t b_bs,
+                     int64_t c_bs, const cpu::GemmKernels& ks) {
+  const Operands<T> o = typed<T>(p);
+  const cpu::SmallGemmFn<T> small = ks.small<T>();
+  if (!small || o.k == 0 || o.alpha == T(0) || o.c_cs != 1 || takes_gemv(p)) return false;
+  const cpu::GemmMicroKernel<T>& uk = ks.get<T>();
+  if (!small_shape(o, block_sizes(uk.mr, uk.nr, sizeof(T), cache_sizes()))) return false;
+  for (int64_t i = begin; i < end; ++i)
+    small(o.m, o.n, o.k, o.alpha, o.a + i * a_bs, o.a_rs, o.a_cs, o.b + i * b_bs, o.b_rs, o.beta,
+          o.c + i * c_bs, o.c_rs);
+  return true;
+}
+
+}  // namespace
+
 void gemm_strided_batched(const GemmProblem& p, int64_t batch, int64_t a_bs, int64_t b_bs,
                           int64_t c_bs, const cpu::GemmKernels* kernels, std::string_view op) {
   TS_CHECK(batch >= 0, ValueError, "{}(): argument 'batch' expected >= 0, but got {}", op, batch);
@@ -670,9 +695,21 @@ void gemm_strided_batched(const GemmProblem& p, int64_t batch, int64_t a_bs, int
     q.c = static_cast<char*>(p.c) + i * c_bs * static_cast<int64_t>(elem);
     return q;
   };
-  // Small problems: one problem per task. Large ones: each split over all threads.
+  // Small problems: runs of kBatchRun problems per task (a claim per problem cost a fifth of a
+  // 32^3 product on two threads), each problem on the small kernel directly when run() would
+  // give it that kernel (its dispatch cost a sixth). Large ones: each split over all threads.
   if (batch > 1 && work(p.m, p.n, p.k) < 16 * kMinParallelWork) {
-    parallel_tasks(batch, [&](int64_t i) { run_problem(problem(i), ks, false); });
+    constexpr int64_t kBatchRun = 16;
+    parallel_tasks((batch + kBatchRun - 1) / kBatchRun, [&](int64_t task) {
+      const int64_t begin = task * kBatchRun, end = std::min(batch, begin + kBatchRun);
+      if (p.dtype == ScalarType::Float32 &&
+          run_small_batch<float>(p, begin, end, a_bs, b_bs, c_bs, ks))
+        return;
+      if (p.dtype == ScalarType::Float64 &&
+          run_small_batch<double>(p, begin, end, a_bs, b_bs, c_bs, ks))
+        return;
+      for (int64_t i = begin; i < end; ++i) run_problem(problem(i), ks, false);
+    });
   } else {
     for (int64_t i = 0; i < batch; ++i) run_problem(problem(i), ks, true);
   }
