@@ -269,6 +269,10 @@ void macro_kernel(const cpu::GemmMicroKernel<T>& uk, int64_t mc, int64_t nc, int
         uk.fn(kc, alpha, a_panel, b_panel, beta, tile, rs, cs);
         continue;
       }
+      if (nv == nr && uk.rows) {  // a bottom edge: only its rows, stored in place
+        uk.rows[mv](kc, alpha, a_panel, b_panel, beta, tile, rs, cs);
+        continue;
+      }
       if (beta != T(0)) {
         std::fill(edge, edge + mr * nr, T(0));
         for (int64_t i = 0; i < mv; ++i)

@@ -25,12 +25,13 @@ void dgemm_avx2_6x8(int64_t k, double alpha, const double* a, const double* b, d
 }  // namespace
 
 const GemmKernels& gemm_kernels() {
-  static const GemmKernels table{"avx2",
-                                 {sgemm_avx2_6x16, 6, 16, "sgemm_avx2_6x16"},
-                                 {dgemm_avx2_6x8, 6, 8, "dgemm_avx2_6x8"},
-                                 epilogue_tile_f32,
-                                 small_sgemm,
-                                 small_dgemm};
+  static const GemmKernels table{
+      "avx2",
+      {sgemm_avx2_6x16, 6, 16, "sgemm_avx2_6x16", kTopRows<float, 6, 2>.data()},
+      {dgemm_avx2_6x8, 6, 8, "dgemm_avx2_6x8", kTopRows<double, 6, 2>.data()},
+      epilogue_tile_f32,
+      small_sgemm,
+      small_dgemm};
   return table;
 }
 

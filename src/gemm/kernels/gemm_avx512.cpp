@@ -29,12 +29,13 @@ void dgemm_avx512_14x16(int64_t k, double alpha, const double* a, const double* 
 }  // namespace
 
 const GemmKernels& gemm_kernels() {
-  static const GemmKernels table{"avx512",
-                                 {sgemm_avx512_14x32, 14, 32, "sgemm_avx512_14x32"},
-                                 {dgemm_avx512_14x16, 14, 16, "dgemm_avx512_14x16"},
-                                 epilogue_tile_f32,
-                                 small_sgemm,
-                                 small_dgemm};
+  static const GemmKernels table{
+      "avx512",
+      {sgemm_avx512_14x32, 14, 32, "sgemm_avx512_14x32", kTopRows<float, 14, 2>.data()},
+      {dgemm_avx512_14x16, 14, 16, "dgemm_avx512_14x16", kTopRows<double, 14, 2>.data()},
+      epilogue_tile_f32,
+      small_sgemm,
+      small_dgemm};
   return table;
 }
 

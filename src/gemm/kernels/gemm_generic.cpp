@@ -27,12 +27,13 @@ void dgemm_generic_4x4(int64_t k, double alpha, const double* a, const double* b
 }  // namespace
 
 const GemmKernels& gemm_kernels() {
-  static const GemmKernels table{"generic",
-                                 {sgemm_generic_4x8, 4, 8, "sgemm_generic_4x8"},
-                                 {dgemm_generic_4x4, 4, 4, "dgemm_generic_4x4"},
-                                 epilogue_tile_f32,
-                                 small_sgemm,
-                                 small_dgemm};
+  static const GemmKernels table{
+      "generic",
+      {sgemm_generic_4x8, 4, 8, "sgemm_generic_4x8", kTopRows<float, 4, 2>.data()},
+      {dgemm_generic_4x4, 4, 4, "dgemm_generic_4x4", kTopRows<double, 4, 2>.data()},
+      epilogue_tile_f32,
+      small_sgemm,
+      small_dgemm};
   return table;
 }
 

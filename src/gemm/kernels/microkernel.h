@@ -10,6 +10,10 @@
 //       columns past the edge zero-padded. Both panels are 64-byte aligned.
 //   c:  the tile, C(i, j) at c[i * rs_c + j * cs_c] (element strides). The whole MR x NR tile
 //       is written; edge tiles go through a temporary MR x NR tile (src/gemm/driver.cpp).
+//
+// A table may also give `rows`: rows[r] (0 < r < MR) computes only the top r rows of a tile
+// from the same MR-wide panels, so that a bottom edge of r rows (m = 64 with MR = 14 leaves
+// 8) costs r rows of multiply-adds instead of MR; the driver stores its r rows in place.
 //   k:  may be 0 (then C := beta * C, or 0 when beta == 0).
 //   beta == 0: C is never read, so NaN or Inf garbage in C never reaches the result.
 //
@@ -40,6 +44,8 @@ struct GemmMicroKernel {
   int mr = 0;             // rows of the register tile
   int nr = 0;             // columns of the register tile
   const char* name = "";  // e.g. "sgemm_avx512_12x32"
+  // Kernels for the top r rows of a tile, r = 1..mr-1 (rows[0] unused), or null.
+  const GemmMicroKernelFn<T>* rows = nullptr;
 };
 
 // One ISA's GEMM kernels: float32 and float64 microkernels (more dtypes join later) and the

@@ -14,13 +14,18 @@
 #error "register_tile.h is for kernel files compiled per ISA (TS_ISA must be defined)"
 #endif
 
+#include <array>
 #include <cstdint>
+#include <utility>
 
 #include "core/vec.h"
+#include "gemm/kernels/microkernel.h"
 
 namespace tessera::cpu::TS_ISA {
 
-template <class T, int MR, int NV>
+// AS: the packed A panel's width (MR for a whole tile; the table's MR for the top-rows kernels,
+// which read MR of its AS rows).
+template <class T, int MR, int NV, int AS = MR>
 inline void register_tile_kernel(int64_t k, T alpha, const T* __restrict a, const T* __restrict b,
                                  T beta, T* c, int64_t rs_c, int64_t cs_c) {
   using V = vec::TS_ISA::Vec<T>;
@@ -44,7 +49,7 @@ inline void register_tile_kernel(int64_t k, T alpha, const T* __restrict a, cons
 #pragma GCC unroll 8
       for (int j = 0; j < NV; ++j) acc[i][j] = V::fmadd(ai, bv[j], acc[i][j]);
     }
-    a += MR;
+    a += AS;
     b += NR;
   };
   // The C tile is needed only after the k loop: the last 2 MR steps each pull one of its
@@ -91,5 +96,22 @@ inline void register_tile_kernel(int64_t k, T alpha, const T* __restrict a, cons
       for (int j = 0; j < NR; ++j) c[i * rs_c + j * cs_c] = tile[i * NR + j];
   }
 }
+
+// The top-rows kernels of an MR x NV-vector tile (GemmMicroKernel::rows): entry r computes
+// rows [0, r) from MR-wide panels.
+template <class T, int R, int NV, int MR>
+void top_rows_kernel(int64_t k, T alpha, const T* a, const T* b, T beta, T* c, int64_t rs_c,
+                     int64_t cs_c) {
+  register_tile_kernel<T, R, NV, MR>(k, alpha, a, b, beta, c, rs_c, cs_c);
+}
+
+template <class T, int MR, int NV, int... R>
+constexpr std::array<GemmMicroKernelFn<T>, MR> top_rows_kernels(std::integer_sequence<int, R...>) {
+  return {nullptr, &top_rows_kernel<T, R + 1, NV, MR>...};
+}
+
+template <class T, int MR, int NV>
+inline constexpr std::array<GemmMicroKernelFn<T>, MR> kTopRows =
+    top_rows_kernels<T, MR, NV>(std::make_integer_sequence<int, MR - 1>{});
 
 }  // namespace tessera::cpu::TS_ISA
