@@ -10,28 +10,14 @@
 #include "gemm/kernels/small_tile.h"
 
 namespace tessera::cpu::TS_ISA {
-namespace {
-
-void sgemm_avx2_6x16(int64_t k, float alpha, const float* a, const float* b, float beta, float* c,
-                     int64_t rs_c, int64_t cs_c) {
-  register_tile_kernel<float, 6, 2>(k, alpha, a, b, beta, c, rs_c, cs_c);
-}
-
-void dgemm_avx2_6x8(int64_t k, double alpha, const double* a, const double* b, double beta,
-                    double* c, int64_t rs_c, int64_t cs_c) {
-  register_tile_kernel<double, 6, 2>(k, alpha, a, b, beta, c, rs_c, cs_c);
-}
-
-}  // namespace
 
 const GemmKernels& gemm_kernels() {
-  static const GemmKernels table{
-      "avx2",
-      {sgemm_avx2_6x16, 6, 16, "sgemm_avx2_6x16", kTopRows<float, 6, 2>.data()},
-      {dgemm_avx2_6x8, 6, 8, "dgemm_avx2_6x8", kTopRows<double, 6, 2>.data()},
-      epilogue_tile_f32,
-      small_sgemm,
-      small_dgemm};
+  static const GemmKernels table{"avx2",
+                                 register_tile_entry<float, 6, 2>("sgemm_avx2_6x16"),
+                                 register_tile_entry<double, 6, 2>("dgemm_avx2_6x8"),
+                                 epilogue_tile_f32,
+                                 small_sgemm,
+                                 small_dgemm};
   return table;
 }
 

@@ -14,28 +14,14 @@
 #include "gemm/kernels/small_tile.h"
 
 namespace tessera::cpu::TS_ISA {
-namespace {
-
-void sgemm_avx512_14x32(int64_t k, float alpha, const float* a, const float* b, float beta,
-                        float* c, int64_t rs_c, int64_t cs_c) {
-  register_tile_kernel<float, 14, 2>(k, alpha, a, b, beta, c, rs_c, cs_c);
-}
-
-void dgemm_avx512_14x16(int64_t k, double alpha, const double* a, const double* b, double beta,
-                        double* c, int64_t rs_c, int64_t cs_c) {
-  register_tile_kernel<double, 14, 2>(k, alpha, a, b, beta, c, rs_c, cs_c);
-}
-
-}  // namespace
 
 const GemmKernels& gemm_kernels() {
-  static const GemmKernels table{
-      "avx512",
-      {sgemm_avx512_14x32, 14, 32, "sgemm_avx512_14x32", kTopRows<float, 14, 2>.data()},
-      {dgemm_avx512_14x16, 14, 16, "dgemm_avx512_14x16", kTopRows<double, 14, 2>.data()},
-      epilogue_tile_f32,
-      small_sgemm,
-      small_dgemm};
+  static const GemmKernels table{"avx512",
+                                 register_tile_entry<float, 14, 2>("sgemm_avx512_14x32"),
+                                 register_tile_entry<double, 14, 2>("dgemm_avx512_14x16"),
+                                 epilogue_tile_f32,
+                                 small_sgemm,
+                                 small_dgemm};
   return table;
 }
 

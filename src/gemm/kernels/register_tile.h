@@ -114,4 +114,12 @@ template <class T, int MR, int NV>
 inline constexpr std::array<GemmMicroKernelFn<T>, MR> kTopRows =
     top_rows_kernels<T, MR, NV>(std::make_integer_sequence<int, MR - 1>{});
 
+// An ISA table's entry for the MR x NV-vector register tile: the kernel, its shape, its name
+// and its top-rows kernels.
+template <class T, int MR, int NV>
+GemmMicroKernel<T> register_tile_entry(const char* name) {
+  return {&top_rows_kernel<T, MR, NV, MR>, MR, NV * vec::TS_ISA::Vec<T>::kSize, name,
+          kTopRows<T, MR, NV>.data()};
+}
+
 }  // namespace tessera::cpu::TS_ISA
