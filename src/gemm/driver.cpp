@@ -229,11 +229,16 @@ void macro_kernel_epilogue(const cpu::GemmMicroKernel<float>& uk, int64_t mc, in
   const int mr = uk.mr, nr = uk.nr;
   epilogue_tiles(epi, mr, nr, mc, nc, i0, j0,
                  [&](float* acc, int64_t ir, int64_t jr, int mv, int nv) {
-                   if (beta != 0.0f) {
-                     std::fill(acc, acc + mr * nr, 0.0f);
+                   if (beta != 0.0f) {  // the rank-KC updates so far, in C
+                     if (mv < mr || nv < nr) std::fill(acc, acc + mr * nr, 0.0f);
                      const float* tile = c + ir * rs + jr * cs;
-                     for (int i = 0; i < mv; ++i)
-                       for (int j = 0; j < nv; ++j) acc[i * nr + j] = tile[i * rs + j * cs];
+                     for (int i = 0; i < mv; ++i) {
+                       if (cs == 1) {
+                         std::memcpy(acc + i * nr, tile + i * rs, nv * sizeof(float));
+                       } else {
+                         for (int j = 0; j < nv; ++j) acc[i * nr + j] = tile[i * rs + j * cs];
+                       }
+                     }
                    }
                    uk.fn(kc, alpha, ap + ir * kc, bp + jr * kc, beta, acc, nr, 1);
                  });
