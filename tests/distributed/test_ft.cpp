@@ -3,7 +3,9 @@
 #include <atomic>
 #include <barrier>
 #include <chrono>
+#include <condition_variable>
 #include <functional>
+#include <mutex>
 #include <stop_token>
 #include <thread>
 
@@ -66,10 +68,40 @@ struct Replica {
 
 class Ft : public ::testing::TestWithParam<std::string> {};
 
+// The threads of a test job meet here (a std::barrier with a deadline).
+class AllHere {
+ public:
+  explicit AllHere(int n) : left_(n) {}
+  // Returns once all n threads have arrived, or fails the test after 30 s (a thread that threw
+  // never arrives; nobody hangs on it).
+  void arrive_and_wait() {
+    std::unique_lock lock(mutex_);
+    if (--left_ == 0) arrived_.notify_all();
+    if (!arrived_.wait_for(lock, 30s, [&] { return left_ <= 0; }))
+      ADD_FAILURE() << left_ << " thread(s) never reached the end of the job";
+  }
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable arrived_;
+  int left_;
+};
+
+// The end of a test job: every replica's collectives are done (the group barrier), then every
+// thread is past that barrier before any replica leaves. A replica that leaves tells the
+// Lighthouse at once, which aborts the others' group; one still finishing its side of the
+// barrier (gloo's completes on one rank before another) failed with "the lighthouse declared
+// replica 0 dead".
+void leave_together(Replica& r, AllHere& everyone) {
+  r.manager->group()->barrier()->wait();
+  everyone.arrive_and_wait();
+}
+
 TEST_P(Ft, ReplicasTrainInStepWithOneQuorum) {
   auto store = std::make_shared<dist::HashStore>(kTestTimeout);
   ft::Lighthouse lighthouse(store, quick_lighthouse(4));
   std::vector<std::vector<uint8_t>> final(4);
+  AllHere end(4);
   run_threads(4, [&](int id) {
     Replica r(store, id, GetParam());
     for (int s = 0; s < 5; ++s) EXPECT_TRUE(r.step());
@@ -78,7 +110,7 @@ TEST_P(Ft, ReplicasTrainInStepWithOneQuorum) {
     EXPECT_EQ(r.manager->quorum_id(), 1);  // the same members every round: no reconfigure
     EXPECT_FALSE(r.manager->healed());
     final[static_cast<size_t>(id)] = r.bytes();
-    r.manager->group()->barrier()->wait();  // nobody leaves while others still vote
+    leave_together(r, end);  // nobody leaves while others still vote
   });
   for (int i = 1; i < 4; ++i) EXPECT_EQ(final[static_cast<size_t>(i)], final[0]) << i;
   EXPECT_EQ(lighthouse.quorum_id(), 1);
@@ -93,6 +125,7 @@ TEST_P(Ft, SurvivorsGoOnWhenAReplicaLeavesMidJob) {
   std::vector<std::vector<uint8_t>> final(4);
   std::atomic<int> failed_steps{0};
   std::barrier registered(4);
+  AllHere end(3);  // the three survivors
   run_threads(4, [&](int id) {
     Replica r(store, id, GetParam());
     // Every replica registered before anyone asks: with min_replicas 1 a round may otherwise
@@ -111,6 +144,7 @@ TEST_P(Ft, SurvivorsGoOnWhenAReplicaLeavesMidJob) {
     }
     EXPECT_LE(r.manager->num_participants(), 3);
     final[static_cast<size_t>(id)] = r.bytes();  // after the same 8 committed steps
+    leave_together(r, end);  // a survivor that left first could abort another's last vote
   });
   for (int i = 1; i < 3; ++i) EXPECT_EQ(final[static_cast<size_t>(i)], final[0]) << i;
   EXPECT_GE(failed_steps.load(), 1);  // the step replica 3 left in failed everywhere
@@ -122,6 +156,7 @@ TEST_P(Ft, ALateReplicaHealsFromAHealthyPeer) {
   ft::Lighthouse lighthouse(store, quick_lighthouse(2));
   std::vector<std::vector<uint8_t>> final(3);
   std::atomic<bool> late_started{false};
+  AllHere end(3);
   run_threads(3, [&](int id) {
     if (id == 2) std::this_thread::sleep_for(200ms);  // the others are steps ahead by now
     Replica r(store, id, GetParam());
@@ -138,7 +173,7 @@ TEST_P(Ft, ALateReplicaHealsFromAHealthyPeer) {
     }
     final[static_cast<size_t>(id)] = r.bytes();
     EXPECT_EQ(r.manager->num_participants(), 3);
-    r.manager->group()->barrier()->wait();
+    leave_together(r, end);
   });
   EXPECT_EQ(final[1], final[0]);
   EXPECT_EQ(final[2], final[0]);  // healed: the same weights, bit for bit
@@ -148,6 +183,7 @@ TEST_P(Ft, TheLighthouseAbortsACollectiveBlockedOnADeadReplica) {
   auto store = std::make_shared<dist::HashStore>(kTestTimeout);
   ft::Lighthouse lighthouse(store, quick_lighthouse(2));
   std::barrier registered(3);
+  AllHere end(2);  // the two survivors
   run_threads(3, [&](int id) {
     Replica r(store, id, GetParam());
     registered.arrive_and_wait();  // all three in the first round (see above)
@@ -168,7 +204,7 @@ TEST_P(Ft, TheLighthouseAbortsACollectiveBlockedOnADeadReplica) {
     EXPECT_FALSE(r.manager->should_commit());
     EXPECT_TRUE(r.step());
     EXPECT_EQ(r.manager->num_participants(), 2);
-    r.manager->group()->barrier()->wait();
+    leave_together(r, end);
   });
 }
 
