@@ -1,5 +1,6 @@
 #include "cli/bench_anchors.h"
 
+#include <cblas.h>
 #include <dlfcn.h>
 
 #include <cstdlib>
@@ -163,5 +164,36 @@ void DnnlMatmul::run(const void*, void*) {
 }
 
 #endif
+
+namespace {
+constexpr double kOpenBlasSpin = 0.2, kOmpSpin = 0.05;
+}  // namespace
+
+Contender openblas_contender(int t, std::function<void()> run) {
+  return {.impl = "openblas",
+          .run = std::move(run),
+          .enter = [t] { openblas_set_num_threads(t); },
+          .leave = [] { openblas_set_num_threads(1); },
+          .settle_s = t > 1 ? kOpenBlasSpin : 0};
+}
+
+Contender blis_contender(const BlisAnchor* blis, int t, std::function<void()> run) {
+  return {.impl = "blis",
+          .run = std::move(run),
+          .enter = [blis, t] { blis->set_threads(t); },
+          .leave = [blis] { blis->set_threads(1); },
+          .settle_s = t > 1 ? kOmpSpin : 0};
+}
+
+Contender dnnl_contender(std::string impl, int t, std::function<void()> run) {
+  return {.impl = std::move(impl),
+          .run = std::move(run),
+          .enter = [t] { DnnlMatmul::set_threads(t); },
+          .settle_s = t > 1 ? kOmpSpin : 0};
+}
+
+Contender script_contender(AnchorServer* script, int t) {
+  return {.script = script, .settle_s = t > 1 ? kOpenBlasSpin : 0};
+}
 
 }  // namespace tessera::cli

@@ -9,9 +9,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
+#include "cli/bench_util.h"
 #include "tessera/core/dtype.h"
 
 namespace tessera::cli {
@@ -55,5 +57,15 @@ class DnnlMatmul {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+// Contenders for take_turns (bench_util.h) that run an anchor library at t threads and restore
+// its thread count after the turn (OpenBLAS to 1: Tessera's other OpenBLAS calls assume one
+// thread). After a multi-threaded turn a library's workers keep spinning (OpenBLAS's for about
+// 0.1 s, OpenMP's for milliseconds) and would take a core from the next contender, so the turn
+// waits them out (settle_s). A PyTorch script's OpenBLAS spins the same way.
+Contender openblas_contender(int t, std::function<void()> run);
+Contender blis_contender(const BlisAnchor* blis, int t, std::function<void()> run);
+Contender dnnl_contender(std::string impl, int t, std::function<void()> run);
+Contender script_contender(AnchorServer* script, int t);
 
 }  // namespace tessera::cli

@@ -20,6 +20,7 @@
 // better).
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -32,7 +33,7 @@
 
 #include "cli/bench.h"
 #include "cli/bench_anchors.h"
-#include "cli/bench_gemm_lowp.h"
+#include "cli/bench_gemm.h"
 #include "cli/bench_util.h"
 #include "gemm/epilogue.h"
 #include "gemm/gemm.h"
@@ -40,6 +41,46 @@
 #include "tessera/tessera.h"
 
 namespace tessera::cli {
+
+AnchorServer* Turns::torch(int t) const {
+  const auto it = torch_servers.find(t);
+  return it == torch_servers.end() ? nullptr : it->second.get();
+}
+
+std::vector<BenchRow> Turns::take(const std::string& name, double flops, int t,
+                                  const std::vector<Contender>& cs) const {
+  std::vector<BenchRow> rows = take_turns("gemm", name, t, rounds, turn, cs);
+  for (auto& r : rows)
+    if (r.stats) r.gflops = flops / r.stats->median_s / 1e9;
+  if (const BenchRow* ts = find_row(rows, "tessera", name, t, /*measured_only=*/true))
+    std::fprintf(stderr, "bench gemm: %s %d thread(s): tessera %.1f GFLOP/s\n", name.c_str(), t,
+                 *ts->gflops);
+  return rows;
+}
+
+std::map<int, std::unique_ptr<AnchorServer>> start_torch_gemm(const Turns& turns,
+                                                              std::vector<std::string> args,
+                                                              const std::string& label) {
+  std::map<int, std::unique_ptr<AnchorServer>> servers;
+  for (const std::string& a : {std::string("--reps"), std::to_string(turns.turn.min_reps),
+                               std::string("--min-time"), fmt::format("{}", turns.turn.min_time_s),
+                               std::string("--max-reps"), std::to_string(turns.turn.max_reps)})
+    args.push_back(a);
+  for (int t : turns.threads) {
+    const std::string ts = std::to_string(t);
+    servers[t] =
+        std::make_unique<AnchorServer>(std::string(TS_BENCH_SCRIPT_DIR) + "/torch_gemm.py", args,
+                                       std::vector<std::pair<std::string, std::string>>{
+                                           {"OPENBLAS_NUM_THREADS", ts}, {"OMP_NUM_THREADS", ts}},
+                                       fmt::format("{} ({} threads)", label, t));
+  }
+  return servers;
+}
+
+Contender tessera_contender(std::string impl, int t, std::function<void()> run) {
+  return {.impl = std::move(impl), .run = std::move(run), .enter = [t] { set_num_threads(t); }};
+}
+
 namespace {
 
 struct GemmShape {
@@ -85,76 +126,6 @@ Operands make_operands(const GemmShape& s) {
   fill(o.b, 2);
   fill(o.c, 3);
   return o;
-}
-
-// ---------------------------------------------------------------- turns
-// Every implementation of a case takes turns with the others (take_turns): on this shared
-// machine what a neighbour leaves drifts within seconds, and rows measured minutes apart
-// compared the neighbours, not the libraries. The FMA loop takes its turns too, so "% peak" is
-// against the peak under the same neighbours.
-//
-// Threads: Tessera's pool; OpenBLAS with openblas_set_num_threads (back to 1 after its turn:
-// Tessera's other OpenBLAS calls assume one thread); BLIS and oneDNN (OpenMP) with their own
-// setters; PyTorch through one lockstep script per thread count, since Debian's PyTorch runs mm
-// on OpenBLAS, whose thread count is OPENBLAS_NUM_THREADS at load time. After a multi-threaded
-// turn a library's workers keep spinning (OpenBLAS's for about 0.1 s, OpenMP's for
-// milliseconds) and would take a core from the next contender: it waits them out (settle_s).
-constexpr double kOpenBlasSpin = 0.2, kOmpSpin = 0.05;
-
-struct Turns {
-  std::vector<int> threads;
-  bool quick = false;
-  int rounds = 5;
-  Budget turn;
-  std::map<int, std::unique_ptr<AnchorServer>> torch_servers;  // thread count -> PyTorch
-
-  AnchorServer* torch(int t) const {
-    const auto it = torch_servers.find(t);
-    return it == torch_servers.end() ? nullptr : it->second.get();
-  }
-
-  // One case's rows at t threads, GFLOP/s from `flops`.
-  std::vector<BenchRow> take(const std::string& name, double flops, int t,
-                             const std::vector<Contender>& cs) const {
-    std::vector<BenchRow> rows = take_turns("gemm", name, t, rounds, turn, cs);
-    for (auto& r : rows)
-      if (r.stats) r.gflops = flops / r.stats->median_s / 1e9;
-    if (const BenchRow* ts = find_row(rows, "tessera", name, t, /*measured_only=*/true))
-      std::fprintf(stderr, "bench gemm: %s %d thread(s): tessera %.1f GFLOP/s\n", name.c_str(), t,
-                   *ts->gflops);
-    return rows;
-  }
-};
-
-std::function<void()> tessera_threads(int t) {
-  return [t] { set_num_threads(t); };
-}
-
-Contender openblas_contender(int t, std::function<void()> run) {
-  return {.impl = "openblas",
-          .run = std::move(run),
-          .enter = [t] { openblas_set_num_threads(t); },
-          .leave = [] { openblas_set_num_threads(1); },
-          .settle_s = t > 1 ? kOpenBlasSpin : 0};
-}
-
-Contender blis_contender(const BlisAnchor* blis, int t, std::function<void()> run) {
-  return {.impl = "blis",
-          .run = std::move(run),
-          .enter = [blis, t] { blis->set_threads(t); },
-          .leave = [blis] { blis->set_threads(1); },
-          .settle_s = t > 1 ? kOmpSpin : 0};
-}
-
-Contender dnnl_contender(std::string impl, int t, std::function<void()> run) {
-  return {.impl = std::move(impl),
-          .run = std::move(run),
-          .enter = [t] { DnnlMatmul::set_threads(t); },
-          .settle_s = t > 1 ? kOmpSpin : 0};
-}
-
-Contender script_contender(AnchorServer* script, int t) {
-  return {.script = script, .settle_s = t > 1 ? kOpenBlasSpin : 0};
 }
 
 // C = A B for row-major A (m x k) and B (k x n); c may be null (an epilogue's problem).
@@ -239,12 +210,9 @@ std::vector<BenchRow> bench_fused(const std::vector<GemmShape>& shapes, const Tu
     for (int t : turns.threads) {
       // The bare GEMM of the same shape takes turns with the fused one (the overhead goal), and
       // at the output-heavy shapes OpenBLAS followed by eager passes (the ATen way).
-      std::vector<Contender> cs = {{.impl = "tessera",
-                                    .run = [&] { run_tessera_fused(f, fo); },
-                                    .enter = tessera_threads(t)},
-                                   {.impl = "tessera-bare",
-                                    .run = [&] { run_tessera(f.s, o); },
-                                    .enter = tessera_threads(t)}};
+      std::vector<Contender> cs = {
+          tessera_contender("tessera", t, [&] { run_tessera_fused(f, fo); }),
+          tessera_contender("tessera-bare", t, [&] { run_tessera(f.s, o); })};
       if (f.s.k <= 128) {
         Contender ob = openblas_contender(t, [&] { run_openblas_unfused(f, o, fo.bias); });
         const auto enter = ob.enter;
@@ -286,13 +254,11 @@ std::vector<BenchRow> bench_batched(const Turns& turns, const std::string& filte
     const int64_t as = s.m * s.k, bs = s.k * s.n, cs = s.m * s.n;
     for (int t : turns.threads) {
       std::vector<Contender> contenders = {
-          {.impl = "tessera",
-           .run =
-               [&] {
-                 gemm::gemm_strided_batched(row_major_problem(one, o.a, o.b, &o.c), s.batch, as, bs,
-                                            cs);
-               },
-           .enter = tessera_threads(t)},
+          tessera_contender("tessera", t,
+                            [&] {
+                              gemm::gemm_strided_batched(row_major_problem(one, o.a, o.b, &o.c),
+                                                         s.batch, as, bs, cs);
+                            }),
           openblas_contender(t, [&] {
             for (int64_t i = 0; i < s.batch; ++i)
               cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.m, s.n, s.k, 1.0f,
@@ -318,6 +284,9 @@ std::vector<BenchRow> bench_batched(const Turns& turns, const std::string& filte
 }
 
 void print_batched_table(const std::vector<BenchRow>& rows, const std::vector<int>& threads) {
+  if (std::none_of(rows.begin(), rows.end(),
+                   [](const BenchRow& r) { return r.case_name.starts_with("bmm/"); }))
+    return;
   for (int t : threads) {
     std::printf(
         "\nbatched small products, %d thread%s (GFLOP/s; x = anchor time / Tessera time; "
@@ -351,10 +320,8 @@ std::vector<BenchRow> bench_shape(const GemmShape& s, int t, const Turns& turns)
   const PeakProbe peak = fma_peak_probe(t);
   std::vector<Contender> cs;
   if (peak.run) cs.push_back({.impl = "fma-peak", .run = peak.run});
-  cs.push_back({.impl = "tessera", .run = [&] { run_tessera(s, o); }, .enter = tessera_threads(t)});
-  cs.push_back({.impl = "tessera-prepacked",
-                .run = [&] { gemm::gemm_prepacked(p, packed); },
-                .enter = tessera_threads(t)});
+  cs.push_back(tessera_contender("tessera", t, [&] { run_tessera(s, o); }));
+  cs.push_back(tessera_contender("tessera-prepacked", t, [&] { gemm::gemm_prepacked(p, packed); }));
   cs.push_back(openblas_contender(t, [&] { run_openblas(s, o); }));
   std::string why;
   if (const BlisAnchor* blis = BlisAnchor::get(&why)) {
@@ -496,18 +463,8 @@ int run_bench_gemm(const BenchOptions& options) {
   std::string cases;
   for (const auto& s : shapes)
     cases += fmt::format("{}{}x{}x{}", cases.empty() ? "" : ",", s.m, s.k, s.n);
-  for (int t : turns.threads) {
-    const std::string ts = std::to_string(t);
-    turns.torch_servers[t] = std::make_unique<AnchorServer>(
-        std::string(TS_BENCH_SCRIPT_DIR) + "/torch_gemm.py",
-        std::vector<std::string>{"--cases", cases.empty() ? "1x1x1" : cases, "--reps",
-                                 std::to_string(turns.turn.min_reps), "--min-time",
-                                 fmt::format("{}", turns.turn.min_time_s), "--max-reps",
-                                 std::to_string(turns.turn.max_reps)},
-        std::vector<std::pair<std::string, std::string>>{{"OPENBLAS_NUM_THREADS", ts},
-                                                         {"OMP_NUM_THREADS", ts}},
-        fmt::format("torch ({} threads)", t));
-  }
+  turns.torch_servers =
+      start_torch_gemm(turns, {"--cases", cases.empty() ? "1x1x1" : cases}, "torch");
 
   size_t done = 0;
   for (const auto& s : shapes) {
@@ -529,8 +486,7 @@ int run_bench_gemm(const BenchOptions& options) {
   print_table(shapes, rows, turns.threads);
   print_fused_table(rows, turns.threads);
   print_batched_table(rows, turns.threads);
-  const Budget budget = options.quick ? Budget{3, 0.2, 20} : Budget{5, 1.0, 50};
-  bench_gemm_lowp(options, turns.threads, budget, rows, notes);
+  bench_gemm_lowp(options, turns, rows, notes);
   return finish_bench("gemm", notes, options.json_path, rows);
 }
 

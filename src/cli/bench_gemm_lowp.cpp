@@ -3,13 +3,17 @@
 // (per-row/column scales, bf16 out) and NVFP4 (block scales + global scale, bf16 out).
 // Columns: GFLOP/s, % of the same run's vdpbf16ps peak (impl "peak", dpbf16 case), ratio to
 // Tessera's float32 mm of the same shape (goal >= 1.8x at n >= 1024) and to PyTorch 1.13's
-// bf16 mm (bench/torch_gemm.py --dtype bfloat16, OPENBLAS_NUM_THREADS per thread count) and
-// oneDNN's bf16 matmul (bf16 in and out, plain row-major weights; goal >= 1.0x). bfloat16 mm
-// also runs with B prepacked (gemm::PackedLowpB) against oneDNN's prepacked bf16 matmul.
-#include "cli/bench_gemm_lowp.h"
+// bf16 mm (bench/torch_gemm.py --dtype bfloat16 in lockstep, one script per thread count with
+// OPENBLAS_NUM_THREADS) and oneDNN's bf16 matmul (bf16 in and out, plain row-major weights;
+// goal >= 1.0x). bfloat16 mm also runs with B prepacked (gemm::PackedLowpB) against oneDNN's
+// prepacked bf16 matmul. All of them, the float32 product included ("tessera-float32"), take
+// turns on each case (Turns, bench_gemm.h).
+#include "cli/bench_gemm.h"
 
 #include <cmath>
 #include <cstdio>
+#include <map>
+#include <memory>
 
 #include <fmt/format.h>
 
@@ -34,7 +38,7 @@ const BenchRow* find(const std::vector<BenchRow>& rows, const std::string& impl,
   return nullptr;
 }
 
-// Runs one case's operands; returns the callable to time.
+// The case's operands, bound into the callable to time.
 std::function<void()> make_case(const LowpCase& c) {
   const int64_t n = c.n;
   manual_seed(1);
@@ -55,11 +59,17 @@ std::function<void()> make_case(const LowpCase& c) {
   return [a, w, sa, sw, g] { (void)scaled_mm(a, w.t(), sa, sw, std::nullopt, kBFloat16, g); };
 }
 
+// Operands of the bfloat16 product with B packed once (a prepacked bfloat16 Linear weight)
+// and of oneDNN's bf16 matmul.
+struct Bf16Operands {
+  Tensor a, b, out;
+};
+
 }  // namespace
 
-void bench_gemm_lowp(const BenchOptions& options, const std::vector<int>& threads,
-                     const Budget& budget, std::vector<BenchRow>& rows,
+void bench_gemm_lowp(const BenchOptions& options, const Turns& turns, std::vector<BenchRow>& rows,
                      std::vector<std::string>& notes) {
+  const std::vector<int>& threads = turns.threads;
   std::vector<LowpCase> cases;
   std::vector<int64_t> sizes = {512, 1024, 2048};
   if (!options.quick) sizes.push_back(4096);
@@ -75,68 +85,59 @@ void bench_gemm_lowp(const BenchOptions& options, const std::vector<int>& thread
   notes.push_back(fmt::format(
       "bfloat16/float8/NVFP4 products ran the {} ({})",
       path.pairs ? "vdpbf16ps pair kernel" : "float32 kernel on decoded operands", path.reason));
-  const int saved = get_num_threads();
-  for (const auto& c : cases) {
-    const auto fn = make_case(c);
-    for (int t : threads) {
-      set_num_threads(t);
-      BenchRow row{"gemm", c.name(), "tessera", t};
-      row.stats = measure(fn, budget);
-      row.gflops = c.flops() / row.stats->median_s / 1e9;
-      std::fprintf(stderr, "bench gemm: %s tessera %d thread(s): %.1f GFLOP/s\n", c.name().c_str(),
-                   t, *row.gflops);
-      rows.push_back(row);
-    }
-    if (c.op != "mm") continue;
-    // The same product with B packed once beforehand (a prepacked bfloat16 Linear weight).
-    manual_seed(1);
-    const Tensor a = randn({c.n, c.n}).to(kBFloat16), b = randn({c.n, c.n}).to(kBFloat16);
-    const Tensor out = empty({c.n, c.n}, kBFloat16);
-    const gemm::PackedLowpB packed(ScalarType::BFloat16, c.n, c.n, b.data_ptr(), c.n, 1);
-    gemm::LowpProblem p;
-    p.m = p.n = p.k = c.n;
-    p.a = {ScalarType::BFloat16, a.data_ptr(), c.n, 1};
-    p.c_dtype = ScalarType::BFloat16, p.c = out.data_ptr(), p.c_rs = c.n, p.c_cs = 1;
-    for (int t : threads) {
-      set_num_threads(t);
-      BenchRow row{"gemm", c.name(), "tessera-prepacked", t};
-      row.stats = measure([&] { gemm::gemm_lowp_prepacked(p, packed); }, budget);
-      row.gflops = c.flops() / row.stats->median_s / 1e9;
-      rows.push_back(row);
-    }
-  }
-  set_num_threads(saved);
-
-  // oneDNN bf16 after every Tessera row (its OpenMP workers spin for a while after a call).
   std::string why;
   const bool dnnl = DnnlMatmul::available(&why);
   if (!dnnl) notes.push_back("onednn bf16 skipped: " + why);
-  for (int t : dnnl ? threads : std::vector<int>{}) {
-    DnnlMatmul::set_threads(t);
-    for (const auto& c : cases) {
-      if (c.op != "mm") continue;
-      manual_seed(1);
-      Tensor a = randn({c.n, c.n}).to(kBFloat16), b = randn({c.n, c.n}).to(kBFloat16);
-      Tensor out = empty({c.n, c.n}, kBFloat16);
-      for (bool prepacked : {false, true}) {
-        DnnlMatmul mm(c.n, c.n, c.n, kBFloat16, kBFloat16, prepacked, b.data_ptr());
-        BenchRow row{"gemm", c.name(), prepacked ? "onednn-prepacked" : "onednn", t};
-        row.stats = measure([&] { mm.run(a.data_ptr(), out.data_ptr()); }, budget);
-        row.gflops = c.flops() / row.stats->median_s / 1e9;
-        rows.push_back(row);
-      }
-    }
-  }
-
   std::string torch_cases;
   for (const auto& c : cases)
     if (c.op == "mm")
       torch_cases += fmt::format("{}{}x{}x{}", torch_cases.empty() ? "" : ",", c.n, c.n, c.n);
+  // bf16 PyTorch per thread count
+  std::map<int, std::unique_ptr<AnchorServer>> torch;
   if (!torch_cases.empty())
-    for (auto& r :
-         run_torch_anchor("torch_gemm.py", {"--cases", torch_cases, "--dtype", "bfloat16"}, threads,
-                          budget, "torch bf16", notes))
-      rows.push_back(r);
+    torch = start_torch_gemm(turns, {"--cases", torch_cases, "--dtype", "bfloat16"}, "torch bf16");
+
+  const int saved = get_num_threads();
+  for (const auto& c : cases) {
+    const auto fn = make_case(c);
+    manual_seed(1);
+    const Tensor a32 = randn({c.n, c.n}), b32 = randn({c.n, c.n});
+    const Bf16Operands o{a32.to(kBFloat16), b32.to(kBFloat16), empty({c.n, c.n}, kBFloat16)};
+    std::unique_ptr<gemm::PackedLowpB> packed;
+    gemm::LowpProblem p;
+    if (c.op == "mm") {
+      packed = std::make_unique<gemm::PackedLowpB>(ScalarType::BFloat16, c.n, c.n, o.b.data_ptr(),
+                                                   c.n, 1);
+      p.m = p.n = p.k = c.n;
+      p.a = {ScalarType::BFloat16, o.a.data_ptr(), c.n, 1};
+      p.c_dtype = ScalarType::BFloat16, p.c = o.out.data_ptr(), p.c_rs = c.n, p.c_cs = 1;
+    }
+    for (int t : threads) {
+      std::vector<Contender> cs = {
+          tessera_contender("tessera", t, fn),
+          tessera_contender("tessera-float32", t, [&] { (void)a32.mm(b32); })};
+      std::vector<std::unique_ptr<DnnlMatmul>> mms;  // built at t threads
+      if (c.op == "mm") {
+        cs.push_back(tessera_contender("tessera-prepacked", t,
+                                       [&] { gemm::gemm_lowp_prepacked(p, *packed); }));
+        if (dnnl) {
+          DnnlMatmul::set_threads(t);
+          for (bool prepacked : {false, true}) {
+            mms.push_back(std::make_unique<DnnlMatmul>(c.n, c.n, c.n, kBFloat16, kBFloat16,
+                                                       prepacked, o.b.data_ptr()));
+            DnnlMatmul* mm = mms.back().get();
+            cs.push_back(dnnl_contender(prepacked ? "onednn-prepacked" : "onednn", t,
+                                        [&o, mm] { mm->run(o.a.data_ptr(), o.out.data_ptr()); }));
+          }
+        }
+        if (torch.count(t)) cs.push_back(script_contender(torch[t].get(), t));
+      }
+      for (auto& r : turns.take(c.name(), c.flops(), t, cs)) rows.push_back(std::move(r));
+    }
+  }
+  set_num_threads(saved);
+  for (const auto& [t, server] : torch)
+    if (!server->note().empty()) notes.push_back(server->note());
 
   for (int t : threads) {
     const BenchRow* peak = find(rows, "peak", "dpbf16/", t);
@@ -149,8 +150,7 @@ void bench_gemm_lowp(const BenchOptions& options, const std::vector<int>& thread
     for (const auto& c : cases) {
       const BenchRow* ts = find(rows, "tessera", c.name(), t);
       if (!ts || !ts->stats) continue;
-      const BenchRow* f32 =
-          find(rows, "tessera", fmt::format("mm/float32/{}x{}x{}", c.n, c.n, c.n), t);
+      const BenchRow* f32 = find(rows, "tessera-float32", c.name(), t);
       std::string line =
           fmt::format("{:<36} {:9.3f} {:8.1f} {:6.1f}%", c.name(), ts->stats->median_s * 1e3,
                       *ts->gflops, 100 * *ts->gflops / pk);

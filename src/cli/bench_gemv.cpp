@@ -33,6 +33,7 @@
 #include <fmt/format.h>
 
 #include "cli/bench.h"
+#include "cli/bench_anchors.h"
 #include "cli/bench_util.h"
 #include "gemm/gemm.h"
 #include "gemm/gemv.h"
@@ -234,18 +235,12 @@ int run_bench_gemv(const BenchOptions& options) {
                                       .run = [&] { run_linear(f, o, x); },
                                       .enter = [t] { set_num_threads(t); }}};
         if (f.format == gemm::WeightFormat::Float32) {
-          cs.push_back({.impl = "openblas",
-                        .run =
-                            [&] {
-                              cblas_sgemv(CblasRowMajor, CblasNoTrans, s.n, s.k, 1.0f,
-                                          o.w.data_ptr<float>(), s.k, o.x.data_ptr<float>(), 1,
-                                          0.0f, o.y.data_ptr<float>(), 1);
-                            },
-                        .enter = [t] { openblas_set_num_threads(t); },
-                        .leave = [] { openblas_set_num_threads(1); },
-                        .settle_s = t > 1 ? 0.2 : 0});  // its workers spin after a call
+          cs.push_back(openblas_contender(t, [&] {
+            cblas_sgemv(CblasRowMajor, CblasNoTrans, s.n, s.k, 1.0f, o.w.data_ptr<float>(), s.k,
+                        o.x.data_ptr<float>(), 1, 0.0f, o.y.data_ptr<float>(), 1);
+          }));
         }
-        if (torch.count(t)) cs.push_back({.script = torch[t].get(), .settle_s = t > 1 ? 0.2 : 0});
+        if (torch.count(t)) cs.push_back(script_contender(torch[t].get(), t));
         for (auto& r : take_turns("gemv", c, t, rounds, turn, cs)) {
           if (r.stats) {
             r.gbps = weight_bytes(f, s) / r.stats->median_s / 1e9;
