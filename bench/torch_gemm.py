@@ -52,7 +52,8 @@ def main():
         a, b, c = operands(shape)
         op = torch.mm if kind == "mm" else torch.bmm
         row = {"suite": "gemm", "case": name, "impl": "torch", "threads": t}
-        row.update(measure(lambda: op(a, b, out=c), args.reps, args.min_time, args.max_reps))
+        row.update(measure(lambda: op(a, b, out=c), args.reps, args.min_time, args.max_reps,
+                           key=(name, t)))
         flops = 2.0 * (shape[0] if kind == "bmm" else 1) * shape[-3] * shape[-2] * shape[-1]
         row.update(gflops=flops / row["median_s"] / 1e9, gbps=None)
         return [row]

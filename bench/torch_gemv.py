@@ -42,7 +42,8 @@ def main():
         w, x = state["operands"]
         row = {"suite": "gemv", "case": case, "impl": "torch", "threads": t}
         with torch.no_grad():
-            row.update(measure(lambda: F.linear(x, w), args.reps, args.min_time, args.max_reps))
+            row.update(measure(lambda: F.linear(x, w), args.reps, args.min_time, args.max_reps,
+                               key=(case, t)))
         row.update(gflops=2.0 * n * k / row["median_s"] / 1e9,
                    gbps=n * k * w.element_size() / row["median_s"] / 1e9)
         return [row]

@@ -58,25 +58,6 @@ std::vector<BenchRow> Turns::take(const std::string& name, double flops, int t,
   return rows;
 }
 
-std::map<int, std::unique_ptr<AnchorServer>> start_torch_gemm(const Turns& turns,
-                                                              std::vector<std::string> args,
-                                                              const std::string& label) {
-  std::map<int, std::unique_ptr<AnchorServer>> servers;
-  for (const std::string& a : {std::string("--reps"), std::to_string(turns.turn.min_reps),
-                               std::string("--min-time"), fmt::format("{}", turns.turn.min_time_s),
-                               std::string("--max-reps"), std::to_string(turns.turn.max_reps)})
-    args.push_back(a);
-  for (int t : turns.threads) {
-    const std::string ts = std::to_string(t);
-    servers[t] =
-        std::make_unique<AnchorServer>(std::string(TS_BENCH_SCRIPT_DIR) + "/torch_gemm.py", args,
-                                       std::vector<std::pair<std::string, std::string>>{
-                                           {"OPENBLAS_NUM_THREADS", ts}, {"OMP_NUM_THREADS", ts}},
-                                       fmt::format("{} ({} threads)", label, t));
-  }
-  return servers;
-}
-
 Contender tessera_contender(std::string impl, int t, std::function<void()> run) {
   return {.impl = std::move(impl), .run = std::move(run), .enter = [t] { set_num_threads(t); }};
 }
@@ -464,7 +445,8 @@ int run_bench_gemm(const BenchOptions& options) {
   for (const auto& s : shapes)
     cases += fmt::format("{}{}x{}x{}", cases.empty() ? "" : ",", s.m, s.k, s.n);
   turns.torch_servers =
-      start_torch_gemm(turns, {"--cases", cases.empty() ? "1x1x1" : cases}, "torch");
+      lockstep_per_thread_count("torch_gemm.py", {"--cases", cases.empty() ? "1x1x1" : cases},
+                                turns.threads, turns.turn, "torch");
 
   size_t done = 0;
   for (const auto& s : shapes) {

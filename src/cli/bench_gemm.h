@@ -28,12 +28,6 @@ struct Turns {
                              const std::vector<Contender>& cs) const;
 };
 
-// bench/torch_gemm.py in lockstep, one per thread count (Debian's PyTorch runs mm on OpenBLAS,
-// whose thread count is OPENBLAS_NUM_THREADS at load time), timing each turn with turns.turn.
-std::map<int, std::unique_ptr<AnchorServer>> start_torch_gemm(const Turns& turns,
-                                                              std::vector<std::string> args,
-                                                              const std::string& label);
-
 // Tessera at t threads of its pool.
 Contender tessera_contender(std::string impl, int t, std::function<void()> run);
 

@@ -95,7 +95,9 @@ void bench_gemm_lowp(const BenchOptions& options, const Turns& turns, std::vecto
   // bf16 PyTorch per thread count
   std::map<int, std::unique_ptr<AnchorServer>> torch;
   if (!torch_cases.empty())
-    torch = start_torch_gemm(turns, {"--cases", torch_cases, "--dtype", "bfloat16"}, "torch bf16");
+    torch =
+        lockstep_per_thread_count("torch_gemm.py", {"--cases", torch_cases, "--dtype", "bfloat16"},
+                                  turns.threads, turns.turn, "torch bf16");
 
   const int saved = get_num_threads();
   for (const auto& c : cases) {

@@ -205,18 +205,8 @@ int run_bench_gemv(const BenchOptions& options) {
   }
   // PyTorch in lockstep, one script per thread count (its OpenBLAS reads the count at load).
   std::map<int, std::unique_ptr<AnchorServer>> torch;
-  if (!cases.empty()) {
-    for (int t : threads) {
-      const std::string ts = std::to_string(t);
-      torch[t] = std::make_unique<AnchorServer>(
-          std::string(TS_BENCH_SCRIPT_DIR) + "/torch_gemv.py",
-          std::vector<std::string>{"--cases", cases, "--reps", "1", "--min-time", "0", "--max-reps",
-                                   "1"},
-          std::vector<std::pair<std::string, std::string>>{{"OPENBLAS_NUM_THREADS", ts},
-                                                           {"OMP_NUM_THREADS", ts}},
-          fmt::format("torch ({} threads)", t));
-    }
-  }
+  if (!cases.empty())
+    torch = lockstep_per_thread_count("torch_gemv.py", {"--cases", cases}, threads, turn, "torch");
 
   for (int t : threads) {
     const ReadProbe probe(t);

@@ -209,23 +209,9 @@ int run_bench_ops(const BenchOptions& options) {
 
   // The anchors run beside us, in lockstep: PyTorch sets its thread count per case; NumPy's
   // threads come from the environment, so there is one NumPy per thread count.
-  const std::string dir = TS_BENCH_SCRIPT_DIR;
-  const std::vector<std::string> timing = {"--reps",     std::to_string(kTurn.min_reps),
-                                           "--min-time", fmt::format("{}", kTurn.min_time_s),
-                                           "--max-reps", std::to_string(kTurn.max_reps)};
-  std::vector<std::unique_ptr<AnchorServer>> anchors;
-  anchors.push_back(std::make_unique<AnchorServer>(
-      dir + "/torch_ops.py", timing, std::vector<std::pair<std::string, std::string>>{}, "torch"));
-  std::map<int, AnchorServer*> numpy;
-  for (int t : threads) {
-    const std::string ts = std::to_string(t);
-    anchors.push_back(
-        std::make_unique<AnchorServer>(dir + "/numpy_ops.py", timing,
-                                       std::vector<std::pair<std::string, std::string>>{
-                                           {"OMP_NUM_THREADS", ts}, {"OPENBLAS_NUM_THREADS", ts}},
-                                       fmt::format("numpy ({} threads)", t)));
-    numpy[t] = anchors.back().get();
-  }
+  AnchorServer torch(std::string(TS_BENCH_SCRIPT_DIR) + "/torch_ops.py", turn_args(kTurn), {},
+                     "torch");
+  const auto numpy = lockstep_per_thread_count("numpy_ops.py", {}, threads, kTurn, "numpy");
 
   for (int t : threads) {
     const ReadProbe probe(t);
@@ -233,15 +219,16 @@ int run_bench_ops(const BenchOptions& options) {
     for (const auto& c : cases) {
       std::fprintf(stderr, "bench ops: %d thread(s): [%zu/%zu] %s\n", t, ++done, cases.size(),
                    c.name.c_str());
-      for (auto& r : measure_in_turns(c, t, rounds, probe, {anchors.front().get(), numpy[t]}))
+      for (auto& r : measure_in_turns(c, t, rounds, probe, {&torch, numpy.at(t).get()}))
         rows.push_back(std::move(r));
     }
   }
   set_num_threads(saved_threads);
 
   std::vector<std::string> notes;
-  for (const auto& a : anchors)
-    if (!a->note().empty()) notes.push_back(a->note());
+  if (!torch.note().empty()) notes.push_back(torch.note());
+  for (const auto& [t, server] : numpy)
+    if (!server->note().empty()) notes.push_back(server->note());
   for (int t : threads) {
     const BenchRow bw = measure_membw("ops", t, bw_budget);
     BenchRow& first = rows[membw_row[t]];

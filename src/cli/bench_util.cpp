@@ -259,31 +259,40 @@ double ReadProbe::timed_run() const {
   return seconds_since(t0);
 }
 
-PeakProbe fma_peak_probe(int threads) {
-  const auto& f = cpu_features();
-  constexpr int64_t iters = 1'000'000;  // ~2-3 ms at 2 FMAs a cycle
-  PeakProbe p;
+namespace {
+
+// The float32 FMA loop this CPU runs at full width, its case name and flops per iteration;
+// null kernel where it has no FMA.
+struct FmaLoop {
   float (*kernel)(int64_t) = nullptr;
-  if (f.avx512f && f.fma) {
-    kernel = fma_avx512, p.flops = 2.0 * 16 * kChains;
-  } else if (f.avx2 && f.fma) {
-    kernel = fma_avx2, p.flops = 2.0 * 8 * kChains;
-  } else {
-    return p;
-  }
-  p.flops *= static_cast<double>(iters) * threads;
-  p.run = [=] { on_threads(threads, [&](int64_t) { g_sink = kernel(iters); }); };
+  const char* case_name = "";
+  double flops_per_iter = 0;
+};
+
+FmaLoop fma_loop() {
+  const auto& f = cpu_features();
+  if (f.avx512f && f.fma) return {fma_avx512, "fma/float32/avx512", 2.0 * 16 * kChains};
+  if (f.avx2 && f.fma) return {fma_avx2, "fma/float32/avx2", 2.0 * 8 * kChains};
+  return {};
+}
+
+}  // namespace
+
+PeakProbe fma_peak_probe(int threads) {
+  constexpr int64_t iters = 1'000'000;  // ~2-3 ms at 2 FMAs a cycle
+  const FmaLoop loop = fma_loop();
+  PeakProbe p;
+  if (!loop.kernel) return p;
+  p.flops = loop.flops_per_iter * static_cast<double>(iters) * threads;
+  p.run = [=] { on_threads(threads, [&](int64_t) { g_sink = loop.kernel(iters); }); };
   return p;
 }
 
 std::vector<BenchRow> measure_peak(const std::string& suite, int threads) {
   std::vector<BenchRow> rows;
   const auto& f = cpu_features();
-  if (f.avx512f && f.fma) {
-    rows.push_back(peak_row(suite, "fma/float32/avx512", threads, 2.0 * 16 * kChains, fma_avx512));
-  } else if (f.avx2 && f.fma) {
-    rows.push_back(peak_row(suite, "fma/float32/avx2", threads, 2.0 * 8 * kChains, fma_avx2));
-  }
+  if (const FmaLoop loop = fma_loop(); loop.kernel)
+    rows.push_back(peak_row(suite, loop.case_name, threads, loop.flops_per_iter, loop.kernel));
   if (f.avx512f && f.avx512_bf16) {
     rows.push_back(
         peak_row(suite, "dpbf16/bfloat16/avx512", threads, 4.0 * 16 * kChains, dpbf16_avx512));
@@ -492,6 +501,29 @@ std::vector<BenchRow> AnchorServer::rows(const std::string& case_name, int threa
     }
     pending_.append(buf, static_cast<size_t>(got));
   }
+}
+
+std::vector<std::string> turn_args(const Budget& turn) {
+  return {"--reps",     std::to_string(turn.min_reps),
+          "--min-time", fmt::format("{}", turn.min_time_s),
+          "--max-reps", std::to_string(turn.max_reps)};
+}
+
+std::map<int, std::unique_ptr<AnchorServer>> lockstep_per_thread_count(
+    const std::string& script, const std::vector<std::string>& args,
+    const std::vector<int>& threads, const Budget& turn, const std::string& label) {
+  std::vector<std::string> all = args;
+  for (auto& a : turn_args(turn)) all.push_back(std::move(a));
+  std::map<int, std::unique_ptr<AnchorServer>> servers;
+  for (int t : threads) {
+    const std::string ts = std::to_string(t);
+    servers[t] =
+        std::make_unique<AnchorServer>(std::string(TS_BENCH_SCRIPT_DIR) + "/" + script, all,
+                                       std::vector<std::pair<std::string, std::string>>{
+                                           {"OPENBLAS_NUM_THREADS", ts}, {"OMP_NUM_THREADS", ts}},
+                                       fmt::format("{} ({} threads)", label, t));
+  }
+  return servers;
 }
 
 std::vector<BenchRow> take_turns(const std::string& suite, const std::string& case_name,

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <functional>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -150,6 +151,16 @@ class AnchorServer {
   int pid_ = -1;
   int fd_ = -1;  // our end of a socket pair: the script's stdin and stdout
 };
+
+// An anchor script's timing flags (--reps, --min-time, --max-reps) for one turn.
+std::vector<std::string> turn_args(const Budget& turn);
+
+// bench/<script> in lockstep once per thread count, with OPENBLAS_NUM_THREADS and
+// OMP_NUM_THREADS set to the count (both libraries read it when they load, so one process
+// cannot change it), given `args` and turn_args(turn); labelled "<label> (<t> threads)".
+std::map<int, std::unique_ptr<AnchorServer>> lockstep_per_thread_count(
+    const std::string& script, const std::vector<std::string>& args,
+    const std::vector<int>& threads, const Budget& turn, const std::string& label);
 
 // One implementation of a case in a suite that takes turns (take_turns): either a call timed
 // here (`impl`, `run`) or an anchor script in lockstep (`script`; its rows name themselves).

@@ -344,7 +344,8 @@ void gemm_serial(const Operands<T>& p, const cpu::GemmMicroKernel<T>& uk, const 
 // Products with at most this many rows and columns (and k <= KC) take the unpacked small kernel.
 constexpr int64_t kSmallMax = 64;
 
-// Whether run() gives p to the unpacked small kernel (with a row-major C and no epilogue).
+// Whether p is small enough for the unpacked small kernel (run() also needs a small kernel in
+// the table, and a row-major C without an epilogue, or an epilogue).
 template <class T>
 bool small_shape(const Operands<T>& p, const BlockSizes& bs) {
   return !p.b_packed && p.b_cs == 1 && p.m <= kSmallMax && p.n <= kSmallMax && p.k <= bs.kc;
@@ -669,20 +670,26 @@ void gemm(const GemmProblem& p, const cpu::GemmKernels* kernels, std::string_vie
 
 namespace {
 
-// Problems [begin, end) of a strided batch on the small kernel, when run() would give each of
-// them that kernel (the same call, so the same bits); false, running nothing, otherwise.
+// Whether run() gives every problem of a strided batch shaped like p the small kernel: then the
+// batch calls it directly (the same call, so the same bits) without run()'s per-problem
+// dispatch.
 template <class T>
-bool run_small_batch(const GemmProblem& p, int64_t begin, int64_t end, int64_t a_bs, int64_t b_bs,
+bool batch_takes_small_kernel(const GemmProblem& p, const cpu::GemmKernels& ks) {
+  const Operands<T> o = typed<T>(p);
+  if (!ks.small<T>() || o.k == 0 || o.alpha == T(0) || o.c_cs != 1 || takes_gemv(p)) return false;
+  const cpu::GemmMicroKernel<T>& uk = ks.get<T>();
+  return small_shape(o, block_sizes(uk.mr, uk.nr, sizeof(T), cache_sizes()));
+}
+
+// Problems [begin, end) of that batch on the small kernel.
+template <class T>
+void run_small_batch(const GemmProblem& p, int64_t begin, int64_t end, int64_t a_bs, int64_t b_bs,
                      int64_t c_bs, const cpu::GemmKernels& ks) {
   const Operands<T> o = typed<T>(p);
   const cpu::SmallGemmFn<T> small = ks.small<T>();
-  if (!small || o.k == 0 || o.alpha == T(0) || o.c_cs != 1 || takes_gemv(p)) return false;
-  const cpu::GemmMicroKernel<T>& uk = ks.get<T>();
-  if (!small_shape(o, block_sizes(uk.mr, uk.nr, sizeof(T), cache_sizes()))) return false;
   for (int64_t i = begin; i < end; ++i)
     small(o.m, o.n, o.k, o.alpha, o.a + i * a_bs, o.a_rs, o.a_cs, o.b + i * b_bs, o.b_rs, o.beta,
           o.c + i * c_bs, o.c_rs);
-  return true;
 }
 
 }  // namespace
@@ -709,15 +716,18 @@ void gemm_strided_batched(const GemmProblem& p, int64_t batch, int64_t a_bs, int
   // give it that kernel (its dispatch cost a sixth). Large ones: each split over all threads.
   if (batch > 1 && work(p.m, p.n, p.k) < 16 * kMinParallelWork) {
     constexpr int64_t kBatchRun = 16;
+    const bool f32 = p.dtype == ScalarType::Float32, f64 = p.dtype == ScalarType::Float64;
+    const bool small = (f32 && batch_takes_small_kernel<float>(p, ks)) ||
+                       (f64 && batch_takes_small_kernel<double>(p, ks));
     parallel_tasks((batch + kBatchRun - 1) / kBatchRun, [&](int64_t task) {
       const int64_t begin = task * kBatchRun, end = std::min(batch, begin + kBatchRun);
-      if (p.dtype == ScalarType::Float32 &&
-          run_small_batch<float>(p, begin, end, a_bs, b_bs, c_bs, ks))
-        return;
-      if (p.dtype == ScalarType::Float64 &&
-          run_small_batch<double>(p, begin, end, a_bs, b_bs, c_bs, ks))
-        return;
-      for (int64_t i = begin; i < end; ++i) run_problem(problem(i), ks, false);
+      if (small && f32) {
+        run_small_batch<float>(p, begin, end, a_bs, b_bs, c_bs, ks);
+      } else if (small) {
+        run_small_batch<double>(p, begin, end, a_bs, b_bs, c_bs, ks);
+      } else {
+        for (int64_t i = begin; i < end; ++i) run_problem(problem(i), ks, false);
+      }
     });
   } else {
     for (int64_t i = 0; i < batch; ++i) run_problem(problem(i), ks, true);

@@ -9,11 +9,8 @@
 //   b:  packed B micro-panel, k rows of NR contiguous elements (b[p * NR + j] = B(p, j)),
 //       columns past the edge zero-padded. Both panels are 64-byte aligned.
 //   c:  the tile, C(i, j) at c[i * rs_c + j * cs_c] (element strides). The whole MR x NR tile
-//       is written; edge tiles go through a temporary MR x NR tile (src/gemm/driver.cpp).
-//
-// A table may also give `rows`: rows[r] (0 < r < MR) computes only the top r rows of a tile
-// from the same MR-wide panels, so that a bottom edge of r rows (m = 64 with MR = 14 leaves
-// 8) costs r rows of multiply-adds instead of MR; the driver stores its r rows in place.
+//       is written; tiles at the right edge go through a temporary MR x NR tile
+//       (src/gemm/driver.cpp).
 //   k:  may be 0 (then C := beta * C, or 0 when beta == 0).
 //   beta == 0: C is never read, so NaN or Inf garbage in C never reaches the result.
 //
@@ -21,6 +18,10 @@
 // multiply-add per step where the ISA has FMA), then scaled: c = alpha * acc + beta * c.
 // The order depends only on k, never on where the tile sits or on how the caller threads,
 // so results are bitwise reproducible across thread counts.
+//
+// A table may also give `rows`: rows[r] (0 < r < MR) computes only the top r rows of a tile
+// from the same MR-wide panels, so that a bottom edge of r rows (m = 64 with MR = 14 leaves
+// 8) costs r rows of multiply-adds instead of MR; the driver stores its r rows in place.
 //
 // Kernels are serial, allocate nothing, and are compiled once per ISA (TS_ISA) like the
 // other kernel files; `gemm_kernels()` returns that ISA's table. To add an ISA or a better

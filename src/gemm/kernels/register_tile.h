@@ -59,16 +59,13 @@ inline void register_tile_kernel(int64_t k, T alpha, const T* __restrict a, cons
   // flight.
   constexpr int64_t kLines = 2 * MR;  // a row of NR floats spans two 64-byte lines
   int64_t p = 0;
-  if (k >= kLines) {
 #pragma GCC unroll 4
-    for (; p < k - kLines; ++p) step();
-  }
-  for (int64_t line = 0; line < kLines; ++line) {
+  for (; p < k - kLines; ++p) step();
+  for (int64_t line = 0; line < kLines; ++line) {  // the last min(k, kLines) steps
     const int64_t i = line >> 1;
     __builtin_prefetch(c + i * rs_c + (line & 1) * (NR - 1) * cs_c, 1, 3);
     if (p < k) step(), ++p;
   }
-  for (; p < k; ++p) step();
 
   // c = alpha * acc + beta * c, row by row. A strided tile is gathered into a contiguous
   // one first so that both layouts round identically.
