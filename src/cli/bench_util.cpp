@@ -1,6 +1,7 @@
 #include "cli/bench_util.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <immintrin.h>
 #include <poll.h>
@@ -632,6 +633,15 @@ std::string anchor_info() {
       "anchors:      {} (in the tessera command only, as a benchmark anchor: libtessera does "
       "not link it)\n",
       openblas_get_config());
+}
+
+void stop_openblas_pool() {
+  // blas_thread_shutdown_ is what OpenBLAS itself runs before a fork; exec_blas() starts the
+  // pool again when it finds it down.
+  using ShutdownFn = int (*)();
+  if (const auto shutdown =
+          reinterpret_cast<ShutdownFn>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_")))
+    shutdown();
 }
 
 int finish_bench(const std::string& suite, const std::vector<std::string>& notes,

@@ -72,6 +72,13 @@ const BenchRow* find_row(const std::vector<BenchRow>& rows, const std::string& i
 std::string openblas_kernel_note();
 // The `tessera info` line for the anchors the command links (libtessera does not).
 std::string anchor_info();
+// Stops the worker pool that OpenBLAS (its pthreads build) starts when the command loads it:
+// the workers spin for about 2^28 cycles (~0.1 s) before they sleep, so every process the
+// command starts (a launched worker, a restarted rank, a bench worker) would run its first
+// 0.1 s beside a spinning thread on these 2 cores (a shm all_reduce of 8 B measured 3x
+// slower). Only the bench anchors call OpenBLAS; its first threaded call starts the pool
+// again. Does nothing where the library has no such pool.
+void stop_openblas_pool();
 
 // Streaming read bandwidth in GB/s over a 256 MiB buffer (`bytes`: far beyond the caches, and
 // the size of the largest benchmark inputs, so both see the same page and TLB behaviour),

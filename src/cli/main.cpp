@@ -31,6 +31,7 @@ std::vector<int> parse_threads(const std::string& s) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  tessera::cli::stop_openblas_pool();
   CLI::App app{"Tessera: a deep-learning runtime in C++20"};
   app.require_subcommand(1);
   int status = 0;

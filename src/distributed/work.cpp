@@ -109,8 +109,7 @@ Work::Work(std::string op_name, std::vector<Tensor> outputs, Milliseconds timeou
       outputs_(std::move(outputs)),
       timeout_(timeout),
       sequence_number_(sequence_number),
-      created_(Clock::now()),
-      future_(std::make_shared<Future>()) {
+      created_(Clock::now()) {
   TS_CHECK(timeout.count() > 0, ValueError, "{}: argument 'timeout' must be positive, but got {}",
            op_name_, timeout);
 }
@@ -164,19 +163,37 @@ void Work::set_run_inline(std::function<void()> fn) {
   run_inline_ = std::move(fn);
 }
 
+std::shared_ptr<Future> Work::get_future() const {
+  std::lock_guard lock(mutex_);
+  if (!future_) {
+    future_ = std::make_shared<Future>();
+    if (is_completed()) {  // publish() ran before there was a Future to complete
+      if (error_) {
+        future_->set_error(error_);
+      } else {
+        future_->mark_completed(outputs_);
+      }
+    }
+  }
+  return future_;
+}
+
 bool Work::publish(WorkStatus status, std::exception_ptr error) {
+  std::shared_ptr<Future> future;
   {
     std::lock_guard lock(mutex_);
     if (is_completed()) return false;  // the first terminal status stays
     store_now(finished_ns_);
     error_ = error;
     status_.store(status, std::memory_order_release);
+    future = future_;  // a later get_future() completes its own
   }
   cv_.notify_all();
+  if (!future) return true;
   if (error) {
-    future_->set_error(std::move(error));
+    future->set_error(std::move(error));
   } else {
-    future_->mark_completed(outputs_);
+    future->mark_completed(outputs_);
   }
   return true;
 }
@@ -189,6 +206,10 @@ bool Work::wait(std::optional<Milliseconds> timeout) {
       run_inline.swap(run_inline_);
     }
     if (run_inline) run_inline();
+  }
+  if (is_completed()) {  // error_ is written before the status is published, never after
+    if (error_) std::rethrow_exception(error_);
+    return true;
   }
   // Spin a few microseconds first: small ops finish within that, and a thread woken from the
   // condition variable takes longer to run again (tens of microseconds on a busy VM).

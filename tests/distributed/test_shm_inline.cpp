@@ -1,5 +1,6 @@
 // A caller that waits on a collective while the shm progress thread is idle runs it on its
-// own thread (ShmBackend::run_inline). Whichever thread runs an op, ops run in issue order
+// own thread (ShmBackend::run_inline); one issued with async_op = false does not even wake
+// the progress thread. Whichever thread runs an op, ops run in issue order
 // and a posted send/recv keeps the progress thread in charge: these cases mix the two paths.
 #include <chrono>
 #include <thread>
@@ -53,6 +54,45 @@ TEST(ShmInline, APendingRecvAndASynchronousCollective) {
       EXPECT_TRUE(b.allreduce(s, {})->wait());
       EXPECT_EQ(as_doubles(s), (std::vector<double>{1.0 + 2 * k, 1.0 + 2 * k}));
     }
+  });
+}
+
+// async_op = false promises a wait at once, so the op does not wake the progress thread. An
+// op issued so and never waited for must still run (the progress thread's idle slice).
+TEST(ShmInline, ASynchronousCollectiveNobodyWaitsForStillRuns) {
+  run_ranks(2, [&](int r, dist::Backend& b) {
+    Tensor t = filled(kFloat32, 3, [&](int64_t i) { return r + i; });
+    dist::AllreduceOptions o;
+    o.async_op = false;
+    auto w = b.allreduce(t, o);
+    const auto give_up = std::chrono::steady_clock::now() + 10s;
+    while (!w->is_completed() && std::chrono::steady_clock::now() < give_up)
+      std::this_thread::sleep_for(1ms);
+    ASSERT_TRUE(w->is_completed());
+    EXPECT_TRUE(w->is_success());
+    EXPECT_EQ(as_doubles(t), (std::vector<double>{1, 3, 5}));
+  });
+}
+
+// Synchronous ops queued behind an asynchronous one cannot run inline (only the front op
+// may): their waits ring the progress thread, which runs all of them in issue order.
+TEST(ShmInline, SynchronousOpsBehindAnAsynchronousOneRunOnTheProgressThread) {
+  run_ranks(2, [&](int r, dist::Backend& b) {
+    Tensor big = full({1 << 20}, static_cast<double>(r + 1), kFloat32);
+    auto first = b.allreduce(big, {});
+    dist::AllreduceOptions sync;
+    sync.async_op = false;
+    std::vector<Tensor> ts;
+    std::vector<dist::WorkPtr> ws;
+    for (int k = 0; k < 3; ++k) {
+      ts.push_back(full({2}, static_cast<double>(r * 10 + k), kFloat64));
+      ws.push_back(b.allreduce(ts.back(), sync));
+    }
+    for (int k = 2; k >= 0; --k) EXPECT_TRUE(ws[k]->wait());
+    EXPECT_TRUE(first->wait());
+    for (int k = 0; k < 3; ++k)
+      EXPECT_EQ(as_doubles(ts[k]), (std::vector<double>{10.0 + 2 * k, 10.0 + 2 * k})) << k;
+    EXPECT_EQ(big[12345].item<float>(), 3.0f);
   });
 }
 

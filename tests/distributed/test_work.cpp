@@ -75,6 +75,33 @@ TEST(Work, FutureCallbacksRunExactlyOnce) {
   EXPECT_EQ(chained->value().size(), 1u);
 }
 
+// The Future is made on first use: asked for after the op finished, it is complete already
+// and holds the outputs; asked for while the op finishes, its callbacks still run once.
+TEST(Work, AFutureAskedForLateIsCompleteAndRunsCallbacksOnce) {
+  const Tensor out = empty({3});
+  dist::Work done("test:op", {out}, 10s);
+  done.mark_started();
+  done.mark_completed();
+  const auto f = done.get_future();
+  EXPECT_TRUE(f->completed());
+  ASSERT_EQ(f->value(1s).size(), 1u);
+  EXPECT_TRUE(f->value(1s)[0].is_same(out));
+  EXPECT_EQ(done.get_future(), f);  // one Future per Work
+  for (int k = 0; k < 200; ++k) {
+    auto w = std::make_shared<dist::Work>("test:race", std::vector<Tensor>{}, 10s);
+    w->mark_started();
+    std::atomic<int> calls{0};
+    std::thread t([&] { w->mark_completed(); });
+    w->get_future()->then([&](dist::Future&) {
+      ++calls;
+      return std::vector<Tensor>{};
+    });
+    t.join();
+    EXPECT_TRUE(w->wait());
+    EXPECT_EQ(calls.load(), 1) << "round " << k;
+  }
+}
+
 TEST(Work, ThenCarriesErrorsAndCallbackExceptions) {
   auto f = std::make_shared<dist::Future>();
   auto g = f->then([](dist::Future& prev) -> std::vector<Tensor> {

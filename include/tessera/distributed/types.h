@@ -19,7 +19,10 @@ std::string_view reduce_op_name(ReduceOp op);
 
 // Unset timeouts take the group's default (the one given to init_process_group / new_group).
 // async_op tells hooks (and the Flight Recorder) whether the caller waits for the op at once;
-// the torch.distributed free functions set it, and it changes nothing in how the op runs.
+// the torch.distributed free functions set it, and wait at once when it is false. A caller
+// that sets it false promises that wait: the shm backend then runs the op in the waiting
+// thread instead of waking its progress thread (an op nobody waits for still starts, after
+// up to 100 ms).
 struct AllreduceOptions {
   ReduceOp reduce_op = ReduceOp::SUM;
   std::optional<Milliseconds> timeout;

@@ -93,7 +93,9 @@ class Work {
   // See the contract above. Returns true on success; throws the op's error, or
   // DistTimeoutError when `timeout` passes first (the op itself keeps running then).
   bool wait(std::optional<Milliseconds> timeout = std::nullopt);
-  std::shared_ptr<Future> get_future() const { return future_; }
+  // Made on first use (most Works are only waited for), completed at once when the op
+  // already finished.
+  std::shared_ptr<Future> get_future() const;
   // The output tensors (valid once completed successfully).
   const std::vector<Tensor>& result() const { return outputs_; }
 
@@ -139,7 +141,7 @@ class Work {
   std::exception_ptr error_;
   std::function<void(const std::exception_ptr&)> on_stuck_;
   std::function<void()> run_inline_;
-  std::shared_ptr<Future> future_;
+  mutable std::shared_ptr<Future> future_;  // guarded by mutex_; null until get_future()
 };
 
 using WorkPtr = std::shared_ptr<Work>;

@@ -49,6 +49,9 @@ struct Op {
   uint64_t seq = 0;  // the op's number in this communicator (errors and descriptors)
   Clock::time_point deadline;
   Milliseconds timeout{0};
+  // The caller waits for this collective at once (async_op = false): an engine may leave it
+  // for the caller's Work::wait to run rather than hand it to another thread.
+  bool caller_waits = false;
 };
 
 }  // namespace tessera::distributed

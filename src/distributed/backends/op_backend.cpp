@@ -94,6 +94,7 @@ WorkPtr OpBackend::allreduce(const Tensor& tensor, const AllreduceOptions& opts)
   op.reduce_op = opts.reduce_op;
   op.count = tensor.numel();
   op.out = bytes_of(tensor);
+  op.caller_waits = !opts.async_op;
   return enqueue(std::move(op), {tensor}, opts.timeout);
 }
 
@@ -106,6 +107,7 @@ WorkPtr OpBackend::broadcast(const Tensor& tensor, const BroadcastOptions& opts)
   op.root = static_cast<int>(opts.root_rank);
   op.count = tensor.numel();
   op.out = bytes_of(tensor);
+  op.caller_waits = !opts.async_op;
   return enqueue(std::move(op), {tensor}, opts.timeout);
 }
 
@@ -120,6 +122,7 @@ WorkPtr OpBackend::reduce(const Tensor& tensor, const ReduceOptions& opts) {
   op.root = static_cast<int>(opts.root_rank);
   op.count = tensor.numel();
   op.out = bytes_of(tensor);
+  op.caller_waits = !opts.async_op;
   return enqueue(std::move(op), {tensor}, opts.timeout);
 }
 
@@ -135,6 +138,7 @@ WorkPtr OpBackend::allgather(const std::vector<Tensor>& outputs, const Tensor& i
   for (const auto& t : outputs) op.outs.push_back(bytes_of(t));
   auto keep = outputs;
   keep.push_back(input);
+  op.caller_waits = !opts.async_op;
   return enqueue(std::move(op), std::move(keep), opts.timeout);
 }
 
@@ -155,6 +159,7 @@ WorkPtr OpBackend::allgather_into_tensor(const Tensor& output, const Tensor& inp
   op.count = input.numel();
   op.in = bytes_of(input);
   for (int r = 0; r < size_; ++r) op.outs.push_back(bytes_of(output) + r * input.nbytes());
+  op.caller_waits = !opts.async_op;
   return enqueue(std::move(op), {output, input}, opts.timeout);
 }
 
@@ -184,6 +189,7 @@ WorkPtr OpBackend::gather(const std::vector<Tensor>& outputs, const Tensor& inpu
   for (const auto& t : outputs) op.outs.push_back(bytes_of(t));
   auto keep = outputs;
   keep.push_back(input);
+  op.caller_waits = !opts.async_op;
   return enqueue(std::move(op), std::move(keep), opts.timeout);
 }
 
@@ -201,6 +207,7 @@ WorkPtr OpBackend::scatter(const Tensor& output, const std::vector<Tensor>& inpu
   for (const auto& t : inputs) op.ins.push_back(bytes_of(t));
   auto keep = inputs;
   keep.insert(keep.begin(), output);
+  op.caller_waits = !opts.async_op;
   return enqueue(std::move(op), std::move(keep), opts.timeout);
 }
 
@@ -223,6 +230,7 @@ WorkPtr OpBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor
   }
   auto keep = inputs;
   keep.insert(keep.begin(), output);
+  op.caller_waits = !opts.async_op;
   return enqueue(std::move(op), std::move(keep), opts.timeout);
 }
 
@@ -247,6 +255,7 @@ WorkPtr OpBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& inp
   op.count = output.numel();
   op.out = bytes_of(output);
   for (int r = 0; r < size_; ++r) op.ins.push_back(bytes_of(input) + r * output.nbytes());
+  op.caller_waits = !opts.async_op;
   return enqueue(std::move(op), {output, input}, opts.timeout);
 }
 
@@ -296,12 +305,14 @@ WorkPtr OpBackend::alltoall_base(const Tensor& output, const Tensor& input,
   op.out = bytes_of(output);
   op.in_split_bytes = splits_in_bytes(input, input_splits, "input_split_sizes");
   op.out_split_bytes = splits_in_bytes(output, output_splits, "output_split_sizes");
+  op.caller_waits = !opts.async_op;
   return enqueue(std::move(op), {output, input}, opts.timeout);
 }
 
 WorkPtr OpBackend::barrier(const BarrierOptions& opts) {
   Op op;
   op.kind = OpKind::BARRIER;
+  op.caller_waits = !opts.async_op;
   return enqueue(std::move(op), {}, opts.timeout);
 }
 
@@ -366,8 +377,10 @@ WorkPtr OpBackend::new_work(Op& op, std::vector<Tensor> keep, std::optional<Mill
            "{}(): the {} group '{}' (rank {}) is suspended; call resume() first", op_name, name(),
            group, rank_);
   op.seq = ++counter;
-  auto work =
-      std::make_shared<Work>(fmt::format("{}:{}", name(), op_name), std::move(keep), t, op.seq);
+  std::string work_name = name();  // "<backend>:<op>", on every op: no formatting
+  work_name += ':';
+  work_name += op_name;
+  auto work = std::make_shared<Work>(std::move(work_name), std::move(keep), t, op.seq);
   op.deadline = work->deadline();
   op.timeout = t;
   if (error) work->mark_failed(WorkStatus::ERROR, error);

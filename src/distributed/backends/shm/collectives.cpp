@@ -107,8 +107,14 @@ int Communicator::acquire(const Op& op) {
 uint32_t Communicator::publish() {
   ++published_;
   segment_->control(rank_).flag.store(published_, std::memory_order_seq_cst);
-  for (int r = 0; r < world_; ++r)
-    if (r != rank_) ring(segment_->control(r));
+  // Only a sleeping peer needs its doorbell: a peer that waits on a step counts itself as a
+  // sleeper before its last look at the flags (wait_for), and of that count and this store
+  // one sees the other (both sequentially consistent). A bell rung for nobody would still
+  // cost a read-modify-write of the peer's line per step.
+  for (int r = 0; r < world_; ++r) {
+    RankControl& c = segment_->control(r);
+    if (r != rank_ && c.sleepers.load(std::memory_order_seq_cst) > 0) ring(c);
+  }
   return published_;
 }
 
@@ -197,7 +203,7 @@ void Communicator::barrier(const Op& op) {
 void Communicator::allreduce(const Op& op) {
   const int64_t es = element_size(op.dtype);
   const int64_t total = op.count;
-  std::vector<const void*> srcs(static_cast<size_t>(world_));
+  std::vector<const void*>& srcs = srcs_;
   if (static_cast<uint64_t>(total * es) <= std::min<uint64_t>(kSmallAllreduceBytes, half_bytes_)) {
     const int h = acquire(op);
     write_descriptor(op, h);
@@ -222,7 +228,7 @@ void Communicator::reduce(const Op& op) {
   const auto bound = [&](int r, int64_t len) {
     return r == world_ ? len : (len * r / world_) / align * align;
   };
-  std::vector<const void*> srcs(static_cast<size_t>(world_));
+  std::vector<const void*>& srcs = srcs_;
   const int64_t pieces = std::max<int64_t>(1, ceil_div(total, piece));
   for (int64_t p = 0; p < pieces; ++p) {
     const int64_t off = p * piece, len = std::min(piece, total - off);
@@ -324,7 +330,7 @@ void Communicator::reduce_scatter(const Op& op) {
   const int64_t es = element_size(op.dtype);
   const int64_t piece = static_cast<int64_t>(half_bytes_) / (es * world_);
   const int64_t pieces = std::max<int64_t>(1, ceil_div(op.count, piece));
-  std::vector<const void*> srcs(static_cast<size_t>(world_));
+  std::vector<const void*>& srcs = srcs_;
   for (int64_t p = 0; p < pieces; ++p) {
     const int64_t off = p * piece, len = std::min(piece, op.count - off);
     const int h = acquire(op);

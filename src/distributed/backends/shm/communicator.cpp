@@ -25,7 +25,7 @@ void Communicator::sleep(uint32_t seen, int64_t max_ns) {
   const int64_t spin_end = now_ns() + std::min(kSpinNs, max_ns);
   for (int i = 1;; ++i) {
     if (me.doorbell.load(std::memory_order_acquire) != seen) return;
-    cpu_relax();
+    cpu_relax(i);
     if ((i & 7) == 0 && now_ns() > spin_end) break;
   }
   me.sleepers.fetch_add(1, std::memory_order_seq_cst);

@@ -119,6 +119,7 @@ class Communicator {
   std::map<std::pair<int, int64_t>, std::deque<std::unique_ptr<Incoming>>> stash_;
   size_t pending_recvs_ = 0;
   std::vector<P2PDone> deferred_done_;  // finished by pumps inside collective waits
+  std::vector<const void*> srcs_;       // the reductions' source buffers, one per rank
 };
 
 }  // namespace tessera::distributed::shm

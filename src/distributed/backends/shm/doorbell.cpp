@@ -16,9 +16,14 @@
 namespace tessera::distributed::shm {
 
 namespace {
-// Not FUTEX_PRIVATE_FLAG: the word lives in memory shared between processes.
+// A doorbell's word lives in memory shared between processes (no FUTEX_PRIVATE_FLAG); a
+// LocalBell's does not.
 long futex(std::atomic<uint32_t>* addr, int op, uint32_t val, const timespec* timeout) {
   return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(addr), op, val, timeout, nullptr, 0);
+}
+
+timespec span(int64_t ns) {
+  return timespec{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
 }
 }  // namespace
 
@@ -42,10 +47,24 @@ void ring(RankControl& c) {
 }
 
 void sleep_on(RankControl& c, uint32_t seen, int64_t max_ns) {
-  timespec ts{static_cast<time_t>(max_ns / 1'000'000'000),
-              static_cast<long>(max_ns % 1'000'000'000)};
+  const timespec ts = span(max_ns);
   // EAGAIN (the doorbell moved), EINTR and ETIMEDOUT all mean: look again.
   futex(&c.doorbell, FUTEX_WAIT, seen, &ts);
+}
+
+void LocalBell::ring() {
+  count_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleepers_.load(std::memory_order_seq_cst) > 0)
+    futex(&count_, FUTEX_WAKE_PRIVATE, INT_MAX, nullptr);
+}
+
+void LocalBell::sleep(uint32_t seen, int64_t max_ns) {
+  sleepers_.fetch_add(1, std::memory_order_seq_cst);
+  if (count_.load(std::memory_order_seq_cst) == seen) {
+    const timespec ts = span(max_ns);
+    futex(&count_, FUTEX_WAIT_PRIVATE, seen, &ts);
+  }
+  sleepers_.fetch_sub(1, std::memory_order_seq_cst);
 }
 
 }  // namespace tessera::distributed::shm

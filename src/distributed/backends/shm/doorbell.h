@@ -33,10 +33,32 @@ void sleep_on(RankControl& c, uint32_t seen, int64_t max_ns);
 // Whether process `pid` is gone: no such process, or a zombie its parent has not reaped yet.
 bool process_gone(int pid);
 
-// One step of a spin: gives the core to another runnable thread if there is one (a rank's
-// caller and progress thread often share a core), else returns at once.
-inline void cpu_relax() {
-  sched_yield();
+// A process-private event count with the same protocol (FUTEX_PRIVATE): an shm progress
+// thread sleeps on it while it has nothing to drive, so the peers' publishes, which ring the
+// shared doorbell, do not wake it for nothing.
+class LocalBell {
+ public:
+  uint32_t value() const { return count_.load(std::memory_order_seq_cst); }
+  void ring();
+  // Sleeps while the count still is `seen`, at most max_ns.
+  void sleep(uint32_t seen, int64_t max_ns);
+
+ private:
+  std::atomic<uint32_t> count_{0};
+  std::atomic<uint32_t> sleepers_{0};
+};
+
+// Step i (from 1) of a spin. The first kPauseSpins steps only pause: with a core each, the
+// peer's publish is seen within a few dozen nanoseconds (a sched_yield costs a system call).
+// Later steps give the core to another runnable thread if there is one (a rank's caller and
+// progress thread, or 4 ranks on 2 cores, share cores), else return at once.
+inline constexpr int kPauseSpins = 64;
+inline void cpu_relax(int i) {
+  if (i <= kPauseSpins) {
+    __builtin_ia32_pause();
+  } else {
+    sched_yield();
+  }
 }
 
 // How long wait_for spins before it sleeps, and the longest sleep between health checks.
@@ -58,7 +80,7 @@ void wait_for(RankControl& me, Ready&& ready, FunctionRef<void()> between_slices
   const int64_t spin_end = now_ns() + kSpinNs;
   for (int i = 1;; ++i) {
     if (ready()) return;
-    cpu_relax();
+    cpu_relax(i);
     if ((i & 7) == 0 && now_ns() > spin_end) break;
   }
   for (;;) {
@@ -71,6 +93,9 @@ void wait_for(RankControl& me, Ready&& ready, FunctionRef<void()> between_slices
       throw;
     }
     me.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    // Orders the count before ready()'s loads: a publisher that stored its flag and then
+    // found no sleeper is seen by this look (Communicator::publish rings sleepers only).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
     const uint32_t seen = me.doorbell.load(std::memory_order_seq_cst);
     const bool done = ready();
     if (!done) sleep_on(me, seen, kSliceNs);

@@ -94,7 +94,8 @@ Communicator::Communicator(std::unique_ptr<Segment> segment, int rank, std::stri
       pid_(static_cast<int>(::getpid())),
       sends_(static_cast<size_t>(world_)),
       recvs_(static_cast<size_t>(world_)),
-      incoming_(static_cast<size_t>(world_)) {}
+      incoming_(static_cast<size_t>(world_)),
+      srcs_(static_cast<size_t>(world_)) {}
 
 Communicator::~Communicator() = default;
 

@@ -88,11 +88,19 @@ WorkPtr ShmBackend::enqueue(Op op, std::vector<Tensor> outputs,
       abort(ex.what());
     }
   });
-  if (op.kind != OpKind::SEND && op.kind != OpKind::RECV)
-    work->set_run_inline([this, w = work.get()] { run_inline(w); });
-  std::lock_guard lock(mutex_);
-  if (comm_) comm_->wake_self();  // null only when a suspend() raced this op (misuse)
+  const bool collective = op.kind != OpKind::SEND && op.kind != OpKind::RECV;
+  if (collective) work->set_run_inline([this, w = work.get()] { run_inline(w); });
+  // A collective its caller waits for at once is left for that wait (run_inline), which
+  // rings when it cannot take the op: waking the progress thread would cost more than a
+  // small op and would make it race the caller for the queue.
+  if (!(collective && op.caller_waits)) wake_progress();
   return work;
+}
+
+void ShmBackend::wake_progress() {
+  bell_.ring();
+  std::lock_guard lock(mutex_);
+  if (comm_) comm_->wake_self();  // null only while suspended (or a suspend() raced an op)
 }
 
 // ---- progress thread -------------------------------------------------------------------------
@@ -100,31 +108,40 @@ WorkPtr ShmBackend::enqueue(Op op, std::vector<Tensor> outputs,
 void ShmBackend::run_inline(const Work* work) {
   Entry e;
   {
-    std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
     if (driver_ != Driver::kNone || error_ || stopping_ || queue_.empty() ||
-        queue_.front().work.get() != work)
+        queue_.front().work.get() != work) {
+      lock.unlock();
+      bell_.ring();  // the progress thread runs it (an op its caller waits for did not ring)
       return;
+    }
     e = std::move(queue_.front());
     queue_.pop_front();
     driver_ = Driver::kCaller;
+    current_ = e.work;
   }
   run_front(e);  // publishes the Work's status; never throws
+  bool queued = false;
   {
     std::lock_guard lock(mutex_);
     driver_ = Driver::kNone;
+    current_.reset();
+    queued = !queue_.empty();
   }
-  comm_->wake_self();  // for ops queued meanwhile
+  if (queued) bell_.ring();  // for ops queued meanwhile (the progress thread left them to us)
 }
 
 void ShmBackend::progress_loop() {
   for (;;) {
+    // Read before looking at the queue, so a ring after the look is never lost.
     const uint32_t seen = comm_->doorbell();
+    const uint32_t bell_seen = bell_.value();
     std::exception_ptr error;
     {
       std::unique_lock lock(mutex_);
-      if (driver_ == Driver::kCaller) {  // it rings when done
+      if (driver_ == Driver::kCaller) {  // it rings when done, if anything is queued
         lock.unlock();
-        comm_->sleep(seen, kSliceNs);
+        bell_.sleep(bell_seen, kSliceNs);
         continue;
       }
       error = error_;
@@ -155,14 +172,22 @@ void ShmBackend::progress_loop() {
       driver_ = collectives_.empty() && p2p_.empty() ? Driver::kNone : Driver::kProgress;
     }
     if (error) {
-      comm_->sleep(seen, 100'000'000);
+      bell_.sleep(bell_seen, 100'000'000);
       continue;
     }
     try {
       if (!collectives_.empty()) {
         Entry e = std::move(collectives_.front());
         collectives_.pop_front();
+        {
+          std::lock_guard lock(mutex_);
+          current_ = e.work;
+        }
         run_front(e);
+        {
+          std::lock_guard lock(mutex_);
+          current_.reset();
+        }
         finish_p2p(comm_->pump());
         continue;
       }
@@ -178,16 +203,17 @@ void ShmBackend::progress_loop() {
       fail_and_abort(nullptr, WorkStatus::ERROR, std::current_exception());
       continue;
     }
-    // Nothing to do until a peer or the caller rings; p2p deadlines are checked every slice.
-    comm_->sleep(seen, p2p_.empty() ? 100'000'000 : kSliceNs);
+    // Posted sends and recvs move when a peer rings the shared doorbell, and their deadlines
+    // are checked every slice. With none, only this rank's callers (and aborts) ring.
+    if (p2p_.empty()) {
+      bell_.sleep(bell_seen, 100'000'000);
+    } else {
+      comm_->sleep(seen, kSliceNs);
+    }
   }
 }
 
 void ShmBackend::run_front(Entry& e) {
-  {
-    std::lock_guard lock(mutex_);
-    current_ = e.work;
-  }
   e.work->mark_started();
   try {
     TS_CHECK(Clock::now() < e.op.deadline, distributed::DistTimeoutError,
@@ -203,8 +229,6 @@ void ShmBackend::run_front(Entry& e) {
   } catch (...) {
     fail_and_abort(e.work, WorkStatus::ERROR, std::current_exception());
   }
-  std::lock_guard lock(mutex_);
-  current_.reset();
 }
 
 void ShmBackend::finish_p2p(const std::vector<Communicator::P2PDone>& done) {
@@ -240,10 +264,8 @@ void ShmBackend::abort(const std::string& reason) {
   // In-flight and queued work fails before the communicator is torn down, so none of it can
   // complete successfully afterwards. (The progress thread fails what it holds itself.)
   for (auto& w : works) w->mark_failed(WorkStatus::ERROR, error_);
-  if (comm_) {  // null while suspended: there is nobody to tell
-    comm_->abort(reason);
-    comm_->wake_self();
-  }
+  if (comm_) comm_->abort(reason);  // null while suspended: there is nobody to tell
+  wake_progress();
   run_abort_hooks(reason);
 }
 
@@ -254,7 +276,7 @@ void ShmBackend::shutdown() {
     stopping_ = true;
     ended_.store(true, std::memory_order_release);
   }
-  if (comm_) comm_->wake_self();
+  wake_progress();
   if (progress_.joinable()) progress_.join();  // every queued op is bounded by its deadline
   std::lock_guard lock(mutex_);
   if (!error_ && comm_) comm_->detach();
@@ -271,7 +293,7 @@ void ShmBackend::suspend() {
     if (error_) std::rethrow_exception(error_);
     suspended_ = true;  // from now on ops are refused
   }
-  comm_->wake_self();
+  wake_progress();
   if (progress_.joinable()) progress_.join();
   std::lock_guard lock(mutex_);
   comm_.reset();  // unmaps: the memory goes once every rank has let go

@@ -6,7 +6,10 @@
 // at a time in queue order and keeps every posted send/recv moving (also while a collective
 // waits), then publishes each Work's status. A caller that waits on a collective while the
 // progress thread is idle runs it itself (run_inline): a small op then costs no thread
-// hand-off, only the exchange with the peers.
+// hand-off, only the exchange with the peers. A collective issued with async_op = false does
+// not even wake the progress thread; its wait runs it, or rings when it cannot. The progress
+// thread sleeps on a process-private bell while it has no send or recv posted, so the peers'
+// publishes (which ring the shared doorbell for whoever waits in a collective) leave it be.
 //
 // Failure: a failed collective or send/recv publishes its error on its Work first, then
 // aborts: the error is recorded, every queued and in-flight Work fails with it, and the
@@ -56,9 +59,14 @@ class ShmBackend : public OpBackend {
   };
   WorkPtr enqueue(Op op, std::vector<Tensor> outputs, std::optional<Milliseconds> timeout) override;
   void progress_loop();
+  // Wakes the progress thread wherever it sleeps (the bell, or the shared doorbell while
+  // sends or recvs are posted).
+  void wake_progress();
   // Runs `work` in the calling thread (Work::wait) when it is the next op, a collective, and
   // the progress thread is idle (nothing taken, no send/recv posted); else returns.
   void run_inline(const Work* work);
+  // Runs a taken collective and publishes its Work's status (never throws); the caller made
+  // it current_.
   void run_front(Entry& e);
   void finish_p2p(const std::vector<Communicator::P2PDone>& done);
   // Publishes `error` on `failed` (when given) first, then aborts everything else.
@@ -69,6 +77,7 @@ class ShmBackend : public OpBackend {
   const StorePtr store_;
   const uint64_t buffer_bytes_, ring_bytes_;
   std::unique_ptr<Communicator> comm_;  // null while suspended
+  LocalBell bell_;
   uint64_t segment_bytes_ = 0;
 
   mutable std::mutex mutex_;

@@ -309,7 +309,7 @@ class ShmWindow : public Window {
                                      std::memory_order_acquire, std::memory_order_relaxed))
         return;
       if (spins < 64) {
-        shm::cpu_relax();
+        shm::cpu_relax(spins + 1);
         continue;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(20));
