@@ -263,7 +263,7 @@ void check_small_kernels() {
   manual_seed(16);
   constexpr int64_t kCount = 37;
   for (const auto& [isa, table] : small_tables()) {
-    for (int64_t n : {1, 2, 3, 4, 7, 8, 16, 17, 31, 32}) {
+    for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 16, 17, 31, 32}) {
       SCOPED_TRACE(fmt::format("{} {} n={}", isa, dt, n));
       // Cholesky: matrix 5 fails at order n/2 + 1, matrix 11 has NaN on its diagonal.
       Tensor H = make_matrix({kCount}, n, dt, Kind::kRandom, true);

@@ -80,6 +80,18 @@ struct Block<float> {
   static R load(const float* p, int n) { return _mm512_maskz_loadu_ps((1u << n) - 1u, p); }
   static void store(float* p, R v, int n) { _mm512_mask_storeu_ps(p, (1u << n) - 1u, v); }
   static R zero() { return _mm512_setzero_ps(); }
+  // base[l * stride] of lanes l < used (0 in the others), and its inverse.
+  static __m512i offsets(int64_t stride) {
+    return _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(static_cast<int>(stride)));
+  }
+  static R gather(const float* base, int64_t stride, int used) {
+    return _mm512_mask_i32gather_ps(zero(), (1u << used) - 1u, offsets(stride), base, 4);
+  }
+  static void scatter(float* base, int64_t stride, int used, R v) {
+    _mm512_mask_i32scatter_ps(base, (1u << used) - 1u, offsets(stride), v, 4);
+  }
 };
 template <>
 struct Block<double> {
@@ -92,6 +104,18 @@ struct Block<double> {
     _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1u), v);
   }
   static R zero() { return _mm512_setzero_pd(); }
+  static __m256i offsets(int64_t stride) {
+    return _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
+                              _mm256_set1_epi32(static_cast<int>(stride)));
+  }
+  static R gather(const double* base, int64_t stride, int used) {
+    return _mm512_mask_i32gather_pd(zero(), static_cast<__mmask8>((1u << used) - 1u),
+                                    offsets(stride), base, 8);
+  }
+  static void scatter(double* base, int64_t stride, int used, R v) {
+    _mm512_mask_i32scatter_pd(base, static_cast<__mmask8>((1u << used) - 1u), offsets(stride), v,
+                              8);
+  }
 };
 #endif
 
@@ -106,6 +130,10 @@ void lanes_to_interleaved(const T* a, int64_t count, int used, T* buf) {
 #if defined(__AVX512F__)
   using B = interleave_detail::Block<T>;
   static_assert(B::W == W);
+  if (count <= W / 2) {  // a few elements per lane (right-hand sides): gathers beat a transpose
+    for (int64_t e = 0; e < count; ++e) B::store(buf + e * W, B::gather(a + e, count, used), W);
+    return;
+  }
   typename B::R r[W];
   for (int64_t e0 = 0; e0 < count; e0 += W) {
     const int len = static_cast<int>(std::min<int64_t>(W, count - e0));
@@ -126,6 +154,10 @@ void interleaved_to_lanes(const T* buf, int64_t count, int used, T* out) {
   constexpr int W = vec::TS_ISA::Vec<T>::kSize;
 #if defined(__AVX512F__)
   using B = interleave_detail::Block<T>;
+  if (count <= W / 2) {
+    for (int64_t e = 0; e < count; ++e) B::scatter(out + e, count, used, B::load(buf + e * W, W));
+    return;
+  }
   typename B::R r[W];
   for (int64_t e0 = 0; e0 < count; e0 += W) {
     const int len = static_cast<int>(std::min<int64_t>(W, count - e0));

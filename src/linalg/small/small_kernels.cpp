@@ -8,7 +8,7 @@
 #include "linalg/small/small_kernels.h"
 
 #include <algorithm>
-#include <functional>
+#include <type_traits>
 #include <vector>
 
 #include "core/vec.h"
@@ -30,8 +30,8 @@ T* gather(int64_t n, const T* a, int used) {
 
 // Writes the group's lanes below `used` to out (row-major, n*n apart); lower_only zeroes the
 // strict upper triangle (in buf, then in out).
-template <class T>
-void scatter(int64_t n, T* buf, int used, bool lower_only, T* out) {
+template <class T, class N>
+void scatter(N n, T* buf, int used, bool lower_only, T* out) {
   constexpr int W = Vec<T>::kSize;
   if (lower_only)
     for (int64_t i = 0; i < n; ++i)
@@ -40,8 +40,8 @@ void scatter(int64_t n, T* buf, int used, bool lower_only, T* out) {
 }
 
 // Lower Cholesky of one group (right-looking, as potrf_lower_unblocked).
-template <class T>
-void potrf_group(int64_t n, const T* a, T* out, int used, int32_t* info) {
+template <class T, class N>
+void potrf_group(N n, const T* a, T* out, int used, int32_t* info) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
   T* buf = gather(n, a, used);
@@ -78,9 +78,8 @@ void potrf_group(int64_t n, const T* a, T* out, int used, int32_t* info) {
 
 // Swaps `len` vectors at xj and xr in the lanes where p (a per-lane row index) equals r, for
 // every r in (j, rows): LU's row interchange of step j, on the factor or on right-hand sides.
-template <class T>
-void swap_pivot_rows(Vec<T> p, int64_t j, int64_t rows, int64_t len,
-                     const std::function<T*(int64_t)>& row) {
+template <class T, class Row>
+void swap_pivot_rows(Vec<T> p, int64_t j, int64_t rows, int64_t len, const Row& row) {
   using V = Vec<T>;
   const V zero(T(0)), one(T(1)), half(T(0.5));
   for (int64_t r = j + 1; r < rows; ++r) {
@@ -98,8 +97,8 @@ void swap_pivot_rows(Vec<T> p, int64_t j, int64_t rows, int64_t len,
 
 // LU with partial pivoting of one group (right-looking, as getf2). Pivot choices and zero
 // pivots are per-lane vectors (compares and blends); the pivot indices go to ipiv at the end.
-template <class T>
-void getrf_group(int64_t n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
+template <class T, class N>
+void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
   T* buf = gather(n, a, used);
@@ -147,8 +146,8 @@ void getrf_group(int64_t n, const T* a, T* out, int used, int32_t* ipiv, int32_t
 // buf[(i * k + c) * W + l]; lanes from `used` on are zero. With `ipiv` (getrs), each lane's row
 // interchanges are applied in order, a swap of rows j and r as a blend in the lanes whose pivot
 // is r (as getrf swaps).
-template <class T>
-T* gather_rhs(int64_t n, int64_t k, const T* b, int used, const int32_t* ipiv) {
+template <class T, class N>
+T* gather_rhs(N n, int64_t k, const T* b, int used, const int32_t* ipiv) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
   thread_local std::vector<T> buf_tls;
@@ -157,11 +156,14 @@ T* gather_rhs(int64_t n, int64_t k, const T* b, int used, const int32_t* ipiv) {
   T* x = buf.data();
   lanes_to_interleaved(b, n * k, used, x);
   if (!ipiv) return x;
-  alignas(64) T lane[W];
-  for (int64_t j = 0; j < n; ++j) {
-    for (int l = 0; l < W; ++l) lane[l] = T(l < used ? ipiv[l * n + j] - 1 : j);
-    swap_pivot_rows<T>(V::load(lane), j, n, k, [&](int64_t i) { return x + i * k * W; });
-  }
+  // The lanes' 0-based pivots as vectors, p[j * W + l] (0 in unused lanes: row 0 is never
+  // below step j, so those lanes swap nothing), by the same interleave: filling a vector from
+  // 16 scalar stores stalled its load (no store forwarding).
+  alignas(64) T flat[kSmallMax * W], p[kSmallMax * W];
+  for (int64_t i = 0; i < used * n; ++i) flat[i] = static_cast<T>(ipiv[i] - 1);
+  lanes_to_interleaved(flat, n, used, p);
+  for (int64_t j = 0; j < n; ++j)
+    swap_pivot_rows<T>(V::load(p + j * W), j, n, k, [&](int64_t i) { return x + i * k * W; });
   return x;
 }
 
@@ -174,8 +176,8 @@ void scatter_rhs(int64_t n, int64_t k, const T* buf, int used, T* b) {
 // diagonal unless `cholesky`), then X from U X = Y (U = the upper triangle of f, or L^T when
 // `cholesky`). rinv holds the inverted diagonal of the backward (and, for Cholesky, the forward)
 // factor.
-template <class T>
-void substitute(int64_t n, int64_t k, const T* f, bool cholesky, T* x) {
+template <class T, class N>
+void substitute(N n, int64_t k, const T* f, bool cholesky, T* x) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
   auto at = [&](int64_t i, int64_t j) { return f + (i * n + j) * W; };
@@ -200,46 +202,77 @@ void substitute(int64_t n, int64_t k, const T* f, bool cholesky, T* x) {
     }
 }
 
-template <class T>
-void potrs_batch(int64_t n, int64_t k, int64_t count, const T* l, T* b) {
-  constexpr int W = Vec<T>::kSize;
-  for (int64_t g = 0; g < count; g += W) {
-    const int used = static_cast<int>(std::min<int64_t>(W, count - g));
-    const T* f = gather(n, l + g * n * n, used);
-    T* x = gather_rhs(n, k, b + g * n * k, used, static_cast<const int32_t*>(nullptr));
-    substitute(n, k, f, /*cholesky=*/true, x);
-    scatter_rhs(n, k, x, used, b + g * n * k);
+// Calls f(n) with n as a compile-time constant for the sizes the batched goals name and
+// their neighbours (2..8), else as an int64_t: with constant trip counts the group loops
+// unroll completely and a 4 x 4 group's vectors stay in registers (factor + solve of 10,000
+// float32 4 x 4 systems: see docs/linalg.md).
+template <class F>
+void with_size(int64_t n, F&& f) {
+  switch (n) {
+#define TS_SMALL_SIZE(K) \
+  case K:                \
+    return f(std::integral_constant<int64_t, K>{});
+    TS_SMALL_SIZE(2)
+    TS_SMALL_SIZE(3)
+    TS_SMALL_SIZE(4)
+    TS_SMALL_SIZE(5)
+    TS_SMALL_SIZE(6)
+    TS_SMALL_SIZE(7)
+    TS_SMALL_SIZE(8)
+#undef TS_SMALL_SIZE
+    default:
+      return f(n);
   }
 }
 
 template <class T>
-void getrs_batch(int64_t n, int64_t k, int64_t count, const T* lu, const int32_t* ipiv, T* b) {
+void potrs_batch(int64_t n_, int64_t k, int64_t count, const T* l, T* b) {
   constexpr int W = Vec<T>::kSize;
-  for (int64_t g = 0; g < count; g += W) {
-    const int used = static_cast<int>(std::min<int64_t>(W, count - g));
-    const T* f = gather(n, lu + g * n * n, used);
-    T* x = gather_rhs(n, k, b + g * n * k, used, ipiv + g * n);
-    substitute(n, k, f, /*cholesky=*/false, x);
-    scatter_rhs(n, k, x, used, b + g * n * k);
-  }
+  with_size(n_, [&](auto n) {
+    for (int64_t g = 0; g < count; g += W) {
+      const int used = static_cast<int>(std::min<int64_t>(W, count - g));
+      const T* f = gather(n, l + g * n * n, used);
+      T* x = gather_rhs(n, k, b + g * n * k, used, static_cast<const int32_t*>(nullptr));
+      substitute(n, k, f, /*cholesky=*/true, x);
+      scatter_rhs(n, k, x, used, b + g * n * k);
+    }
+  });
 }
 
 template <class T>
-void potrf_batch(int64_t n, int64_t count, const T* a, T* out, int32_t* info) {
+void getrs_batch(int64_t n_, int64_t k, int64_t count, const T* lu, const int32_t* ipiv, T* b) {
   constexpr int W = Vec<T>::kSize;
-  for (int64_t g = 0; g < count; g += W) {
-    const int used = static_cast<int>(std::min<int64_t>(W, count - g));
-    potrf_group(n, a + g * n * n, out + g * n * n, used, info + g);
-  }
+  with_size(n_, [&](auto n) {
+    for (int64_t g = 0; g < count; g += W) {
+      const int used = static_cast<int>(std::min<int64_t>(W, count - g));
+      const T* f = gather(n, lu + g * n * n, used);
+      T* x = gather_rhs(n, k, b + g * n * k, used, ipiv + g * n);
+      substitute(n, k, f, /*cholesky=*/false, x);
+      scatter_rhs(n, k, x, used, b + g * n * k);
+    }
+  });
 }
 
 template <class T>
-void getrf_batch(int64_t n, int64_t count, const T* a, T* out, int32_t* ipiv, int32_t* info) {
+void potrf_batch(int64_t n_, int64_t count, const T* a, T* out, int32_t* info) {
   constexpr int W = Vec<T>::kSize;
-  for (int64_t g = 0; g < count; g += W) {
-    const int used = static_cast<int>(std::min<int64_t>(W, count - g));
-    getrf_group(n, a + g * n * n, out + g * n * n, used, ipiv + g * n, info + g);
-  }
+  with_size(n_, [&](auto n) {
+    for (int64_t g = 0; g < count; g += W) {
+      const int used = static_cast<int>(std::min<int64_t>(W, count - g));
+      potrf_group(n, a + g * n * n, out + g * n * n, used, info + g);
+    }
+  });
+}
+
+template <class T>
+void getrf_batch(int64_t n_, int64_t count, const T* a, T* out, int32_t* ipiv, int32_t* info) {
+  constexpr int W = Vec<T>::kSize;
+  with_size(n_, [&](auto n) {
+    for (int64_t g = 0; g < count; g += W) {
+      const int used = static_cast<int>(std::min<int64_t>(W, count - g));
+      getrf_group(n, a + g * n * n, out + g * n * n, used, ipiv + g * n, info + g);
+    }
+  });
 }
 
 }  // namespace
