@@ -21,12 +21,13 @@
 //
 // Algorithms (n ranks, M bytes):
 //   all_reduce, M <= kSmallAllreduceBytes: one piece; every rank reduces all n buffers
-//     into its output (in rank order, so every rank gets the same bits).
-//   all_reduce, larger: pieces of half size; within a piece rank r reduces the r-th of n
-//     blocks across all buffers, in place into its own half (nobody else reads that block of
-//     its half), publishes B, then copies every other rank's reduced block (reduce-scatter +
-//     all-gather): the reduction work is split evenly, and every element is still folded in
-//     rank order.
+//     into its output (in rank order, so every rank gets the same bits). Up to 32 bytes go
+//     in the descriptor's own cache line (SlotHeader::payload).
+//   all_reduce, larger: pieces of half size; every rank writes the blocks the others reduce
+//     into its half; rank r reduces the r-th of n blocks across its own tensor and the
+//     others' halves into that block of its half (nobody else reads it), publishes B, then
+//     copies every reduced block (reduce-scatter + all-gather): the reduction work is split
+//     evenly, and every element is still folded in rank order.
 //   reduce: as the large all-reduce, but only the root copies the reduced blocks.
 //   broadcast: the root writes each piece; the others copy it.
 //   all_gather / gather: every rank writes its piece; every rank (the root) copies all.
@@ -204,13 +205,18 @@ void Communicator::allreduce(const Op& op) {
   const int64_t es = element_size(op.dtype);
   const int64_t total = op.count;
   std::vector<const void*>& srcs = srcs_;
-  if (static_cast<uint64_t>(total * es) <= std::min<uint64_t>(kSmallAllreduceBytes, half_bytes_)) {
+  const auto bytes = static_cast<uint64_t>(total * es);
+  if (bytes <= std::min<uint64_t>(kSmallAllreduceBytes, half_bytes_)) {
+    const bool in_header = bytes <= SlotHeader::kPayloadBytes;
+    const auto buffer = [&](int r, int h) {
+      return in_header ? segment_->slot_header(r, h).payload : segment_->slot_data(r, h);
+    };
     const int h = acquire(op);
     write_descriptor(op, h);
-    std::memcpy(segment_->slot_data(rank_, h), op.out, static_cast<size_t>(total * es));
+    std::memcpy(buffer(rank_, h), op.out, bytes);
     wait_all(op, publish());
     validate(op, h);
-    for (int r = 0; r < world_; ++r) srcs[r] = segment_->slot_data(r, h);
+    for (int r = 0; r < world_; ++r) srcs[r] = buffer(r, h);
     reduce_into(op.dtype, op.reduce_op, op.out, srcs.data(), world_, total);
     release(h, publish());
     return;
@@ -235,11 +241,16 @@ void Communicator::reduce(const Op& op) {
     const int h = acquire(op);
     uint8_t* mine = segment_->slot_data(rank_, h);
     if (p == 0) write_descriptor(op, h);
-    std::memcpy(mine, op.out + off * es, static_cast<size_t>(len * es));
+    // Only the blocks the others reduce go through the half: this rank reads its own block
+    // from its tensor (one copy of 1/n of the piece less, in and out of memory).
+    const int64_t b0 = bound(rank_, len), b1 = bound(rank_ + 1, len);
+    const uint8_t* in = op.out + off * es;
+    std::memcpy(mine, in, static_cast<size_t>(b0 * es));
+    std::memcpy(mine + b1 * es, in + b1 * es, static_cast<size_t>((len - b1) * es));
     wait_all(op, publish());
     if (p == 0) validate(op, h);
-    const int64_t b0 = bound(rank_, len), b1 = bound(rank_ + 1, len);
-    for (int r = 0; r < world_; ++r) srcs[r] = segment_->slot_data(r, h) + b0 * es;
+    for (int r = 0; r < world_; ++r)
+      srcs[r] = r == rank_ ? in + b0 * es : segment_->slot_data(r, h) + b0 * es;
     reduce_into(op.dtype, op.reduce_op, mine + b0 * es, srcs.data(), world_, b1 - b0);
     const uint32_t reduced = publish();
     if (everyone_copies || rank_ == op.root) {

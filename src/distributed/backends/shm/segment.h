@@ -62,7 +62,12 @@ struct alignas(64) SlotHeader {
   int32_t root;
   int64_t count;
   uint64_t op_seq;
+  // The rest of the line: an all-reduce of at most this many bytes travels here, beside its
+  // descriptor, so a peer reads one line for both.
+  static constexpr size_t kPayloadBytes = 32;
+  alignas(8) uint8_t payload[kPayloadBytes];
 };
+static_assert(sizeof(SlotHeader) == 64);
 
 struct alignas(64) RingHeader {
   std::atomic<uint64_t> head;  // bytes written in total (producer)

@@ -216,7 +216,8 @@ void ShmBackend::progress_loop() {
 void ShmBackend::run_front(Entry& e) {
   e.work->mark_started();
   try {
-    TS_CHECK(Clock::now() < e.op.deadline, distributed::DistTimeoutError,
+    TS_CHECK(e.work->started_at().value_or(Clock::now()) < e.op.deadline,
+             distributed::DistTimeoutError,
              "shm {} (op #{} of group '{}'): timed out after {} before it could start (earlier "
              "ops took the time)",
              op_kind_name(e.op.kind), e.op.seq, group_name_, e.op.timeout);
