@@ -74,6 +74,29 @@ TEST(ShmInline, ASynchronousCollectiveNobodyWaitsForStillRuns) {
   });
 }
 
+// A recv posted first keeps the progress thread in charge, asleep on the shared doorbell:
+// synchronous collectives (which do not ring it when issued) must still reach it.
+TEST(ShmInline, SynchronousCollectivesWhileARecvIsPosted) {
+  run_ranks(2, [&](int r, dist::Backend& b) {
+    Tensor got = zeros({2});
+    dist::WorkPtr recv;
+    if (r == 0) recv = b.recv(got, 1, {});
+    dist::AllreduceOptions sync;
+    sync.async_op = false;
+    for (int k = 0; k < 20; ++k) {
+      Tensor t = full({3}, static_cast<double>(r + k), kFloat32);
+      EXPECT_TRUE(b.allreduce(t, sync)->wait());
+      EXPECT_EQ(as_doubles(t), (std::vector<double>(3, 1.0 + 2 * k))) << k;
+    }
+    if (r == 1) {
+      EXPECT_TRUE(b.send(ones({2}), 0, {})->wait());
+    } else {
+      EXPECT_TRUE(recv->wait());
+      EXPECT_EQ(as_doubles(got), (std::vector<double>{1, 1}));
+    }
+  });
+}
+
 // Synchronous ops queued behind an asynchronous one cannot run inline (only the front op
 // may): their waits ring the progress thread, which runs all of them in issue order.
 TEST(ShmInline, SynchronousOpsBehindAnAsynchronousOneRunOnTheProgressThread) {

@@ -112,7 +112,9 @@ void ShmBackend::run_inline(const Work* work) {
     if (driver_ != Driver::kNone || error_ || stopping_ || queue_.empty() ||
         queue_.front().work.get() != work) {
       lock.unlock();
-      bell_.ring();  // the progress thread runs it (an op its caller waits for did not ring)
+      // The progress thread runs it (an op its caller waits for did not ring). It may be
+      // asleep on either bell: on the shared doorbell while sends or recvs are posted.
+      wake_progress();
       return;
     }
     e = std::move(queue_.front());
