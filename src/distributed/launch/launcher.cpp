@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -381,6 +382,13 @@ int run_ft(const LaunchOptions& options, WorkerGroup& group, ft::LighthouseClien
   std::map<int, int> restarts;       // per rank
   std::map<int, int> final_failure;  // rank -> exit code, for ranks out of restarts
   std::set<int> killed_as_hung;
+  // Ranks declared dead (or restarted) since the Lighthouse last published its stale list:
+  // until a list without them arrives, the list still names their earlier life, and a rank
+  // restarted meanwhile would be killed again at once (seen under load: a rank killed three
+  // times in a row as "hung" before its new process had started). A new life can turn stale
+  // only after it joined and then kept silent for the heartbeat timeout, far longer than one
+  // turn of this loop, so it cannot hide behind this.
+  std::set<int> awaiting_fresh_list;
   // The store is node 0's: once it is gone, say so and go on without it (the workers notice
   // on their own), rather than wait for it at every turn.
   bool store_gone = false;
@@ -400,6 +408,7 @@ int run_ft(const LaunchOptions& options, WorkerGroup& group, ft::LighthouseClien
       if (ok) continue;  // finished (its Manager told the lighthouse it leaves)
       int& n = restarts[w.rank];
       tell([&] { lighthouse.mark_dead(w.rank, /*restarting=*/n < options.max_restarts); });
+      awaiting_fresh_list.insert(w.rank);
       const std::string why = killed_as_hung.erase(w.rank) ? "stopped heartbeating and was killed"
                                                            : describe_status(w.status);
       if (n < options.max_restarts) {
@@ -416,7 +425,11 @@ int run_ft(const LaunchOptions& options, WorkerGroup& group, ft::LighthouseClien
     if (group.all_done()) break;
     std::vector<int> stale;
     tell([&] { stale = lighthouse.stale(); });
+    std::erase_if(awaiting_fresh_list, [&](int rank) {
+      return std::find(stale.begin(), stale.end(), rank) == stale.end();
+    });
     for (int rank : stale) {
+      if (awaiting_fresh_list.count(rank)) continue;  // the list still shows its earlier life
       if (group.runs(rank) && killed_as_hung.insert(rank).second) {
         say("rank {} stopped heartbeating (hung?); killing it", rank);
         tell([&] { lighthouse.mark_dead(rank, restarts[rank] < options.max_restarts); });
