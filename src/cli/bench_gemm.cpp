@@ -58,10 +58,6 @@ std::vector<BenchRow> Turns::take(const std::string& name, double flops, int t,
   return rows;
 }
 
-Contender tessera_contender(std::string impl, int t, std::function<void()> run) {
-  return {.impl = std::move(impl), .run = std::move(run), .enter = [t] { set_num_threads(t); }};
-}
-
 namespace {
 
 struct GemmShape {

@@ -28,9 +28,6 @@ struct Turns {
                              const std::vector<Contender>& cs) const;
 };
 
-// Tessera at t threads of its pool.
-Contender tessera_contender(std::string impl, int t, std::function<void()> run);
-
 // Runs the bfloat16 mm and scaled_mm (float8, NVFP4) cases in turns with the float32 product
 // of the same shape, oneDNN's bf16 matmul and PyTorch 1.13's bf16 mm; appends their rows to
 // `rows` and prints their table.

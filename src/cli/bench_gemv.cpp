@@ -217,13 +217,11 @@ int run_bench_gemv(const BenchOptions& options) {
         const Operands o = make_operands(f, s);
         const Tensor x = f.dtype == kBFloat16 || f.dtype == kFloat16 ? o.x.to(f.dtype) : o.x;
         std::vector<double> probe_times;
-        std::vector<Contender> cs = {{.impl = "tessera",
-                                      .run = [&] { run_direct(f, s, o); },
-                                      .enter = [t] { set_num_threads(t); },
-                                      .between = [&] { probe_times.push_back(probe.timed_run()); }},
-                                     {.impl = "tessera-linear",
-                                      .run = [&] { run_linear(f, o, x); },
-                                      .enter = [t] { set_num_threads(t); }}};
+        std::vector<Contender> cs = {
+            tessera_contender(
+                "tessera", t, [&] { run_direct(f, s, o); },
+                [&] { probe_times.push_back(probe.timed_run()); }),
+            tessera_contender("tessera-linear", t, [&] { run_linear(f, o, x); })};
         if (f.format == gemm::WeightFormat::Float32) {
           cs.push_back(openblas_contender(t, [&] {
             cblas_sgemv(CblasRowMajor, CblasNoTrans, s.n, s.k, 1.0f, o.w.data_ptr<float>(), s.k,

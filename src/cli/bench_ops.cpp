@@ -162,10 +162,7 @@ std::vector<BenchRow> measure_in_turns(const OpsCase& c, int t, int rounds, cons
                                        const std::vector<AnchorServer*>& anchors) {
   std::vector<double> probe_times;
   std::vector<Contender> contenders = {
-      {.impl = "tessera",
-       .run = c.run,
-       .enter = [t] { set_num_threads(t); },
-       .between = [&] { probe_times.push_back(probe.timed_run()); }}};
+      tessera_contender("tessera", t, c.run, [&] { probe_times.push_back(probe.timed_run()); })};
   for (AnchorServer* a : anchors) contenders.push_back({.script = a});
   std::vector<BenchRow> rows = take_turns("ops", c.name, t, rounds, kTurn, contenders);
   for (auto& r : rows) {

@@ -527,6 +527,14 @@ std::map<int, std::unique_ptr<AnchorServer>> lockstep_per_thread_count(
   return servers;
 }
 
+Contender tessera_contender(std::string impl, int t, std::function<void()> run,
+                            std::function<void()> between) {
+  return {.impl = std::move(impl),
+          .run = std::move(run),
+          .enter = [t] { set_num_threads(t); },
+          .between = std::move(between)};
+}
+
 std::vector<BenchRow> take_turns(const std::string& suite, const std::string& case_name,
                                  int threads, int rounds, const Budget& turn,
                                  const std::vector<Contender>& contenders) {

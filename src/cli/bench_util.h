@@ -182,6 +182,10 @@ struct Contender {
   double settle_s = 0;
 };
 
+// Tessera at t threads of its pool (`between` as Contender's).
+Contender tessera_contender(std::string impl, int t, std::function<void()> run,
+                            std::function<void()> between = {});
+
 // Every contender in order, one turn each, `rounds` times over: a neighbour's burst lasting a
 // second hits all alike. A turn of `run` is a warm-up call (skipped once a call has taken
 // 50 ms or more) and repetitions within `turn`. Returns one row per impl with the times of all

@@ -94,8 +94,7 @@ WorkPtr OpBackend::allreduce(const Tensor& tensor, const AllreduceOptions& opts)
   op.reduce_op = opts.reduce_op;
   op.count = tensor.numel();
   op.out = bytes_of(tensor);
-  op.caller_waits = !opts.async_op;
-  return enqueue(std::move(op), {tensor}, opts.timeout);
+  return submit(std::move(op), {tensor}, opts);
 }
 
 WorkPtr OpBackend::broadcast(const Tensor& tensor, const BroadcastOptions& opts) {
@@ -107,8 +106,7 @@ WorkPtr OpBackend::broadcast(const Tensor& tensor, const BroadcastOptions& opts)
   op.root = static_cast<int>(opts.root_rank);
   op.count = tensor.numel();
   op.out = bytes_of(tensor);
-  op.caller_waits = !opts.async_op;
-  return enqueue(std::move(op), {tensor}, opts.timeout);
+  return submit(std::move(op), {tensor}, opts);
 }
 
 WorkPtr OpBackend::reduce(const Tensor& tensor, const ReduceOptions& opts) {
@@ -122,8 +120,7 @@ WorkPtr OpBackend::reduce(const Tensor& tensor, const ReduceOptions& opts) {
   op.root = static_cast<int>(opts.root_rank);
   op.count = tensor.numel();
   op.out = bytes_of(tensor);
-  op.caller_waits = !opts.async_op;
-  return enqueue(std::move(op), {tensor}, opts.timeout);
+  return submit(std::move(op), {tensor}, opts);
 }
 
 WorkPtr OpBackend::allgather(const std::vector<Tensor>& outputs, const Tensor& input,
@@ -138,8 +135,7 @@ WorkPtr OpBackend::allgather(const std::vector<Tensor>& outputs, const Tensor& i
   for (const auto& t : outputs) op.outs.push_back(bytes_of(t));
   auto keep = outputs;
   keep.push_back(input);
-  op.caller_waits = !opts.async_op;
-  return enqueue(std::move(op), std::move(keep), opts.timeout);
+  return submit(std::move(op), std::move(keep), opts);
 }
 
 WorkPtr OpBackend::allgather_into_tensor(const Tensor& output, const Tensor& input,
@@ -159,8 +155,7 @@ WorkPtr OpBackend::allgather_into_tensor(const Tensor& output, const Tensor& inp
   op.count = input.numel();
   op.in = bytes_of(input);
   for (int r = 0; r < size_; ++r) op.outs.push_back(bytes_of(output) + r * input.nbytes());
-  op.caller_waits = !opts.async_op;
-  return enqueue(std::move(op), {output, input}, opts.timeout);
+  return submit(std::move(op), {output, input}, opts);
 }
 
 void OpBackend::check_root_list(std::string_view op, std::string_view arg,
@@ -189,8 +184,7 @@ WorkPtr OpBackend::gather(const std::vector<Tensor>& outputs, const Tensor& inpu
   for (const auto& t : outputs) op.outs.push_back(bytes_of(t));
   auto keep = outputs;
   keep.push_back(input);
-  op.caller_waits = !opts.async_op;
-  return enqueue(std::move(op), std::move(keep), opts.timeout);
+  return submit(std::move(op), std::move(keep), opts);
 }
 
 WorkPtr OpBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
@@ -207,8 +201,7 @@ WorkPtr OpBackend::scatter(const Tensor& output, const std::vector<Tensor>& inpu
   for (const auto& t : inputs) op.ins.push_back(bytes_of(t));
   auto keep = inputs;
   keep.insert(keep.begin(), output);
-  op.caller_waits = !opts.async_op;
-  return enqueue(std::move(op), std::move(keep), opts.timeout);
+  return submit(std::move(op), std::move(keep), opts);
 }
 
 WorkPtr OpBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
@@ -230,8 +223,7 @@ WorkPtr OpBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor
   }
   auto keep = inputs;
   keep.insert(keep.begin(), output);
-  op.caller_waits = !opts.async_op;
-  return enqueue(std::move(op), std::move(keep), opts.timeout);
+  return submit(std::move(op), std::move(keep), opts);
 }
 
 WorkPtr OpBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
@@ -255,8 +247,7 @@ WorkPtr OpBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& inp
   op.count = output.numel();
   op.out = bytes_of(output);
   for (int r = 0; r < size_; ++r) op.ins.push_back(bytes_of(input) + r * output.nbytes());
-  op.caller_waits = !opts.async_op;
-  return enqueue(std::move(op), {output, input}, opts.timeout);
+  return submit(std::move(op), {output, input}, opts);
 }
 
 WorkPtr OpBackend::alltoall_base(const Tensor& output, const Tensor& input,
@@ -305,15 +296,13 @@ WorkPtr OpBackend::alltoall_base(const Tensor& output, const Tensor& input,
   op.out = bytes_of(output);
   op.in_split_bytes = splits_in_bytes(input, input_splits, "input_split_sizes");
   op.out_split_bytes = splits_in_bytes(output, output_splits, "output_split_sizes");
-  op.caller_waits = !opts.async_op;
-  return enqueue(std::move(op), {output, input}, opts.timeout);
+  return submit(std::move(op), {output, input}, opts);
 }
 
 WorkPtr OpBackend::barrier(const BarrierOptions& opts) {
   Op op;
   op.kind = OpKind::BARRIER;
-  op.caller_waits = !opts.async_op;
-  return enqueue(std::move(op), {}, opts.timeout);
+  return submit(std::move(op), {}, opts);
 }
 
 WorkPtr OpBackend::send(const Tensor& tensor, int dst, const SendRecvOptions& opts) {

@@ -55,6 +55,13 @@ class OpBackend : public Backend {
   // Queues a validated op and returns its Work; `keep` are the tensors the Work holds until it
   // completes (the op's outputs first). An unset timeout takes the backend's default.
   virtual WorkPtr enqueue(Op op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout) = 0;
+  // A collective's enqueue with its options: the timeout, and whether the caller waits at once
+  // (async_op = false: Op::caller_waits).
+  template <class Options>
+  WorkPtr submit(Op op, std::vector<Tensor> keep, const Options& opts) {
+    op.caller_waits = !opts.async_op;
+    return enqueue(std::move(op), std::move(keep), opts.timeout);
+  }
   // suspend()'s first check: throws DistBackendError naming `group` while a send or recv this
   // rank issued has not completed.
   void check_no_pending_p2p(std::string_view group) const;

@@ -11,7 +11,8 @@
 // values in ascending order.
 //
 // Column kernels (W column-major, the x^T B form with B row-major): a block of up to kBlock
-// outputs is accumulated in an L1-resident buffer while the kernel walks p, four columns of W
+// outputs is accumulated in a buffer (L2 for up to four activations, L1 for eight, see
+// cols_kernel) while the kernel walks p, four columns of W
 // per pass (each a contiguous run of the block's rows), so W streams in long runs and every
 // output is one sequential FMA chain over p.
 #include "gemm/kernels/gemv_kernels.h"

@@ -204,7 +204,6 @@ void Communicator::barrier(const Op& op) {
 void Communicator::allreduce(const Op& op) {
   const int64_t es = element_size(op.dtype);
   const int64_t total = op.count;
-  std::vector<const void*>& srcs = srcs_;
   const auto bytes = static_cast<uint64_t>(total * es);
   if (bytes <= std::min<uint64_t>(kSmallAllreduceBytes, half_bytes_)) {
     const bool in_header = bytes <= SlotHeader::kPayloadBytes;
@@ -216,8 +215,8 @@ void Communicator::allreduce(const Op& op) {
     std::memcpy(buffer(rank_, h), op.out, bytes);
     wait_all(op, publish());
     validate(op, h);
-    for (int r = 0; r < world_; ++r) srcs[r] = buffer(r, h);
-    reduce_into(op.dtype, op.reduce_op, op.out, srcs.data(), world_, total);
+    for (int r = 0; r < world_; ++r) srcs_[r] = buffer(r, h);
+    reduce_into(op.dtype, op.reduce_op, op.out, srcs_.data(), world_, total);
     release(h, publish());
     return;
   }
@@ -234,7 +233,6 @@ void Communicator::reduce(const Op& op) {
   const auto bound = [&](int r, int64_t len) {
     return r == world_ ? len : (len * r / world_) / align * align;
   };
-  std::vector<const void*>& srcs = srcs_;
   const int64_t pieces = std::max<int64_t>(1, ceil_div(total, piece));
   for (int64_t p = 0; p < pieces; ++p) {
     const int64_t off = p * piece, len = std::min(piece, total - off);
@@ -250,8 +248,8 @@ void Communicator::reduce(const Op& op) {
     wait_all(op, publish());
     if (p == 0) validate(op, h);
     for (int r = 0; r < world_; ++r)
-      srcs[r] = r == rank_ ? in + b0 * es : segment_->slot_data(r, h) + b0 * es;
-    reduce_into(op.dtype, op.reduce_op, mine + b0 * es, srcs.data(), world_, b1 - b0);
+      srcs_[r] = r == rank_ ? in + b0 * es : segment_->slot_data(r, h) + b0 * es;
+    reduce_into(op.dtype, op.reduce_op, mine + b0 * es, srcs_.data(), world_, b1 - b0);
     const uint32_t reduced = publish();
     if (everyone_copies || rank_ == op.root) {
       wait_all(op, reduced);
@@ -341,7 +339,6 @@ void Communicator::reduce_scatter(const Op& op) {
   const int64_t es = element_size(op.dtype);
   const int64_t piece = static_cast<int64_t>(half_bytes_) / (es * world_);
   const int64_t pieces = std::max<int64_t>(1, ceil_div(op.count, piece));
-  std::vector<const void*>& srcs = srcs_;
   for (int64_t p = 0; p < pieces; ++p) {
     const int64_t off = p * piece, len = std::min(piece, op.count - off);
     const int h = acquire(op);
@@ -351,8 +348,8 @@ void Communicator::reduce_scatter(const Op& op) {
                   static_cast<size_t>(len * es));
     wait_all(op, publish());
     if (p == 0) validate(op, h);
-    for (int r = 0; r < world_; ++r) srcs[r] = segment_->slot_data(r, h) + rank_ * piece * es;
-    reduce_into(op.dtype, op.reduce_op, op.out + off * es, srcs.data(), world_, len);
+    for (int r = 0; r < world_; ++r) srcs_[r] = segment_->slot_data(r, h) + rank_ * piece * es;
+    reduce_into(op.dtype, op.reduce_op, op.out + off * es, srcs_.data(), world_, len);
     release(h, publish());
   }
 }
