@@ -114,14 +114,18 @@ Work::Work(std::string op_name, std::vector<Tensor> outputs, Milliseconds timeou
            op_name_, timeout);
 }
 
-bool Work::is_completed() const {
-  const WorkStatus s = status();
+namespace {
+bool terminal(WorkStatus s) {
   return s == WorkStatus::COMPLETED || s == WorkStatus::TIMED_OUT || s == WorkStatus::ERROR;
+}
+}  // namespace
+
+bool Work::is_completed() const {
+  return terminal(status());
 }
 
 std::exception_ptr Work::exception() const {
-  std::lock_guard lock(mutex_);
-  return error_;
+  return is_completed() ? error_ : nullptr;  // error_ is written before the status
 }
 
 std::optional<Clock::time_point> Work::load_time(const std::atomic<int64_t>& ns) {
@@ -136,11 +140,15 @@ void Work::store_now(std::atomic<int64_t>& ns) {
 }
 
 bool Work::mark_started() {
+  return mark_started(Clock::now());
+}
+
+bool Work::mark_started(Clock::time_point at) {
   WorkStatus expected = WorkStatus::NOT_STARTED;
   if (!status_.compare_exchange_strong(expected, WorkStatus::IN_PROGRESS,
                                        std::memory_order_acq_rel))
     return false;
-  store_now(started_ns_);
+  started_ns_.store(std::max<int64_t>(1, at.time_since_epoch().count()), std::memory_order_release);
   return true;
 }
 
@@ -163,37 +171,51 @@ void Work::set_run_inline(std::function<void()> fn) {
   run_inline_ = std::move(fn);
 }
 
+namespace {
+
+// Completes `future` with the Work's outcome; a second call (publish() and get_future() may
+// both get here) changes nothing, so callbacks still run once.
+void complete_future(Future& future, const std::exception_ptr& error,
+                     const std::vector<Tensor>& outputs) {
+  if (error) {
+    future.set_error(error);
+  } else {
+    future.mark_completed(outputs);
+  }
+}
+
+}  // namespace
+
 std::shared_ptr<Future> Work::get_future() const {
   std::lock_guard lock(mutex_);
   if (!future_) {
     future_ = std::make_shared<Future>();
-    if (is_completed()) {  // publish() ran before there was a Future to complete
-      if (error_) {
-        future_->set_error(error_);
-      } else {
-        future_->mark_completed(outputs_);
-      }
-    }
+    has_future_.store(true, std::memory_order_seq_cst);
+    // A publish() that stored its status before has_future_ did not see the Future.
+    if (terminal(status_.load(std::memory_order_seq_cst)))
+      complete_future(*future_, error_, outputs_);
   }
   return future_;
 }
 
 bool Work::publish(WorkStatus status, std::exception_ptr error) {
-  std::shared_ptr<Future> future;
-  {
-    std::lock_guard lock(mutex_);
-    if (is_completed()) return false;  // the first terminal status stays
-    store_now(finished_ns_);
-    error_ = error;
-    status_.store(status, std::memory_order_release);
-    future = future_;  // a later get_future() completes its own
+  if (claimed_.exchange(true, std::memory_order_acq_rel)) return false;  // the first one stays
+  store_now(finished_ns_);
+  error_ = std::move(error);
+  status_.store(status, std::memory_order_seq_cst);
+  // Of this store and a waiter's or get_future()'s announcement, each side sees the other's
+  // (both sequentially consistent): whoever is announced is told here.
+  if (waiters_.load(std::memory_order_seq_cst) > 0) {
+    { std::lock_guard lock(mutex_); }  // a waiter between its check and its sleep holds it
+    cv_.notify_all();
   }
-  cv_.notify_all();
-  if (!future) return true;
-  if (error) {
-    future->set_error(std::move(error));
-  } else {
-    future->mark_completed(outputs_);
+  if (has_future_.load(std::memory_order_seq_cst)) {
+    std::shared_ptr<Future> future;
+    {
+      std::lock_guard lock(mutex_);
+      future = future_;
+    }
+    complete_future(*future, error_, outputs_);
   }
   return true;
 }
@@ -218,6 +240,14 @@ bool Work::wait(std::optional<Milliseconds> timeout) {
     std::this_thread::yield();
     if ((i & 7) == 0 && Clock::now() > spin_end) break;
   }
+  // Announced before the check under the lock, so publish() either sees this waiter and
+  // notifies it (taking the lock first) or this check sees the status.
+  waiters_.fetch_add(1, std::memory_order_seq_cst);
+  struct Leave {
+    std::atomic<int>& n;
+    ~Leave() { n.fetch_sub(1, std::memory_order_relaxed); }
+  } leave{waiters_};
+  std::atomic_thread_fence(std::memory_order_seq_cst);
   std::unique_lock lock(mutex_);
   const auto done = [&] { return is_completed(); };
   if (timeout) {

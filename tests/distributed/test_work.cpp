@@ -102,6 +102,57 @@ TEST(Work, AFutureAskedForLateIsCompleteAndRunsCallbacksOnce) {
   }
 }
 
+// publish() takes no lock: a waiter that is about to sleep while the status is published is
+// still woken, and of two racing publishers exactly one wins, with its own status and error.
+TEST(Work, RacingPublishersAndWaitersAgree) {
+  for (int k = 0; k < 300; ++k) {
+    auto w = std::make_shared<dist::Work>("test:race", std::vector<Tensor>{}, 10s);
+    w->mark_started();
+    std::atomic<bool> go{false};
+    std::atomic<int> wins{0};
+    // Start together, then wait a little: spinning (publishes racing the waiter's own spin)
+    // or sleeping (past the waiter's spin, into its condition variable).
+    const auto start = [&](int n) {
+      while (!go.load()) {
+      }
+      if (k % 2) {
+        for (int i = 0; i < n * 100; ++i) std::atomic_signal_fence(std::memory_order_seq_cst);
+      } else if (n > 0) {
+        std::this_thread::sleep_for(std::chrono::microseconds(n * 10));
+      }
+    };
+    std::thread ok([&] {
+      start(k % 7);
+      if (w->mark_completed()) ++wins;
+    });
+    std::thread failed([&] {
+      start(k % 5);
+      if (w->mark_failed(dist::WorkStatus::ERROR, some_error("peer died"))) ++wins;
+    });
+    bool waited = false;
+    std::thread waiter([&] {
+      start(k % 3);
+      try {
+        w->wait(5s);  // a lost wake-up would throw the wait timeout here
+        waited = true;
+      } catch (const dist::DistTimeoutError& e) {
+        ADD_FAILURE() << "round " << k << ": " << e.what();
+      } catch (const dist::DistBackendError&) {
+        waited = true;  // the failure won
+      }
+    });
+    go = true;
+    ok.join();
+    failed.join();
+    waiter.join();
+    EXPECT_TRUE(waited) << "round " << k;
+    EXPECT_EQ(wins.load(), 1) << "round " << k;
+    EXPECT_EQ(w->exception() != nullptr, w->status() == dist::WorkStatus::ERROR) << "round " << k;
+    EXPECT_TRUE(w->status() == dist::WorkStatus::COMPLETED ||
+                w->status() == dist::WorkStatus::ERROR);
+  }
+}
+
 TEST(Work, ThenCarriesErrorsAndCallbackExceptions) {
   auto f = std::make_shared<dist::Future>();
   auto g = f->then([](dist::Future& prev) -> std::vector<Tensor> {

@@ -110,8 +110,10 @@ class Work {
   Clock::time_point deadline() const { return created_ + timeout_; }
 
   // ---- producer side (backends) ---------------------------------------------------------
-  // NOT_STARTED -> IN_PROGRESS; false when the work is already terminal.
+  // NOT_STARTED -> IN_PROGRESS; false when the work is already terminal. `at` is when it
+  // started, for a backend that knows it without reading the clock again (now by default).
   bool mark_started();
+  bool mark_started(Clock::time_point at);
   // Publishes COMPLETED unless a terminal status was published before (then returns false).
   bool mark_completed();
   // Publishes TIMED_OUT or ERROR with `error` unless a terminal status was published before.
@@ -136,9 +138,16 @@ class Work {
   const Clock::time_point created_;
   std::atomic<WorkStatus> status_{WorkStatus::NOT_STARTED};
   std::atomic<int64_t> started_ns_{0}, finished_ns_{0};  // Clock ticks; 0: not yet
+  // publish() runs without the mutex (most Works are published with nobody waiting): the
+  // first publisher claims the Work, writes error_ and then the status. Waiters on cv_ and a
+  // Future made by get_future() announce themselves first (waiters_, has_future_), so the
+  // publisher either sees them and notifies, or they see the status.
+  std::atomic<bool> claimed_{false};
+  std::atomic<int> waiters_{0};
+  mutable std::atomic<bool> has_future_{false};
   mutable std::mutex mutex_;
   std::condition_variable cv_;
-  std::exception_ptr error_;
+  std::exception_ptr error_;  // written once, before the terminal status
   std::function<void(const std::exception_ptr&)> on_stuck_;
   std::function<void()> run_inline_;
   mutable std::shared_ptr<Future> future_;  // guarded by mutex_; null until get_future()

@@ -19,6 +19,7 @@ namespace tessera::distributed {
 namespace {
 
 constexpr int64_t kBlock = 256;
+constexpr int64_t kFew = 8;
 
 template <class C>
 struct Sum {
@@ -61,6 +62,17 @@ struct BitXor {
 
 template <class T, class C, class F>
 void fold(T* dst, const void* const* srcs, int n, int64_t count, F f, bool average) {
+  if (count <= kFew) {  // small all-reduces: the same folds, without the blocks' loop set-up
+    for (int64_t j = 0; j < count; ++j) {
+      C a = static_cast<C>(static_cast<const T*>(srcs[0])[j]);
+      for (int k = 1; k < n; ++k) a = f(a, static_cast<C>(static_cast<const T*>(srcs[k])[j]));
+      if constexpr (!std::is_integral_v<C>) {
+        if (average) a = a / static_cast<C>(n);
+      }
+      dst[j] = static_cast<T>(a);
+    }
+    return;
+  }
   C acc[kBlock];
   for (int64_t base = 0; base < count; base += kBlock) {
     const int64_t len = std::min(kBlock, count - base);

@@ -22,7 +22,9 @@
 // Algorithms (n ranks, M bytes):
 //   all_reduce, M <= kSmallAllreduceBytes: one piece; every rank reduces all n buffers
 //     into its output (in rank order, so every rank gets the same bits). Up to 32 bytes go
-//     in the descriptor's own cache line (SlotHeader::payload).
+//     in the descriptor's own cache line (SlotHeader::payload), and step A is written into
+//     that line too (SlotHeader::step, before the flag): peers wait on it, so one line
+//     transfer brings them step, descriptor and data.
 //   all_reduce, larger: pieces of half size; every rank writes the blocks the others reduce
 //     into its half; rank r reduces the r-th of n blocks across its own tensor and the
 //     others' halves into that block of its half (nobody else reads it), publishes B, then
@@ -101,7 +103,7 @@ void Communicator::run_collective(const Op& op) {
 
 int Communicator::acquire(const Op& op) {
   const int h = static_cast<int>(half_counter_++ & 1);
-  wait_all(op, release_[h]);
+  if (!reached(known_reached_, release_[h])) wait_all(op, release_[h]);
   return h;
 }
 
@@ -148,6 +150,22 @@ void Communicator::wait_all(const Op& op, uint32_t step) {
     return true;
   };
   wait_for(segment_->control(rank_), ready, [&] { between_slices(op, -1, step); });
+  if (reached(step, known_reached_)) known_reached_ = step;
+}
+
+void Communicator::wait_headers(const Op& op, int half, uint32_t step) {
+  // A peer that called another collective (a mismatch that validate() reports) publishes the
+  // step on its flag only.
+  const auto ready = [&] {
+    for (int r = 0; r < world_; ++r)
+      if (!reached(segment_->slot_header(r, half).step.load(std::memory_order_acquire), step) &&
+          !reached(segment_->control(r).flag.load(std::memory_order_acquire), step))
+        return false;
+    return true;
+  };
+  wait_for(segment_->control(rank_), ready, [&] { between_slices(op, -1, step); });
+  // A peer writes the header's step after publishing every earlier step on its flag.
+  if (reached(step - 1, known_reached_)) known_reached_ = step - 1;
 }
 
 void Communicator::wait_rank(const Op& op, int r, uint32_t step) {
@@ -168,7 +186,6 @@ void Communicator::write_descriptor(const Op& op, int half) {
                       op.kind == OpKind::GATHER || op.kind == OpKind::SCATTER;
   d.root = rooted ? op.root : 0;
   d.count = op.count;
-  d.op_seq = op.seq;
 }
 
 void Communicator::validate(const Op& op, int half) {
@@ -213,7 +230,16 @@ void Communicator::allreduce(const Op& op) {
     const int h = acquire(op);
     write_descriptor(op, h);
     std::memcpy(buffer(rank_, h), op.out, bytes);
-    wait_all(op, publish());
+    if (in_header) {
+      // Sequentially consistent like the flag's store in publish(), so that a peer going to
+      // sleep on this line is seen by publish()'s look at the sleepers, or sees the step.
+      const uint32_t step = published_ + 1;
+      segment_->slot_header(rank_, h).step.store(step, std::memory_order_seq_cst);
+      publish();
+      wait_headers(op, h, step);
+    } else {
+      wait_all(op, publish());
+    }
     validate(op, h);
     for (int r = 0; r < world_; ++r) srcs_[r] = buffer(r, h);
     reduce_into(op.dtype, op.reduce_op, op.out, srcs_.data(), world_, total);

@@ -78,6 +78,8 @@ class Communicator {
   void release(int half, uint32_t step) { release_[half] = step; }
   void wait_all(const Op& op, uint32_t step);
   void wait_rank(const Op& op, int r, uint32_t step);
+  // wait_all for a step whose publisher also wrote it into its half's header (SlotHeader::step).
+  void wait_headers(const Op& op, int half, uint32_t step);
   void write_descriptor(const Op& op, int half);
   void validate(const Op& op, int half);
   // Health and deadline checks while waiting for every rank in `ranks` (-1: all) to reach
@@ -110,6 +112,9 @@ class Communicator {
 
   uint32_t published_ = 0;
   uint32_t release_[2] = {0, 0};
+  // Every peer is known to have published at least this step (from an earlier wait), so a
+  // wait for it need not read their flags again.
+  uint32_t known_reached_ = 0;
   uint64_t half_counter_ = 0;
   int64_t last_pid_check_ns_ = 0;
 

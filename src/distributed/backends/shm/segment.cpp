@@ -68,24 +68,6 @@ Segment::~Segment() {
   ::munmap(base_, bytes_);
 }
 
-RankControl& Segment::control(int rank) const {
-  return reinterpret_cast<RankControl*>(base_ + control_offset_)[rank];
-}
-SlotHeader& Segment::slot_header(int rank, int half) const {
-  return *reinterpret_cast<SlotHeader*>(base_ + slot_offset_ +
-                                        (2 * size_t(rank) + size_t(half)) * slot_stride_);
-}
-uint8_t* Segment::slot_data(int rank, int half) const {
-  return reinterpret_cast<uint8_t*>(&slot_header(rank, half)) + sizeof(SlotHeader);
-}
-RingHeader& Segment::ring(int src, int dst) const {
-  return *reinterpret_cast<RingHeader*>(
-      base_ + ring_offset_ + (size_t(src) * size_t(world_) + size_t(dst)) * ring_stride_);
-}
-uint8_t* Segment::ring_data(int src, int dst) const {
-  return reinterpret_cast<uint8_t*>(&ring(src, dst)) + sizeof(RingHeader);
-}
-
 std::unique_ptr<Segment> Segment::rendezvous(Store& store, int rank, int world, uint64_t half_bytes,
                                              uint64_t ring_bytes, Clock::time_point deadline) {
   const Layout l = layout(world, half_bytes, ring_bytes);

@@ -25,7 +25,7 @@
 namespace tessera::distributed::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x3130'4D48'5353'4554ull;  // "TESSHM01"
-inline constexpr uint32_t kSegmentVersion = 1;
+inline constexpr uint32_t kSegmentVersion = 2;
 
 enum RankState : uint32_t { kUnattached = 0, kAttached = 1, kAborted = 2, kDetached = 3 };
 
@@ -61,7 +61,11 @@ struct alignas(64) SlotHeader {
   uint32_t reduce_op;
   int32_t root;
   int64_t count;
-  uint64_t op_seq;
+  // Written last (after the descriptor and payload) by an all-reduce whose data travels in
+  // this line: the step it is about to publish. Peers wait on this line instead of the
+  // owner's flag, so one cache-line transfer brings them the step, descriptor and data.
+  std::atomic<uint32_t> step;
+  uint32_t reserved;
   // The rest of the line: an all-reduce of at most this many bytes travels here, beside its
   // descriptor, so a peer reads one line for both.
   static constexpr size_t kPayloadBytes = 32;
@@ -93,11 +97,24 @@ class Segment {
   uint64_t half_bytes() const { return half_bytes_; }
   uint64_t ring_bytes() const { return ring_bytes_; }
 
-  RankControl& control(int rank) const;
-  SlotHeader& slot_header(int rank, int half) const;
-  uint8_t* slot_data(int rank, int half) const;
-  RingHeader& ring(int src, int dst) const;
-  uint8_t* ring_data(int src, int dst) const;
+  // Inline: the collectives' steps look these up in their innermost waits.
+  RankControl& control(int rank) const {
+    return reinterpret_cast<RankControl*>(base_ + control_offset_)[rank];
+  }
+  SlotHeader& slot_header(int rank, int half) const {
+    return *reinterpret_cast<SlotHeader*>(base_ + slot_offset_ +
+                                          (2 * size_t(rank) + size_t(half)) * slot_stride_);
+  }
+  uint8_t* slot_data(int rank, int half) const {
+    return reinterpret_cast<uint8_t*>(&slot_header(rank, half)) + sizeof(SlotHeader);
+  }
+  RingHeader& ring(int src, int dst) const {
+    return *reinterpret_cast<RingHeader*>(
+        base_ + ring_offset_ + (size_t(src) * size_t(world_) + size_t(dst)) * ring_stride_);
+  }
+  uint8_t* ring_data(int src, int dst) const {
+    return reinterpret_cast<uint8_t*>(&ring(src, dst)) + sizeof(RingHeader);
+  }
 
  private:
   Segment(uint8_t* base, size_t bytes, int world, uint64_t half_bytes, uint64_t ring_bytes);

@@ -72,13 +72,28 @@ ShmBackend::~ShmBackend() {
 
 WorkPtr ShmBackend::enqueue(Op op, std::vector<Tensor> outputs,
                             std::optional<Milliseconds> timeout) {
+  const bool collective = op.kind != OpKind::SEND && op.kind != OpKind::RECV;
+  Entry direct;
   WorkPtr work;
   {
     std::lock_guard lock(mutex_);
     work = new_work(op, std::move(outputs), timeout, timeout_, group_name_, next_seq_, stopping_,
                     error_, suspended_);
     if (error_) return work;
-    queue_.push_back({std::move(op), work});
+    // A collective its caller waits for at once, issued while nothing is ahead of it, runs
+    // here and now: the caller would only wait for it anyway. No queue entry, no hand-off.
+    if (collective && op.caller_waits && driver_ == Driver::kNone && queue_.empty()) {
+      driver_ = Driver::kCaller;
+      current_ = work;
+      direct = {std::move(op), work};
+    } else {
+      queue_.push_back({std::move(op), work});
+    }
+  }
+  if (direct.work) {
+    work->mark_started(work->created());  // issued and started in this call
+    run_taken(direct);
+    return work;
   }
   // A Work whose wait() gives up on a stuck progress thread aborts the communicator.
   work->set_on_stuck([this](const std::exception_ptr& e) {
@@ -88,7 +103,6 @@ WorkPtr ShmBackend::enqueue(Op op, std::vector<Tensor> outputs,
       abort(ex.what());
     }
   });
-  const bool collective = op.kind != OpKind::SEND && op.kind != OpKind::RECV;
   if (collective) work->set_run_inline([this, w = work.get()] { run_inline(w); });
   // A collective its caller waits for at once is left for that wait (run_inline), which
   // rings when it cannot take the op: waking the progress thread would cost more than a
@@ -122,6 +136,10 @@ void ShmBackend::run_inline(const Work* work) {
     driver_ = Driver::kCaller;
     current_ = e.work;
   }
+  run_taken(e);
+}
+
+void ShmBackend::run_taken(Entry& e) {
   run_front(e);  // publishes the Work's status; never throws
   bool queued = false;
   {

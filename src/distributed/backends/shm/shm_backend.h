@@ -4,12 +4,14 @@
 // Life of an op: the caller's thread checks the arguments (errors are thrown at once, as
 // PyTorch does), creates the Work and queues the op; the progress thread runs collectives one
 // at a time in queue order and keeps every posted send/recv moving (also while a collective
-// waits), then publishes each Work's status. A caller that waits on a collective while the
-// progress thread is idle runs it itself (run_inline): a small op then costs no thread
-// hand-off, only the exchange with the peers. A collective issued with async_op = false does
-// not even wake the progress thread; its wait runs it, or rings when it cannot. The progress
-// thread sleeps on a process-private bell while it has no send or recv posted, so the peers'
-// publishes (which ring the shared doorbell for whoever waits in a collective) leave it be.
+// waits), then publishes each Work's status. A collective issued with async_op = false while
+// the progress thread is idle and nothing is queued runs at once in the caller's thread, with
+// no queue entry: a small op then costs no thread hand-off, only the exchange with the peers.
+// One that finds work ahead of it does not wake the progress thread either; its wait runs it
+// when it reaches the front (run_inline), or rings when it cannot. A caller that waits on an
+// asynchronous collective while the progress thread is idle runs it itself the same way. The
+// progress thread sleeps on a process-private bell while it has no send or recv posted, so the
+// peers' publishes (which ring the shared doorbell for whoever waits in a collective) leave it be.
 //
 // Failure: a failed collective or send/recv publishes its error on its Work first, then
 // aborts: the error is recorded, every queued and in-flight Work fails with it, and the
@@ -65,6 +67,9 @@ class ShmBackend : public OpBackend {
   // Runs `work` in the calling thread (Work::wait) when it is the next op, a collective, and
   // the progress thread is idle (nothing taken, no send/recv posted); else returns.
   void run_inline(const Work* work);
+  // Runs `e`, taken by the calling thread (driver_ = kCaller, current_ = its Work), then
+  // hands the communicator back and rings for anything queued meanwhile.
+  void run_taken(Entry& e);
   // Runs a taken collective and publishes its Work's status (never throws); the caller made
   // it current_.
   void run_front(Entry& e);
