@@ -2,6 +2,7 @@
 #include "distributed/backends/shm/doorbell.h"
 
 #include <linux/futex.h>
+#include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -26,6 +27,21 @@ timespec span(int64_t ns) {
   return timespec{static_cast<time_t>(ns / 1'000'000'000), static_cast<long>(ns % 1'000'000'000)};
 }
 }  // namespace
+
+namespace {
+std::atomic<int> g_pause_spins{kPauseSpins};
+}  // namespace
+
+int pause_spins() {
+  return g_pause_spins.load(std::memory_order_relaxed);
+}
+
+void note_local_ranks(int ranks) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cores = ::sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  if (ranks > cores) g_pause_spins.store(0, std::memory_order_relaxed);
+}
 
 bool process_gone(int pid) {
   if (::kill(pid, 0) != 0) return errno == ESRCH;

@@ -48,13 +48,17 @@ class LocalBell {
   std::atomic<uint32_t> sleepers_{0};
 };
 
-// Step i (from 1) of a spin. The first kPauseSpins steps only pause: with a core each, the
+// Step i (from 1) of a spin. The first pause_spins() steps only pause: with a core each, the
 // peer's publish is seen within a few dozen nanoseconds (a sched_yield costs a system call).
 // Later steps give the core to another runnable thread if there is one (a rank's caller and
-// progress thread, or 4 ranks on 2 cores, share cores), else return at once.
+// progress thread share cores), else return at once.
 inline constexpr int kPauseSpins = 64;
+// kPauseSpins, or 0 once note_local_ranks() saw more ranks on this machine than this process
+// may use cores: then the rank being waited for needs this core, and every pause keeps it off.
+int pause_spins();
+void note_local_ranks(int ranks);
 inline void cpu_relax(int i) {
-  if (i <= kPauseSpins) {
+  if (i <= pause_spins()) {
     __builtin_ia32_pause();
   } else {
     sched_yield();

@@ -95,7 +95,9 @@ Communicator::Communicator(std::unique_ptr<Segment> segment, int rank, std::stri
       sends_(static_cast<size_t>(world_)),
       recvs_(static_cast<size_t>(world_)),
       incoming_(static_cast<size_t>(world_)),
-      srcs_(static_cast<size_t>(world_)) {}
+      srcs_(static_cast<size_t>(world_)) {
+  note_local_ranks(world_);  // every rank of a segment runs on this machine
+}
 
 Communicator::~Communicator() = default;
 
