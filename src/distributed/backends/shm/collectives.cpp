@@ -41,6 +41,8 @@
 //   barrier: the descriptor piece alone.
 #include <fmt/chrono.h>
 
+#include <cpuid.h>
+
 #include <algorithm>
 #include <cstring>
 
@@ -52,6 +54,15 @@ namespace tessera::distributed::shm {
 namespace {
 
 constexpr uint64_t kSmallAllreduceBytes = 32 << 10;
+
+// PREFETCHW where the CPU has it (CPUID 0x80000001 ECX bit 8).
+void prefetch_for_write(const void* line) {
+  static const bool has_prefetchw = [] {
+    unsigned a = 0, b = 0, c = 0, d = 0;
+    return __get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 8)) != 0;
+  }();
+  if (has_prefetchw) asm volatile("prefetchw %0" ::"m"(*static_cast<const char*>(line)));
+}
 
 bool reached(uint32_t flag, uint32_t step) {
   return static_cast<int32_t>(flag - step) >= 0;
@@ -244,6 +255,10 @@ void Communicator::allreduce(const Op& op) {
     for (int r = 0; r < world_; ++r) srcs_[r] = buffer(r, h);
     reduce_into(op.dtype, op.reduce_op, op.out, srcs_.data(), world_, total);
     release(h, publish());
+    // The next small all-reduce writes the other half's line, which the peers read in the
+    // last one (done: each published this one's step after it). Owning it by then keeps
+    // that write's fence from waiting for the line to cross cores.
+    if (in_header) prefetch_for_write(&segment_->slot_header(rank_, h ^ 1));
     return;
   }
   reduce(op);
