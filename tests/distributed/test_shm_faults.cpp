@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 
 #include "dist_test_util.h"
+#include "distributed/backends/shm/peer_watch.h"
 
 namespace tessera::testing {
 namespace {
@@ -131,6 +133,49 @@ TEST(ShmFaults, KilledProcessTurnsTheOpIntoAnError) {
   int status = 0;
   ASSERT_EQ(::waitpid(child, &status, 0), child);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL);
+  std::filesystem::remove(path);
+}
+
+// The watch alone: a peer's process that ends (here still a zombie, not reaped) is marked
+// gone and this rank's doorbell rings, with no liveness poll involved.
+TEST(ShmFaults, PeerWatchMarksAnEndedProcessAndRingsTheWaiter) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / ("tessera-watch-" + std::to_string(::getpid())))
+          .string();
+  std::filesystem::remove(path);
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    try {
+      dist::FileStore store(path, kTestTimeout);
+      auto segment = dist::shm::Segment::rendezvous(store, 1, 2, 4096, 4096,
+                                                    std::chrono::steady_clock::now() + 30s);
+      store.wait({"go"}, kTestTimeout);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "PeerWatch test child: %s\n", e.what());
+      ::_exit(2);
+    }
+    ::_exit(0);
+  }
+  dist::FileStore store(path, kTestTimeout);
+  auto segment = dist::shm::Segment::rendezvous(store, 0, 2, 4096, 4096,
+                                                std::chrono::steady_clock::now() + 30s);
+  {
+    dist::shm::PeerWatch watch(*segment, 0);
+    const uint32_t rung = segment->control(0).doorbell.load();
+    EXPECT_FALSE(watch.gone(0));
+    EXPECT_FALSE(watch.gone(1)) << "the child ended early (its exit status follows)";
+    store.set("go", dist::Bytes{1});
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    while (!watch.gone(1) && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
+    EXPECT_TRUE(watch.gone(1));
+    EXPECT_NE(segment->control(0).doorbell.load(), rung);
+    EXPECT_FALSE(watch.gone(0));
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
   std::filesystem::remove(path);
 }
 

@@ -57,6 +57,8 @@ void Communicator::check_peers(const Op* op, FunctionRef<bool(int)> needed) {
     TS_CHECK(state != kDetached, distributed::DistBackendError,
              "{}: rank {} left the communicator (shut down) while this rank still needs it",
              where(), r);
+    TS_CHECK(!watch_->gone(r), distributed::DistBackendError, "{}: rank {} (process {}) has died",
+             where(), r, c.pid);
     if (check_pids && c.pid != pid_) {
       const bool dead = process_gone(c.pid);
       TS_CHECK(!dead, distributed::DistBackendError, "{}: rank {} (process {}) has died", where(),

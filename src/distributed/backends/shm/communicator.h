@@ -16,6 +16,7 @@
 #include "core/function_ref.h"
 #include "distributed/backends/op.h"
 #include "distributed/backends/shm/doorbell.h"
+#include "distributed/backends/shm/peer_watch.h"
 #include "distributed/backends/shm/segment.h"
 #include "tessera/distributed/types.h"
 
@@ -125,6 +126,7 @@ class Communicator {
   size_t pending_recvs_ = 0;
   std::vector<P2PDone> deferred_done_;  // finished by pumps inside collective waits
   std::vector<const void*> srcs_;       // the reductions' source buffers, one per rank
+  std::unique_ptr<PeerWatch> watch_;    // after segment_: stops before it is unmapped
 };
 
 }  // namespace tessera::distributed::shm

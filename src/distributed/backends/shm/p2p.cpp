@@ -97,6 +97,7 @@ Communicator::Communicator(std::unique_ptr<Segment> segment, int rank, std::stri
       incoming_(static_cast<size_t>(world_)),
       srcs_(static_cast<size_t>(world_)) {
   note_local_ranks(world_);  // every rank of a segment runs on this machine
+  watch_ = std::make_unique<PeerWatch>(*segment_, rank_);
 }
 
 Communicator::~Communicator() = default;
