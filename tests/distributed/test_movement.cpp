@@ -220,5 +220,89 @@ TEST(ShmMovementErrors, BadArgumentsNameTheOpAndBothValues) {
   });
 }
 
+// From 128 KiB per rank, shm's all_gather, gather, broadcast and all_to_all (its largest
+// block) read the peers' tensors directly
+// (process_vm_readv; here the ranks are threads of one process, so each reads its own
+// address space). `single_copy[r]` is rank r's ShmOptions::single_copy: a rank with it off
+// turns the single-copy form off for the whole group at the first such op, and the results
+// stay right before and after.
+void large_moves(const std::vector<bool>& single_copy) {
+  const int n = static_cast<int>(single_copy.size());
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  run_threads(n, [&](int r) {
+    dist::ShmOptions o = small_buffers();
+    o.single_copy = single_copy[static_cast<size_t>(r)];
+    auto b = dist::make_shm_backend(store, r, n, kTestTimeout, o);
+    // 160 KiB and an odd count above the threshold, in two dtypes (the count decides).
+    for (const auto& [dtype, numel] :
+         {std::pair{kFloat32, int64_t{40000}}, std::pair{kUInt8, int64_t{131073}},
+          std::pair{kFloat32, int64_t{40000}}}) {
+      Tensor in = rank_tensor(dtype, r, numel);
+      std::vector<Tensor> outs;
+      for (int k = 0; k < n; ++k) outs.push_back(empty({numel}, TensorOptions(dtype)));
+      b->allgather(outs, in, {})->wait();
+      Tensor flat = empty({numel * n}, TensorOptions(dtype));
+      b->allgather_into_tensor(flat, in, {})->wait();
+      std::vector<uint8_t> want_flat;
+      for (int k = 0; k < n; ++k) {
+        const auto want = rank_bytes(dtype, k, numel);
+        EXPECT_EQ(bytes_of(outs[k]), want) << "all_gather from rank " << k << " on rank " << r;
+        want_flat.insert(want_flat.end(), want.begin(), want.end());
+      }
+      EXPECT_EQ(bytes_of(flat), want_flat) << "all_gather_into_tensor on rank " << r;
+      for (int root : {0, n - 1}) {
+        std::vector<Tensor> gathered;
+        if (r == root)
+          for (int k = 0; k < n; ++k) gathered.push_back(empty({numel}, TensorOptions(dtype)));
+        dist::GatherOptions g;
+        g.root_rank = root;
+        b->gather(gathered, in, g)->wait();
+        for (int k = 0; k < static_cast<int>(gathered.size()); ++k)
+          EXPECT_EQ(bytes_of(gathered[k]), rank_bytes(dtype, k, numel)) << "gather at " << root;
+        Tensor t = rank_tensor(dtype, r, numel);
+        dist::BroadcastOptions bo;
+        bo.root_rank = root;
+        b->broadcast(t, bo)->wait();
+        EXPECT_EQ(bytes_of(t), rank_bytes(dtype, root, numel)) << "broadcast from " << root;
+      }
+    }
+    // all_to_all_single, uneven: rank r sends 20000 * (1 + (r + j) % 3) + j float32 to rank j
+    // (80-240 KiB: some blocks below the threshold, the largest above it).
+    const auto count = [](int src, int dst) {
+      return int64_t{20000} * (1 + (src + dst) % 3) + dst;
+    };
+    std::vector<int64_t> in_splits, out_splits;
+    for (int j = 0; j < n; ++j) {
+      in_splits.push_back(count(r, j));
+      out_splits.push_back(count(j, r));
+    }
+    const auto value = [](int src, int dst, int64_t i) {
+      return static_cast<float>((src * 1009 + dst * 101 + i) % 8191);
+    };
+    std::vector<float> in_values, want;
+    for (int j = 0; j < n; ++j)
+      for (int64_t i = 0; i < in_splits[static_cast<size_t>(j)]; ++i)
+        in_values.push_back(value(r, j, i));
+    for (int j = 0; j < n; ++j)
+      for (int64_t i = 0; i < out_splits[static_cast<size_t>(j)]; ++i)
+        want.push_back(value(j, r, i));
+    Tensor in = from_blob(in_values.data(), {static_cast<int64_t>(in_values.size())},
+                          TensorOptions(kFloat32));
+    Tensor out = empty({static_cast<int64_t>(want.size())}, TensorOptions(kFloat32));
+    b->alltoall_base(out, in, out_splits, in_splits, {})->wait();
+    EXPECT_TRUE(std::equal(want.begin(), want.end(), out.data_ptr<float>()))
+        << "all_to_all_single on rank " << r;
+    b->shutdown();
+  });
+}
+
+TEST(ShmSingleCopy, LargeMovesReadThePeersDirectly) {
+  large_moves({true, true, true});
+}
+
+TEST(ShmSingleCopy, ARankWithoutItTurnsItOffForTheGroup) {
+  large_moves({true, false, true});
+}
+
 }  // namespace
 }  // namespace tessera::testing

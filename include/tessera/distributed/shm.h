@@ -26,6 +26,11 @@ struct ShmOptions {
   std::string group_name = "default";
   // Bounds the set-up (the segment's rendezvous); unset: the backend's timeout.
   std::optional<Milliseconds> connect_timeout;
+  // Large all_gather/gather (and others with a single-copy form) read the peers' tensors
+  // directly (process_vm_readv) instead of copying through the segment. Unset: on, unless
+  // TESSERA_SHM_SINGLE_COPY is 0. When any rank has it off, or cannot read its peers (no
+  // permission), every rank of the group uses the segment from the first such op on.
+  std::optional<bool> single_copy;
 };
 
 // Collective over `store` (every rank of the communicator calls it with the same store

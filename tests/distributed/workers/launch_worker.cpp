@@ -26,6 +26,7 @@
 #include "tessera/distributed/distributed.h"
 #include "tessera/distributed/flight_recorder.h"
 #include "tessera/ops/factory.h"
+#include "tessera/ops/shape.h"
 
 namespace dist = tessera::distributed;
 using namespace std::chrono_literals;
@@ -49,6 +50,30 @@ int run_allreduce() {
     if (p[i] != expected) {
       std::fprintf(stderr, "rank %d: element %d is %g, expected %g\n", rank, i, p[i], expected);
       return 1;
+    }
+  }
+  // Large moves across real processes: shm reads its peers' tensors directly (single copy).
+  const int64_t m = 70000;  // float32 per rank: 280 KiB
+  const auto value = [](int r, int64_t i) { return static_cast<float>((r * 7919 + i) % 65521); };
+  tessera::Tensor mine = tessera::empty({m});
+  for (int64_t i = 0; i < m; ++i) mine.data_ptr<float>()[i] = value(rank, i);
+  tessera::Tensor gathered = tessera::empty({m * n});
+  dist::all_gather_into_tensor(gathered, mine);
+  tessera::Tensor from_last = mine.clone();
+  dist::broadcast(from_last, n - 1);
+  tessera::Tensor exchanged = tessera::empty({m * n});
+  dist::all_to_all_single(exchanged, tessera::cat(std::vector<tessera::Tensor>(n, mine)));
+  for (int r = 0; r < n; ++r) {
+    for (int64_t i = 0; i < m; ++i) {
+      const float want = value(r, i);
+      const float g = gathered.data_ptr<float>()[r * m + i],
+                  x = exchanged.data_ptr<float>()[r * m + i];
+      const float b = from_last.data_ptr<float>()[i];
+      if (g != want || x != want || b != value(n - 1, i)) {
+        std::fprintf(stderr, "rank %d: moves differ at rank %d element %lld\n", rank, r,
+                     static_cast<long long>(i));
+        return 1;
+      }
     }
   }
   std::printf("rank %d local %d world %d local_world %d restart %d: all_reduce ok (%g)\n", rank,

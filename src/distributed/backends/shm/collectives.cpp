@@ -54,6 +54,8 @@ namespace tessera::distributed::shm {
 namespace {
 
 constexpr uint64_t kSmallAllreduceBytes = 32 << 10;
+// From this many bytes per rank, collectives that have a single-copy form use it (direct.cpp).
+constexpr int64_t kDirectBytes = 128 << 10;
 
 // PREFETCHW where the CPU has it (CPUID 0x80000001 ECX bit 8).
 void prefetch_for_write(const void* line) {
@@ -306,6 +308,7 @@ void Communicator::reduce(const Op& op) {
 
 void Communicator::broadcast(const Op& op) {
   const int64_t es = element_size(op.dtype);
+  if (direct_ && op.count * es >= kDirectBytes && broadcast_direct(op)) return;
   const int64_t piece = static_cast<int64_t>(half_bytes_) / es;
   const int64_t pieces = std::max<int64_t>(1, ceil_div(op.count, piece));
   for (int64_t p = 0; p < pieces; ++p) {
@@ -330,6 +333,7 @@ void Communicator::broadcast(const Op& op) {
 
 void Communicator::allgather(const Op& op) {
   const int64_t es = element_size(op.dtype);
+  if (direct_ && op.count * es >= kDirectBytes && allgather_direct(op)) return;
   const int64_t piece = static_cast<int64_t>(half_bytes_) / es;
   const int64_t pieces = std::max<int64_t>(1, ceil_div(op.count, piece));
   const bool copies = op.kind == OpKind::ALLGATHER || rank_ == op.root;
@@ -399,15 +403,18 @@ void Communicator::alltoall(const Op& op) {
   const auto n = static_cast<size_t>(world_);
   // Piece 0: the split sizes. sizes[r * n + j] = bytes rank r sends to rank j.
   std::vector<int64_t> sends(n * n), expects(n * n);
+  std::vector<std::pair<int, uint64_t>> sources(n);  // for the single-copy form
   {
     const int h = acquire(op);
     write_descriptor(op, h);
+    write_direct_source(h, op.in);
     auto* mine = reinterpret_cast<int64_t*>(segment_->slot_data(rank_, h));
     std::copy(op.in_split_bytes.begin(), op.in_split_bytes.end(), mine);
     std::copy(op.out_split_bytes.begin(), op.out_split_bytes.end(), mine + n);
     wait_all(op, publish());
     validate(op, h);
     for (int r = 0; r < world_; ++r) {
+      sources[static_cast<size_t>(r)] = direct_source(r, h);
       const auto* theirs = reinterpret_cast<const int64_t*>(segment_->slot_data(r, h));
       std::copy(theirs, theirs + n, sends.begin() + static_cast<ptrdiff_t>(r * n));
       std::copy(theirs + n, theirs + 2 * n, expects.begin() + static_cast<ptrdiff_t>(r * n));
@@ -426,6 +433,10 @@ void Communicator::alltoall(const Op& op) {
     }
     release(h, publish());
   }
+  // Every rank knows every split now, so all decide alike.
+  if (direct_ && *std::max_element(sends.begin(), sends.end()) >= kDirectBytes &&
+      alltoall_direct(op, sends, sources))
+    return;
   const int64_t es = element_size(op.dtype);
   const int64_t q = static_cast<int64_t>(half_bytes_) / world_ / es * es;  // bytes per pair
   const int64_t rounds = ceil_div(*std::max_element(sends.begin(), sends.end()), q);

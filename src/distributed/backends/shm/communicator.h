@@ -31,7 +31,10 @@ class MismatchError : public DistBackendError {
 
 class Communicator {
  public:
-  Communicator(std::unique_ptr<Segment> segment, int rank, std::string group_name);
+  // `single_copy`: take part in single-copy collectives (direct.cpp); false makes this rank
+  // report failure at the first one, which turns them off for the whole group.
+  Communicator(std::unique_ptr<Segment> segment, int rank, std::string group_name,
+               bool single_copy = true);
   ~Communicator();
 
   int rank() const { return rank_; }
@@ -91,6 +94,26 @@ class Communicator {
   void broadcast(const Op& op);
   void reduce(const Op& op);
   void allgather(const Op& op);
+  // The single-copy forms (direct.cpp): every rank reads what it needs straight from its
+  // peers' tensors (process_vm_readv) instead of through the segment. They return false,
+  // on every rank alike, when some rank could not read; the caller then runs the segment
+  // form, and later ops do not try again.
+  bool allgather_direct(const Op& op);
+  bool broadcast_direct(const Op& op);
+  // all_to_all's reads, after its first piece exchanged the split sizes (`sends`, n x n) and
+  // the peers' input addresses (`sources`).
+  bool alltoall_direct(const Op& op, const std::vector<int64_t>& sends,
+                       const std::vector<std::pair<int, uint64_t>>& sources);
+  // This process and `addr` into the payload of this rank's header of `half`.
+  void write_direct_source(int half, const uint8_t* addr);
+  // Where rank r's data is, from the header of `half` after a direct_descriptor step.
+  std::pair<int, uint64_t> direct_source(int r, int half) const;
+  // Step A of a direct op: the descriptor, plus this process and `addr` in the header's
+  // payload; returns the half.
+  int direct_descriptor(const Op& op, const uint8_t* addr);
+  // Step B: tells whether this rank's reads succeeded, waits for every rank's, releases
+  // `half` (unless -1); true when all succeeded (else direct ops stay off from now on).
+  bool direct_agree(const Op& op, int half, bool ok);
   void scatter(const Op& op);
   void reduce_scatter(const Op& op);
   void alltoall(const Op& op);
@@ -116,6 +139,8 @@ class Communicator {
   // Every peer is known to have published at least this step (from an earlier wait), so a
   // wait for it need not read their flags again.
   uint32_t known_reached_ = 0;
+  const bool direct_reads_;  // this rank may read its peers (ShmOptions::single_copy)
+  bool direct_ = true;       // single-copy collectives worked (or were not tried yet)
   uint64_t half_counter_ = 0;
   int64_t last_pid_check_ns_ = 0;
 

@@ -85,13 +85,15 @@ struct Communicator::Incoming {
 };
 
 // The constructor and destructor live here, where the p2p states are complete types.
-Communicator::Communicator(std::unique_ptr<Segment> segment, int rank, std::string group_name)
+Communicator::Communicator(std::unique_ptr<Segment> segment, int rank, std::string group_name,
+                           bool single_copy)
     : segment_(std::move(segment)),
       rank_(rank),
       world_(segment_->world()),
       group_name_(std::move(group_name)),
       half_bytes_(segment_->half_bytes()),
       pid_(static_cast<int>(::getpid())),
+      direct_reads_(single_copy),
       sends_(static_cast<size_t>(world_)),
       recvs_(static_cast<size_t>(world_)),
       incoming_(static_cast<size_t>(world_)),

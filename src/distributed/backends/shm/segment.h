@@ -25,7 +25,7 @@
 namespace tessera::distributed::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x3130'4D48'5353'4554ull;  // "TESSHM01"
-inline constexpr uint32_t kSegmentVersion = 2;
+inline constexpr uint32_t kSegmentVersion = 3;
 
 enum RankState : uint32_t { kUnattached = 0, kAttached = 1, kAborted = 2, kDetached = 3 };
 
@@ -39,9 +39,12 @@ struct alignas(64) SegmentHeader {
 };
 
 struct alignas(64) RankControl {
-  // Line 0, written by the owner only: the last step it published (see collectives.h).
+  // Line 0, written by the owner only: the last step it published (see collectives.h), and
+  // whether its part of the last direct (single-copy) collective failed, read by the peers
+  // after that collective's last step.
   std::atomic<uint32_t> flag;
-  char pad0[60];
+  uint32_t direct_failed;
+  char pad0[56];
   // Line 1: an event count. Anyone who publishes something the owner may wait for increments
   // it and, when the owner sleeps (sleepers > 0), wakes it with a futex.
   std::atomic<uint32_t> doorbell;

@@ -38,6 +38,16 @@ uint64_t buffer_bytes_from(uint64_t given, int size) {
   return bytes / 64 * 64;
 }
 
+bool single_copy_from(std::optional<bool> given) {
+  if (given) return *given;
+  const char* env = std::getenv("TESSERA_SHM_SINGLE_COPY");
+  if (!env || !*env) return true;
+  const std::string v = env;
+  TS_CHECK(v == "0" || v == "1", ValueError,
+           "shm backend: TESSERA_SHM_SINGLE_COPY must be 0 or 1, but got '{}'", v);
+  return v == "1";
+}
+
 }  // namespace
 
 ShmBackend::ShmBackend(const StorePtr& store, int rank, int size, Milliseconds timeout,
@@ -47,7 +57,8 @@ ShmBackend::ShmBackend(const StorePtr& store, int rank, int size, Milliseconds t
       group_name_(options.group_name),
       store_(store),
       buffer_bytes_(buffer_bytes_from(options.buffer_bytes, size)),
-      ring_bytes_(options.ring_bytes) {
+      ring_bytes_(options.ring_bytes),
+      single_copy_(single_copy_from(options.single_copy)) {
   TS_CHECK(store != nullptr, ValueError, "shm backend: argument 'store' must not be null");
   TS_CHECK(timeout.count() > 0, ValueError,
            "shm backend: argument 'timeout' must be positive, but got {}", timeout);
@@ -57,7 +68,7 @@ ShmBackend::ShmBackend(const StorePtr& store, int rank, int size, Milliseconds t
   auto segment = Segment::rendezvous(*store, rank, size, buffer_bytes_, ring_bytes_,
                                      Clock::now() + options.connect_timeout.value_or(timeout));
   segment_bytes_ = segment->bytes();
-  comm_ = std::make_unique<Communicator>(std::move(segment), rank, group_name_);
+  comm_ = std::make_unique<Communicator>(std::move(segment), rank, group_name_, single_copy_);
   progress_ = std::thread([this] { progress_loop(); });
 }
 
@@ -334,7 +345,7 @@ void ShmBackend::resume() {
   auto store = std::make_shared<PrefixStore>(fmt::format("resume/{}", round), store_);
   auto segment = Segment::rendezvous(*store, rank_, size_, buffer_bytes_, ring_bytes_,
                                      Clock::now() + timeout_);
-  comm_ = std::make_unique<Communicator>(std::move(segment), rank_, group_name_);
+  comm_ = std::make_unique<Communicator>(std::move(segment), rank_, group_name_, single_copy_);
   {
     std::lock_guard lock(mutex_);
     suspended_ = false;

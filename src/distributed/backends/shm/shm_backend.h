@@ -81,6 +81,7 @@ class ShmBackend : public OpBackend {
   const std::string group_name_;
   const StorePtr store_;
   const uint64_t buffer_bytes_, ring_bytes_;
+  const bool single_copy_;
   std::unique_ptr<Communicator> comm_;  // null while suspended
   LocalBell bell_;
   uint64_t segment_bytes_ = 0;

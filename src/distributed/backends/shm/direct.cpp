@@ -1,0 +1,140 @@
+// Single-copy collectives: a rank reads its peers' tensors directly with process_vm_readv
+// (Linux cross-memory attach) instead of having them copied into the segment and copied out
+// again. One copy instead of two, and no pieces through the two halves.
+//
+// Steps (n ranks, all of them run the same ones):
+//   A  acquire a half, write the descriptor and (in the header's payload) this process's pid
+//      and the address its peers read from; publish; wait for everyone; validate. This is the
+//      segment forms' first step too, so a mismatch between a direct and a segment call is
+//      reported the same way on every rank.
+//   -  read what this rank needs from every peer (in chunks, so the kernel's page pinning
+//      stays small), copy its own part locally.
+//   B  record whether every read succeeded (RankControl::direct_failed), publish, wait for
+//      everyone (after B nobody reads this rank's tensor any more, so it may return), and
+//      release the half.
+// When any rank's reads failed (no permission: another user, a ptrace policy; a seccomp
+// filter), every rank sees it after B and runs the segment form of the same op; no later op
+// tries the direct form again.
+#include <sys/uio.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "distributed/backends/shm/communicator.h"
+
+namespace tessera::distributed::shm {
+
+namespace {
+
+// Bytes per process_vm_readv call: the kernel pins and copies a call's pages as a batch; 256
+// KiB batches stay in cache (one 16 MiB call ran at 5.7 GB/s here, 64 KiB calls at 11.5).
+constexpr int64_t kChunk = 256 << 10;
+
+// Where a peer's data is, in the header's payload of step A.
+struct DirectSource {
+  uint64_t addr;
+  int32_t pid;
+  int32_t reserved;
+};
+static_assert(sizeof(DirectSource) <= SlotHeader::kPayloadBytes);
+
+// Copies `bytes` from `src` in process `pid` into `dst`. False when the kernel refuses (no
+// permission, the process is gone, a bad address).
+bool read_peer(int pid, uint64_t src, uint8_t* dst, int64_t bytes) {
+  int64_t done = 0;
+  while (done < bytes) {
+    const auto len = static_cast<size_t>(std::min(kChunk, bytes - done));
+    iovec local{dst + done, len};
+    iovec remote{reinterpret_cast<void*>(src + static_cast<uint64_t>(done)), len};
+    const ssize_t got = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
+    if (got < 0 && errno == EINTR) continue;
+    if (got <= 0) return false;
+    done += got;
+  }
+  return true;
+}
+
+}  // namespace
+
+void Communicator::write_direct_source(int half, const uint8_t* addr) {
+  const DirectSource mine{reinterpret_cast<uint64_t>(addr), pid_, 0};
+  std::memcpy(segment_->slot_header(rank_, half).payload, &mine, sizeof(mine));
+}
+
+int Communicator::direct_descriptor(const Op& op, const uint8_t* addr) {
+  const int h = acquire(op);
+  write_descriptor(op, h);
+  write_direct_source(h, addr);
+  wait_all(op, publish());
+  validate(op, h);
+  return h;
+}
+
+bool Communicator::direct_agree(const Op& op, int half, bool ok) {
+  segment_->control(rank_).direct_failed = ok ? 0 : 1;
+  const uint32_t step = publish();
+  wait_all(op, step);
+  if (half >= 0) release(half, step);
+  for (int r = 0; r < world_; ++r)
+    if (segment_->control(r).direct_failed != 0) direct_ = false;
+  return direct_;
+}
+
+std::pair<int, uint64_t> Communicator::direct_source(int r, int half) const {
+  DirectSource src;
+  std::memcpy(&src, segment_->slot_header(r, half).payload, sizeof(src));
+  return {src.pid, src.addr};
+}
+
+bool Communicator::broadcast_direct(const Op& op) {
+  const int64_t bytes = op.count * element_size(op.dtype);
+  const int h = direct_descriptor(op, op.out);
+  bool ok = direct_reads_;
+  if (ok && rank_ != op.root) {
+    const auto [pid, addr] = direct_source(op.root, h);
+    ok = read_peer(pid, addr, op.out, bytes);
+  }
+  return direct_agree(op, h, ok);
+}
+
+bool Communicator::alltoall_direct(const Op& op, const std::vector<int64_t>& sends,
+                                   const std::vector<std::pair<int, uint64_t>>& sources) {
+  const auto n = static_cast<size_t>(world_);
+  const auto me = static_cast<size_t>(rank_);
+  bool ok = direct_reads_;
+  int64_t out_off = 0;
+  for (size_t k = 0; k < n && ok; ++k) {
+    // Rank k's block for this rank starts after the blocks it sends to ranks before it.
+    int64_t in_off = 0;
+    for (size_t j = 0; j < me; ++j) in_off += sends[k * n + j];
+    const int64_t bytes = sends[k * n + me];
+    if (k == me) {
+      std::memcpy(op.out + out_off, op.in + in_off, static_cast<size_t>(bytes));
+    } else if (bytes > 0) {
+      ok = read_peer(sources[k].first, sources[k].second + static_cast<uint64_t>(in_off),
+                     op.out + out_off, bytes);
+    }
+    out_off += bytes;
+  }
+  return direct_agree(op, -1, ok);
+}
+
+bool Communicator::allgather_direct(const Op& op) {
+  const int64_t bytes = op.count * element_size(op.dtype);
+  const int h = direct_descriptor(op, op.in);
+  bool ok = direct_reads_;
+  if (ok && (op.kind == OpKind::ALLGATHER || rank_ == op.root)) {
+    for (int r = 0; r < world_ && ok; ++r) {
+      if (r == rank_) {
+        std::memcpy(op.outs[r], op.in, static_cast<size_t>(bytes));
+        continue;
+      }
+      const auto [pid, addr] = direct_source(r, h);
+      ok = read_peer(pid, addr, op.outs[r], bytes);
+    }
+  }
+  return direct_agree(op, h, ok);
+}
+
+}  // namespace tessera::distributed::shm
