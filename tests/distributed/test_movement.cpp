@@ -221,7 +221,7 @@ TEST(ShmMovementErrors, BadArgumentsNameTheOpAndBothValues) {
 }
 
 // From 128 KiB per rank, shm's all_gather, gather, broadcast and all_to_all (its largest
-// block) read the peers' tensors directly
+// block) and all_reduce (from 512 KiB per rank's block) read the peers' tensors directly
 // (process_vm_readv; here the ranks are threads of one process, so each reads its own
 // address space). `single_copy[r]` is rank r's ShmOptions::single_copy: a rank with it off
 // turns the single-copy form off for the whole group at the first such op, and the results
@@ -292,6 +292,24 @@ void large_moves(const std::vector<bool>& single_copy) {
     b->alltoall_base(out, in, out_splits, in_splits, {})->wait();
     EXPECT_TRUE(std::equal(want.begin(), want.end(), out.data_ptr<float>()))
         << "all_to_all_single on rank " << r;
+    // all_reduce from 512 KiB per rank's block: AVG of fractions, folded in rank order then
+    // divided, as the segment form does, so every rank gets the same bits.
+    const int64_t big = 140000 * int64_t{n} + 5;
+    const auto frac = [](int src, int64_t i) {
+      return static_cast<float>((src * 37 + i) % 1000) / 7.f;
+    };
+    Tensor sum = empty({big}, TensorOptions(kFloat32));
+    for (int64_t i = 0; i < big; ++i) sum.data_ptr<float>()[i] = frac(r, i);
+    dist::AllreduceOptions ao;
+    ao.reduce_op = dist::ReduceOp::AVG;
+    b->allreduce(sum, ao)->wait();
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < big; ++i) {
+      float acc = frac(0, i);
+      for (int k = 1; k < n; ++k) acc = acc + frac(k, i);
+      if (sum.data_ptr<float>()[i] != acc / static_cast<float>(n)) ++wrong;
+    }
+    EXPECT_EQ(wrong, 0) << "all_reduce AVG on rank " << r;
     b->shutdown();
   });
 }

@@ -63,6 +63,18 @@ int run_allreduce() {
   dist::broadcast(from_last, n - 1);
   tessera::Tensor exchanged = tessera::empty({m * n});
   dist::all_to_all_single(exchanged, tessera::cat(std::vector<tessera::Tensor>(n, mine)));
+  tessera::Tensor summed = tessera::empty({8 * m});  // 2.2 MB: the single-copy all_reduce
+  for (int64_t i = 0; i < 8 * m; ++i) summed.data_ptr<float>()[i] = value(rank, i);
+  dist::all_reduce(summed);
+  for (int64_t i = 0; i < 8 * m; ++i) {
+    float want = 0;
+    for (int r = 0; r < n; ++r) want += value(r, i);
+    if (summed.data_ptr<float>()[i] != want) {
+      std::fprintf(stderr, "rank %d: the large all_reduce differs at element %lld\n", rank,
+                   static_cast<long long>(i));
+      return 1;
+    }
+  }
   for (int r = 0; r < n; ++r) {
     for (int64_t i = 0; i < m; ++i) {
       const float want = value(r, i);

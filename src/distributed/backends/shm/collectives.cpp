@@ -263,6 +263,11 @@ void Communicator::allreduce(const Op& op) {
     if (in_header) prefetch_for_write(&segment_->slot_header(rank_, h ^ 1));
     return;
   }
+  // Its single-copy form reads n - 1 blocks of 1/n in chunks and syncs four times: it wins
+  // over the segment from about 512 KiB per block (1 MiB on 4 ranks ran slower, 16 MiB on 2
+  // ranks 1.2-1.7x faster).
+  if (direct_ && static_cast<int64_t>(bytes) / world_ >= 4 * kDirectBytes && allreduce_direct(op))
+    return;
   reduce(op);
 }
 

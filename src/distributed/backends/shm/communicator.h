@@ -100,6 +100,11 @@ class Communicator {
   // form, and later ops do not try again.
   bool allgather_direct(const Op& op);
   bool broadcast_direct(const Op& op);
+  // The large all_reduce: rank r reduces block r of its own tensor with the peers' blocks r
+  // (read in chunks), then reads every peer's reduced block. Its tensor is written from the
+  // first block on, so whether all ranks can read is agreed first (a one-byte read of each
+  // peer); a read that fails after that is an error, not a fallback.
+  bool allreduce_direct(const Op& op);
   // all_to_all's reads, after its first piece exchanged the split sizes (`sends`, n x n) and
   // the peers' input addresses (`sources`).
   bool alltoall_direct(const Op& op, const std::vector<int64_t>& sends,
@@ -139,8 +144,9 @@ class Communicator {
   // Every peer is known to have published at least this step (from an earlier wait), so a
   // wait for it need not read their flags again.
   uint32_t known_reached_ = 0;
-  const bool direct_reads_;  // this rank may read its peers (ShmOptions::single_copy)
-  bool direct_ = true;       // single-copy collectives worked (or were not tried yet)
+  const bool direct_reads_;              // this rank may read its peers (ShmOptions::single_copy)
+  std::vector<uint8_t> direct_scratch_;  // allreduce_direct's chunks of the peers' blocks
+  bool direct_ = true;                   // single-copy collectives worked (or were not tried yet)
   uint64_t half_counter_ = 0;
   int64_t last_pid_check_ns_ = 0;
 

@@ -21,6 +21,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "distributed/backends/reduce.h"
 #include "distributed/backends/shm/communicator.h"
 
 namespace tessera::distributed::shm {
@@ -118,6 +119,57 @@ bool Communicator::alltoall_direct(const Op& op, const std::vector<int64_t>& sen
     out_off += bytes;
   }
   return direct_agree(op, -1, ok);
+}
+
+bool Communicator::allreduce_direct(const Op& op) {
+  const int64_t es = element_size(op.dtype);
+  const int64_t total = op.count;
+  const int64_t align = std::max<int64_t>(1, 64 / es);
+  // The blocks of the segment form, so that each element is reduced by the same rank.
+  const auto bound = [&](int r) {
+    return r == world_ ? total : (total * r / world_) / align * align;
+  };
+  const int h = direct_descriptor(op, op.out);
+  std::vector<std::pair<int, uint64_t>> sources(static_cast<size_t>(world_));
+  bool ok = direct_reads_;
+  for (int r = 0; r < world_; ++r) {
+    sources[static_cast<size_t>(r)] = direct_source(r, h);
+    uint8_t probe = 0;
+    if (ok && r != rank_) ok = read_peer(sources[r].first, sources[r].second, &probe, 1);
+  }
+  if (!direct_agree(op, h, ok)) return false;  // nothing was written yet
+  const auto read_or_throw = [&](int r, int64_t from, uint8_t* to, int64_t elements) {
+    if (read_peer(sources[static_cast<size_t>(r)].first,
+                  sources[static_cast<size_t>(r)].second + static_cast<uint64_t>(from * es), to,
+                  elements * es))
+      return;
+    TS_THROW(distributed::DistBackendError,
+             "shm all_reduce (op #{} of group '{}', rank {}): reading rank {}'s tensor failed: {}",
+             op.seq, group_name_, rank_, r, std::strerror(errno));
+  };
+  // Reduce-scatter: this rank's block, a chunk at a time, folded in rank order.
+  const int64_t chunk = std::max<int64_t>(1, (kChunk / 2) / es);
+  direct_scratch_.resize(static_cast<size_t>(world_ * chunk * es));
+  const int64_t b0 = bound(rank_), b1 = bound(rank_ + 1);
+  for (int64_t off = b0; off < b1; off += chunk) {
+    const int64_t len = std::min(chunk, b1 - off);
+    for (int r = 0; r < world_; ++r) {
+      if (r == rank_) {
+        srcs_[r] = op.out + off * es;
+        continue;
+      }
+      uint8_t* tmp = direct_scratch_.data() + r * chunk * es;
+      read_or_throw(r, off, tmp, len);
+      srcs_[r] = tmp;
+    }
+    reduce_into(op.dtype, op.reduce_op, op.out + off * es, srcs_.data(), world_, len);
+  }
+  wait_all(op, publish());  // every block is reduced
+  // All-gather: every other rank's reduced block, straight into this tensor.
+  for (int r = 0; r < world_; ++r)
+    if (r != rank_) read_or_throw(r, bound(r), op.out + bound(r) * es, bound(r + 1) - bound(r));
+  wait_all(op, publish());  // nobody reads this rank's tensor any more
+  return true;
 }
 
 bool Communicator::allgather_direct(const Op& op) {
