@@ -45,6 +45,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 #include "distributed/backends/reduce.h"
 #include "distributed/backends/shm/communicator.h"
@@ -54,6 +55,9 @@ namespace tessera::distributed::shm {
 namespace {
 
 constexpr uint64_t kSmallAllreduceBytes = 32 << 10;
+// An all_to_all whose every rank sends at most this many bytes in all is one step: the data
+// travels with the split sizes.
+constexpr int64_t kSmallAllToAllBytes = 16 << 10;
 // From this many bytes per rank, collectives that have a single-copy form use it (direct.cpp).
 constexpr int64_t kDirectBytes = 128 << 10;
 
@@ -166,6 +170,29 @@ void Communicator::wait_all(const Op& op, uint32_t step) {
   if (reached(step, known_reached_)) known_reached_ = step;
 }
 
+int Communicator::header_step(const Op& op, const void* data, size_t bytes) {
+  const int h = acquire(op);
+  write_descriptor(op, h);
+  SlotHeader& mine = segment_->slot_header(rank_, h);
+  if (bytes > 0) std::memcpy(mine.payload, data, bytes);
+  // Sequentially consistent like the flag's store in publish(), so that a peer going to sleep
+  // on this line is seen by publish()'s look at the sleepers, or sees the step.
+  const uint32_t step = published_ + 1;
+  mine.step.store(step, std::memory_order_seq_cst);
+  publish();
+  wait_headers(op, h, step);
+  validate(op, h);
+  return h;
+}
+
+void Communicator::end_header_step(int half) {
+  release(half, publish());
+  // The next small op writes the other half's line, which the peers read in the last one
+  // (done: each published this one's step after it). Owning it by then keeps that write's
+  // fence from waiting for the line to cross cores.
+  prefetch_for_write(&segment_->slot_header(rank_, half ^ 1));
+}
+
 void Communicator::wait_headers(const Op& op, int half, uint32_t step) {
   // A peer that called another collective (a mismatch that validate() reports) publishes the
   // step on its flag only.
@@ -236,31 +263,21 @@ void Communicator::allreduce(const Op& op) {
   const int64_t total = op.count;
   const auto bytes = static_cast<uint64_t>(total * es);
   if (bytes <= std::min<uint64_t>(kSmallAllreduceBytes, half_bytes_)) {
-    const bool in_header = bytes <= SlotHeader::kPayloadBytes;
-    const auto buffer = [&](int r, int h) {
-      return in_header ? segment_->slot_header(r, h).payload : segment_->slot_data(r, h);
-    };
+    if (bytes <= SlotHeader::kPayloadBytes) {
+      const int h = header_step(op, op.out, bytes);
+      for (int r = 0; r < world_; ++r) srcs_[r] = segment_->slot_header(r, h).payload;
+      reduce_into(op.dtype, op.reduce_op, op.out, srcs_.data(), world_, total);
+      end_header_step(h);
+      return;
+    }
     const int h = acquire(op);
     write_descriptor(op, h);
-    std::memcpy(buffer(rank_, h), op.out, bytes);
-    if (in_header) {
-      // Sequentially consistent like the flag's store in publish(), so that a peer going to
-      // sleep on this line is seen by publish()'s look at the sleepers, or sees the step.
-      const uint32_t step = published_ + 1;
-      segment_->slot_header(rank_, h).step.store(step, std::memory_order_seq_cst);
-      publish();
-      wait_headers(op, h, step);
-    } else {
-      wait_all(op, publish());
-    }
+    std::memcpy(segment_->slot_data(rank_, h), op.out, bytes);
+    wait_all(op, publish());
     validate(op, h);
-    for (int r = 0; r < world_; ++r) srcs_[r] = buffer(r, h);
+    for (int r = 0; r < world_; ++r) srcs_[r] = segment_->slot_data(r, h);
     reduce_into(op.dtype, op.reduce_op, op.out, srcs_.data(), world_, total);
     release(h, publish());
-    // The next small all-reduce writes the other half's line, which the peers read in the
-    // last one (done: each published this one's step after it). Owning it by then keeps
-    // that write's fence from waiting for the line to cross cores.
-    if (in_header) prefetch_for_write(&segment_->slot_header(rank_, h ^ 1));
     return;
   }
   // Its single-copy form reads n - 1 blocks of 1/n in chunks and syncs four times: it wins
@@ -313,6 +330,13 @@ void Communicator::reduce(const Op& op) {
 
 void Communicator::broadcast(const Op& op) {
   const int64_t es = element_size(op.dtype);
+  const auto bytes = static_cast<size_t>(op.count * es);
+  if (bytes <= SlotHeader::kPayloadBytes) {
+    const int h = header_step(op, op.out, rank_ == op.root ? bytes : 0);
+    if (rank_ != op.root) std::memcpy(op.out, segment_->slot_header(op.root, h).payload, bytes);
+    end_header_step(h);
+    return;
+  }
   if (direct_ && op.count * es >= kDirectBytes && broadcast_direct(op)) return;
   const int64_t piece = static_cast<int64_t>(half_bytes_) / es;
   const int64_t pieces = std::max<int64_t>(1, ceil_div(op.count, piece));
@@ -338,6 +362,15 @@ void Communicator::broadcast(const Op& op) {
 
 void Communicator::allgather(const Op& op) {
   const int64_t es = element_size(op.dtype);
+  const auto bytes = static_cast<size_t>(op.count * es);
+  if (bytes <= SlotHeader::kPayloadBytes) {
+    const int h = header_step(op, op.in, bytes);
+    if (op.kind == OpKind::ALLGATHER || rank_ == op.root)
+      for (int r = 0; r < world_; ++r)
+        std::memcpy(op.outs[r], segment_->slot_header(r, h).payload, bytes);
+    end_header_step(h);
+    return;
+  }
   if (direct_ && op.count * es >= kDirectBytes && allgather_direct(op)) return;
   const int64_t piece = static_cast<int64_t>(half_bytes_) / es;
   const int64_t pieces = std::max<int64_t>(1, ceil_div(op.count, piece));
@@ -387,6 +420,16 @@ void Communicator::scatter(const Op& op) {
 
 void Communicator::reduce_scatter(const Op& op) {
   const int64_t es = element_size(op.dtype);
+  const auto bytes = static_cast<size_t>(op.count * es);  // per rank
+  if (bytes * static_cast<size_t>(world_) <= SlotHeader::kPayloadBytes) {
+    uint8_t all[SlotHeader::kPayloadBytes];  // every rank's input, in rank order
+    for (int j = 0; j < world_; ++j) std::memcpy(all + j * bytes, op.ins[j], bytes);
+    const int h = header_step(op, all, bytes * static_cast<size_t>(world_));
+    for (int r = 0; r < world_; ++r) srcs_[r] = segment_->slot_header(r, h).payload + rank_ * bytes;
+    reduce_into(op.dtype, op.reduce_op, op.out, srcs_.data(), world_, op.count);
+    end_header_step(h);
+    return;
+  }
   const int64_t piece = static_cast<int64_t>(half_bytes_) / (es * world_);
   const int64_t pieces = std::max<int64_t>(1, ceil_div(op.count, piece));
   for (int64_t p = 0; p < pieces; ++p) {
@@ -416,6 +459,18 @@ void Communicator::alltoall(const Op& op) {
     auto* mine = reinterpret_cast<int64_t*>(segment_->slot_data(rank_, h));
     std::copy(op.in_split_bytes.begin(), op.in_split_bytes.end(), mine);
     std::copy(op.out_split_bytes.begin(), op.out_split_bytes.end(), mine + n);
+    // A small input rides along after the sizes: when every rank's does, this piece is the
+    // whole exchange.
+    const auto carried = [&](const int64_t* row) {
+      int64_t total = 0;
+      for (size_t j = 0; j < n; ++j) total += row[j];
+      return total <= kSmallAllToAllBytes &&
+             static_cast<uint64_t>(total) + 2 * n * sizeof(int64_t) <= half_bytes_;
+    };
+    const int64_t in_total =
+        std::accumulate(op.in_split_bytes.begin(), op.in_split_bytes.end(), int64_t{0});
+    if (carried(op.in_split_bytes.data()))
+      std::memcpy(mine + 2 * n, op.in, static_cast<size_t>(in_total));
     wait_all(op, publish());
     validate(op, h);
     for (int r = 0; r < world_; ++r) {
@@ -435,6 +490,21 @@ void Communicator::alltoall(const Op& op) {
                  "the senders' input_split_sizes)",
                  op.seq, group_name_, r, sends[r * n + j] / es, j, j, expects[j * n + r] / es, r);
       }
+    }
+    bool all_carried = true;
+    for (size_t r = 0; r < n; ++r) all_carried = all_carried && carried(&sends[r * n]);
+    if (all_carried) {
+      int64_t out_off = 0;
+      for (size_t k = 0; k < n; ++k) {
+        const auto* data = segment_->slot_data(static_cast<int>(k), h) + 2 * n * sizeof(int64_t);
+        int64_t in_off = 0;  // rank k's block for this rank follows its blocks for lower ranks
+        for (size_t j = 0; j < static_cast<size_t>(rank_); ++j) in_off += sends[k * n + j];
+        const int64_t bytes = sends[k * n + static_cast<size_t>(rank_)];
+        std::memcpy(op.out + out_off, data + in_off, static_cast<size_t>(bytes));
+        out_off += bytes;
+      }
+      release(h, publish());
+      return;
     }
     release(h, publish());
   }

@@ -84,6 +84,12 @@ class Communicator {
   void wait_rank(const Op& op, int r, uint32_t step);
   // wait_all for a step whose publisher also wrote it into its half's header (SlotHeader::step).
   void wait_headers(const Op& op, int half, uint32_t step);
+  // The one step of a collective whose data fits in the header line: acquire a half, write
+  // the descriptor, `bytes` of `data` into the payload and then the step, publish, wait on
+  // the peers' lines, validate. Returns the half; the caller reads the peers' payloads, then
+  // calls end_header_step (release, and own the other half's line for the next such op).
+  int header_step(const Op& op, const void* data, size_t bytes);
+  void end_header_step(int half);
   void write_descriptor(const Op& op, int half);
   void validate(const Op& op, int half);
   // Health and deadline checks while waiting for every rank in `ranks` (-1: all) to reach
