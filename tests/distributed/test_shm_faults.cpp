@@ -30,6 +30,33 @@ TEST(ShmFaults, MismatchedSizesFailOnEveryRankAndTheGroupStaysUsable) {
   });
 }
 
+// Sizes that send one rank down the single-copy form (large) and its peers down the segment
+// form (small), or through the descriptor line (tiny): the first step is the same in all
+// three, so every rank reports the mismatch and the group stays usable.
+TEST(ShmFaults, MismatchesAcrossTheLargeAndSmallFormsAreReported) {
+  dist::ShmOptions o = small_buffers();
+  o.buffer_bytes = 1 << 20;
+  run_ranks(
+      3,
+      [&](int r, dist::Backend& b) {
+        const int64_t sizes[] = {60000, 2000, 3};  // float32: 240 KB, 8 KB, 12 B
+        Tensor in = empty({sizes[r]}, TensorOptions(kFloat32));
+        std::vector<Tensor> outs;
+        for (int k = 0; k < 3; ++k) outs.push_back(empty({sizes[r]}, TensorOptions(kFloat32)));
+        auto w = b.allgather(outs, in, {});
+        expect_error_mentions([&] { w->wait(); }, {"all_gather", "different arguments",
+                                                   "rank 0: all_gather(float32, 60000",
+                                                   "rank 2: all_gather(float32, 3"});
+        Tensor t = empty({r == 0 ? 400000 : 5}, TensorOptions(kFloat32));
+        auto ar = b.allreduce(t, {});
+        expect_error_mentions([&] { ar->wait(); }, {"all_reduce", "different arguments"});
+        Tensor ok = filled(kFloat32, 300000, [](int64_t i) { return i % 5; });
+        EXPECT_TRUE(b.allreduce(ok, {})->wait());
+        EXPECT_EQ(ok.data_ptr<float>()[7], 6.f);
+      },
+      o);
+}
+
 TEST(ShmFaults, DifferentCollectivesAndDtypesAreReported) {
   run_ranks(2, [&](int r, dist::Backend& b) {
     Tensor t = empty({8}, TensorOptions(r == 0 ? kFloat32 : kInt32));

@@ -333,7 +333,8 @@ void Communicator::broadcast(const Op& op) {
   const auto bytes = static_cast<size_t>(op.count * es);
   if (bytes <= SlotHeader::kPayloadBytes) {
     const int h = header_step(op, op.out, rank_ == op.root ? bytes : 0);
-    if (rank_ != op.root) std::memcpy(op.out, segment_->slot_header(op.root, h).payload, bytes);
+    if (rank_ != op.root && bytes > 0)  // (an empty tensor may have no storage)
+      std::memcpy(op.out, segment_->slot_header(op.root, h).payload, bytes);
     end_header_step(h);
     return;
   }
@@ -365,7 +366,7 @@ void Communicator::allgather(const Op& op) {
   const auto bytes = static_cast<size_t>(op.count * es);
   if (bytes <= SlotHeader::kPayloadBytes) {
     const int h = header_step(op, op.in, bytes);
-    if (op.kind == OpKind::ALLGATHER || rank_ == op.root)
+    if (bytes > 0 && (op.kind == OpKind::ALLGATHER || rank_ == op.root))
       for (int r = 0; r < world_; ++r)
         std::memcpy(op.outs[r], segment_->slot_header(r, h).payload, bytes);
     end_header_step(h);
@@ -423,7 +424,8 @@ void Communicator::reduce_scatter(const Op& op) {
   const auto bytes = static_cast<size_t>(op.count * es);  // per rank
   if (bytes * static_cast<size_t>(world_) <= SlotHeader::kPayloadBytes) {
     uint8_t all[SlotHeader::kPayloadBytes];  // every rank's input, in rank order
-    for (int j = 0; j < world_; ++j) std::memcpy(all + j * bytes, op.ins[j], bytes);
+    if (bytes > 0)
+      for (int j = 0; j < world_; ++j) std::memcpy(all + j * bytes, op.ins[j], bytes);
     const int h = header_step(op, all, bytes * static_cast<size_t>(world_));
     for (int r = 0; r < world_; ++r) srcs_[r] = segment_->slot_header(r, h).payload + rank_ * bytes;
     reduce_into(op.dtype, op.reduce_op, op.out, srcs_.data(), world_, op.count);
@@ -469,7 +471,7 @@ void Communicator::alltoall(const Op& op) {
     };
     const int64_t in_total =
         std::accumulate(op.in_split_bytes.begin(), op.in_split_bytes.end(), int64_t{0});
-    if (carried(op.in_split_bytes.data()))
+    if (in_total > 0 && carried(op.in_split_bytes.data()))
       std::memcpy(mine + 2 * n, op.in, static_cast<size_t>(in_total));
     wait_all(op, publish());
     validate(op, h);
@@ -500,7 +502,7 @@ void Communicator::alltoall(const Op& op) {
         int64_t in_off = 0;  // rank k's block for this rank follows its blocks for lower ranks
         for (size_t j = 0; j < static_cast<size_t>(rank_); ++j) in_off += sends[k * n + j];
         const int64_t bytes = sends[k * n + static_cast<size_t>(rank_)];
-        std::memcpy(op.out + out_off, data + in_off, static_cast<size_t>(bytes));
+        if (bytes > 0) std::memcpy(op.out + out_off, data + in_off, static_cast<size_t>(bytes));
         out_off += bytes;
       }
       release(h, publish());

@@ -110,9 +110,10 @@ bool Communicator::alltoall_direct(const Op& op, const std::vector<int64_t>& sen
     int64_t in_off = 0;
     for (size_t j = 0; j < me; ++j) in_off += sends[k * n + j];
     const int64_t bytes = sends[k * n + me];
+    if (bytes == 0) continue;  // (an empty tensor may have no storage at all)
     if (k == me) {
       std::memcpy(op.out + out_off, op.in + in_off, static_cast<size_t>(bytes));
-    } else if (bytes > 0) {
+    } else {
       ok = read_peer(sources[k].first, sources[k].second + static_cast<uint64_t>(in_off),
                      op.out + out_off, bytes);
     }
