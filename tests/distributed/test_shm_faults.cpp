@@ -128,13 +128,19 @@ TEST(ShmFaults, PendingSendFailsWhenItsPeerAborts) {
   });
 }
 
+// A FileStore path of this test process's own (the forked rank and this one share it), not
+// there yet.
+std::string fresh_store_path(const std::string& prefix) {
+  const std::string path =
+      (std::filesystem::temp_directory_path() / (prefix + std::to_string(::getpid()))).string();
+  std::filesystem::remove(path);
+  return path;
+}
+
 // A real process is killed between two collectives: the survivor's op fails with an error
 // naming the dead rank, well before the op's own timeout.
 TEST(ShmFaults, KilledProcessTurnsTheOpIntoAnError) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("tessera-killed-" + std::to_string(::getpid())))
-          .string();
-  std::filesystem::remove(path);
+  const std::string path = fresh_store_path("tessera-killed-");
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
@@ -166,10 +172,7 @@ TEST(ShmFaults, KilledProcessTurnsTheOpIntoAnError) {
 // The watch alone: a peer's process that ends (here still a zombie, not reaped) is marked
 // gone and this rank's doorbell rings, with no liveness poll involved.
 TEST(ShmFaults, PeerWatchMarksAnEndedProcessAndRingsTheWaiter) {
-  const std::string path =
-      (std::filesystem::temp_directory_path() / ("tessera-watch-" + std::to_string(::getpid())))
-          .string();
-  std::filesystem::remove(path);
+  const std::string path = fresh_store_path("tessera-watch-");
   const pid_t child = ::fork();
   ASSERT_GE(child, 0);
   if (child == 0) {
