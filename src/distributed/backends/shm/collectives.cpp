@@ -463,14 +463,14 @@ void Communicator::alltoall(const Op& op) {
     std::copy(op.out_split_bytes.begin(), op.out_split_bytes.end(), mine + n);
     // A small input rides along after the sizes: when every rank's does, this piece is the
     // whole exchange.
-    const auto carried = [&](const int64_t* row) {
-      int64_t total = 0;
-      for (size_t j = 0; j < n; ++j) total += row[j];
-      return total <= kSmallAllToAllBytes &&
-             static_cast<uint64_t>(total) + 2 * n * sizeof(int64_t) <= half_bytes_;
+    const auto total = [&](const int64_t* row) {
+      return std::accumulate(row, row + n, int64_t{0});
     };
-    const int64_t in_total =
-        std::accumulate(op.in_split_bytes.begin(), op.in_split_bytes.end(), int64_t{0});
+    const auto carried = [&](const int64_t* row) {
+      return total(row) <= kSmallAllToAllBytes &&
+             static_cast<uint64_t>(total(row)) + 2 * n * sizeof(int64_t) <= half_bytes_;
+    };
+    const int64_t in_total = total(op.in_split_bytes.data());
     if (in_total > 0 && carried(op.in_split_bytes.data()))
       std::memcpy(mine + 2 * n, op.in, static_cast<size_t>(in_total));
     wait_all(op, publish());
@@ -496,15 +496,12 @@ void Communicator::alltoall(const Op& op) {
     bool all_carried = true;
     for (size_t r = 0; r < n; ++r) all_carried = all_carried && carried(&sends[r * n]);
     if (all_carried) {
-      int64_t out_off = 0;
-      for (size_t k = 0; k < n; ++k) {
-        const auto* data = segment_->slot_data(static_cast<int>(k), h) + 2 * n * sizeof(int64_t);
-        int64_t in_off = 0;  // rank k's block for this rank follows its blocks for lower ranks
-        for (size_t j = 0; j < static_cast<size_t>(rank_); ++j) in_off += sends[k * n + j];
-        const int64_t bytes = sends[k * n + static_cast<size_t>(rank_)];
-        if (bytes > 0) std::memcpy(op.out + out_off, data + in_off, static_cast<size_t>(bytes));
-        out_off += bytes;
-      }
+      for_each_block_to(sends, n, static_cast<size_t>(rank_),
+                        [&](size_t k, int64_t in_off, int64_t out_off, int64_t bytes) {
+                          const uint8_t* data =
+                              segment_->slot_data(static_cast<int>(k), h) + 2 * n * sizeof(int64_t);
+                          std::memcpy(op.out + out_off, data + in_off, static_cast<size_t>(bytes));
+                        });
       release(h, publish());
       return;
     }

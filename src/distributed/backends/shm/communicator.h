@@ -29,6 +29,22 @@ class MismatchError : public DistBackendError {
   using DistBackendError::DistBackendError;
 };
 
+// all_to_all's blocks for rank `me`, given sends[r * n + j] = bytes rank r sends to rank j:
+// calls fn(k, in_off, out_off, bytes) for each sender k with a non-empty block, where in_off
+// is the block's offset in k's input (after k's blocks for lower ranks) and out_off its
+// offset in me's output.
+template <class Fn>
+void for_each_block_to(const std::vector<int64_t>& sends, size_t n, size_t me, Fn&& fn) {
+  int64_t out_off = 0;
+  for (size_t k = 0; k < n; ++k) {
+    int64_t in_off = 0;
+    for (size_t j = 0; j < me; ++j) in_off += sends[k * n + j];
+    const int64_t bytes = sends[k * n + me];
+    if (bytes > 0) fn(k, in_off, out_off, bytes);  // (an empty tensor may have no storage)
+    out_off += bytes;
+  }
+}
+
 class Communicator {
  public:
   // `single_copy`: take part in single-copy collectives (direct.cpp); false makes this rank

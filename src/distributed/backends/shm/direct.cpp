@@ -104,21 +104,16 @@ bool Communicator::alltoall_direct(const Op& op, const std::vector<int64_t>& sen
   const auto n = static_cast<size_t>(world_);
   const auto me = static_cast<size_t>(rank_);
   bool ok = direct_reads_;
-  int64_t out_off = 0;
-  for (size_t k = 0; k < n && ok; ++k) {
-    // Rank k's block for this rank starts after the blocks it sends to ranks before it.
-    int64_t in_off = 0;
-    for (size_t j = 0; j < me; ++j) in_off += sends[k * n + j];
-    const int64_t bytes = sends[k * n + me];
-    if (bytes == 0) continue;  // (an empty tensor may have no storage at all)
-    if (k == me) {
-      std::memcpy(op.out + out_off, op.in + in_off, static_cast<size_t>(bytes));
-    } else {
-      ok = read_peer(sources[k].first, sources[k].second + static_cast<uint64_t>(in_off),
-                     op.out + out_off, bytes);
-    }
-    out_off += bytes;
-  }
+  if (ok)
+    for_each_block_to(sends, n, me, [&](size_t k, int64_t in_off, int64_t out_off, int64_t bytes) {
+      if (!ok) return;
+      if (k == me) {
+        std::memcpy(op.out + out_off, op.in + in_off, static_cast<size_t>(bytes));
+      } else {
+        ok = read_peer(sources[k].first, sources[k].second + static_cast<uint64_t>(in_off),
+                       op.out + out_off, bytes);
+      }
+    });
   return direct_agree(op, -1, ok);
 }
 
