@@ -239,14 +239,14 @@ std::vector<std::pair<std::string, const cpu::SpectralSmallKernels*>> spectral_t
 }
 
 // Batches of 37 (not a multiple of any lane count) through every ISA's interleaved kernels,
-// against the per-matrix kernels and the residuals; a rank-deficient matrix must be handed
-// back (info 1) for the per-matrix kernel when U is wanted.
+// against LAPACK and the residuals (heev from either triangle); a rank-deficient matrix must be
+// handed back (info 1) for the per-matrix kernel when U is wanted.
 TEST(SpectralKernels, LaneKernelsOnEveryIsa) {
   manual_seed(45);
   const int64_t batch = 37;
   for (const auto& [isa, table] : spectral_tables()) {
     for (ScalarType dt : {kFloat32, kFloat64}) {
-      for (int64_t n : {1, 2, 3, 8, 13, 16, 32}) {
+      for (int64_t n : {1, 2, 3, 4, 8, 13, 16, 32}) {
         SCOPED_TRACE(fmt::format("{} {} n={}", isa, dt, n));
         std::vector<Tensor> mats;
         for (int64_t b = 0; b < batch; ++b)
@@ -258,14 +258,32 @@ TEST(SpectralKernels, LaneKernelsOnEveryIsa) {
               const auto v = to_vector<T>(m);
               all.insert(all.end(), v.begin(), v.end());
             }
-            std::vector<T> w(batch * n), v(batch * n * n), s(batch * n), u(batch * n * n),
+            // heev reads one triangle (lower, then upper): NaN in the other one must not matter.
+            auto with_nan_in = [&](bool upper_read) {
+              std::vector<T> x = all;
+              for (int64_t b = 0; b < batch; ++b)
+                for (int64_t i = 0; i < n; ++i)
+                  for (int64_t j = 0; j < n; ++j)
+                    if (upper_read ? j < i : j > i)
+                      x[(b * n + i) * n + j] = std::numeric_limits<T>::quiet_NaN();
+              return x;
+            };
+            std::vector<T> w(2 * batch * n), v(2 * batch * n * n), s(batch * n), u(batch * n * n),
                 vh(batch * n * n);
-            std::vector<int32_t> info(batch), sinfo(batch);
+            std::vector<int32_t> info(2 * batch), sinfo(batch);
+            for (int upper = 0; upper < 2; ++upper) {
+              const std::vector<T> x = with_nan_in(upper);
+              if constexpr (std::is_same_v<T, float>) {
+                table->heev_f32(n, batch, x.data(), upper, w.data() + upper * batch * n,
+                                v.data() + upper * batch * n * n, info.data() + upper * batch);
+              } else {
+                table->heev_f64(n, batch, x.data(), upper, w.data() + upper * batch * n,
+                                v.data() + upper * batch * n * n, info.data() + upper * batch);
+              }
+            }
             if constexpr (std::is_same_v<T, float>) {
-              table->heev_f32(n, batch, all.data(), w.data(), v.data(), info.data());
               table->svd_f32(n, batch, all.data(), s.data(), u.data(), vh.data(), sinfo.data());
             } else {
-              table->heev_f64(n, batch, all.data(), w.data(), v.data(), info.data());
               table->svd_f64(n, batch, all.data(), s.data(), u.data(), vh.data(), sinfo.data());
             }
             const double unit = double(n) * eps_of(dt);
@@ -273,13 +291,17 @@ TEST(SpectralKernels, LaneKernelsOnEveryIsa) {
               SCOPED_TRACE(b);
               const double scale = std::max(double(frob(to_lmat(mats[b]))), 1e-300);
               const std::vector<T> av = to_vector<T>(mats[b]);
-              ASSERT_EQ(info[b], 0);
-              std::vector<T> wb(w.begin() + b * n, w.begin() + (b + 1) * n);
-              std::vector<T> vb(v.begin() + b * n * n, v.begin() + (b + 1) * n * n);
-              EXPECT_LE(max_abs_diff(wb, lapack_eigvalsh<T>(int(n), av)), 20 * unit * scale);
-              const auto [res, orth] = eigh_residuals<T>(mats[b], wb, vb, n, dt);
-              EXPECT_LE(res, 20.0);
-              EXPECT_LE(orth, 20.0);
+              for (int upper = 0; upper < 2; ++upper) {
+                SCOPED_TRACE(upper ? "upper" : "lower");
+                const int64_t at = upper * batch + b;
+                ASSERT_EQ(info[at], 0);
+                std::vector<T> wb(w.begin() + at * n, w.begin() + (at + 1) * n);
+                std::vector<T> vb(v.begin() + at * n * n, v.begin() + (at + 1) * n * n);
+                EXPECT_LE(max_abs_diff(wb, lapack_eigvalsh<T>(int(n), av)), 20 * unit * scale);
+                const auto [res, orth] = eigh_residuals<T>(mats[b], wb, vb, n, dt);
+                EXPECT_LE(res, 20.0);
+                EXPECT_LE(orth, 20.0);
+              }
               std::vector<T> sb(s.begin() + b * n, s.begin() + (b + 1) * n);
               EXPECT_LE(max_abs_diff(sb, lapack_svdvals<T>(int(n), int(n), av)), 20 * unit * scale);
               const SKind kind = kAllKinds[b % 7];

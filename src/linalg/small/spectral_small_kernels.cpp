@@ -1,13 +1,14 @@
-// Per-ISA kernels of eigh and svd (spectral_small_kernels.h): lane-interleaved Jacobi for
-// batches of small real matrices, and the blocked rotation sweep of the large-n QR iterations.
+// Per-ISA kernels of eigh and svd (spectral_small_kernels.h): the batched kernels for small
+// real matrices, and the blocked rotation sweep of the large-n QR iterations.
 //
-// The batched kernels run Jacobi on vectors of W matrices, with the pairs in tournament order
-// (below) rather than the per-matrix kernels' row-cyclic order: the n / 2 rotations of a round
-// are disjoint, so their angles (divisions and square roots) are computed together or
-// overlapped with other work instead of each waiting for the one before. Each lane is scaled by
-// a power of two so that its largest entry is in [1, 2) (no overflow in squares and dot
-// products, exact to undo). A lane whose pair (p, q) is already below the threshold gets
-// t = 0, the identity rotation; a pair below it in every lane is skipped.
+// Batched eigh runs the tridiagonal QR of lane_tridiagonal.h on pairs of vectors. Batched svd
+// runs one-sided Jacobi on vectors of W matrices, with the pairs in tournament order (below)
+// rather than the per-matrix kernels' row-cyclic order: the n / 2 rotations of a round are
+// disjoint, so their angles (divisions and square roots) are computed together or overlapped
+// with other work instead of each waiting for the one before. Each lane is scaled by a power
+// of two so that its largest entry is in [1, 2) (no overflow in squares and dot products,
+// exact to undo). A lane whose pair (p, q) is already below the threshold gets t = 0, the
+// identity rotation; a pair below it in every lane is skipped.
 #include "linalg/small/spectral_small_kernels.h"
 
 #include <algorithm>
@@ -18,6 +19,7 @@
 
 #include "core/vec.h"
 #include "linalg/small/interleave.h"
+#include "linalg/small/lane_tridiagonal.h"
 #include "linalg/small/small_kernels.h"
 
 namespace tessera::cpu::TS_ISA {
@@ -83,170 +85,76 @@ struct Tournament {
   int64_t rounds() const { return order - 1; }
 };
 
-// The column rotations of a sweep, recorded to be applied to the rows of the eigenvector /
-// right singular vector matrix V afterwards: each row of V goes through all of them while it
-// is in L1, instead of V's columns streaming through the cache once per round.
+// The tridiagonal path (lane_tridiagonal.h) on a group of 2 W symmetric matrices (a pair of
+// vectors per element): reduction, Q^T when vectors are wanted, QR sweeps. The eigenvectors
+// are the rows of Q^T.
 template <class T>
-struct RotationLog {
-  using V = Vec<T>;
-  static constexpr int W = V::kSize;
-  std::vector<int32_t> p, q;
-  std::vector<T> cs;  // c then s of rotation k at cs[2 * k * W]
-  int64_t count = 0;
-
-  void reset(int64_t capacity) {
-    p.resize(static_cast<size_t>(capacity));
-    q.resize(static_cast<size_t>(capacity));
-    cs.resize(static_cast<size_t>(2 * capacity * W));
-    count = 0;
-  }
-  void push(int32_t pk, int32_t qk, V c, V s) {
-    p[count] = pk;
-    q[count] = qk;
-    c.store(cs.data() + 2 * count * W);
-    s.store(cs.data() + (2 * count + 1) * W);
-    ++count;
-  }
-  // Columns (p, q) of rows [0, rows) of v (row k at v + k * ld * W):
-  // col_p := c col_p - s col_q, col_q := s col_p + c col_q.
-  void apply(T* v, int64_t rows, int64_t ld) {
-    int64_t k = 0;
-    for (; k + 2 <= rows; k += 2) {
-      T* r0 = v + k * ld * W;
-      T* r1 = r0 + ld * W;
-      for (int64_t j = 0; j < count; ++j) {
-        const V c = V::load(cs.data() + 2 * j * W), s = V::load(cs.data() + (2 * j + 1) * W);
-        T* x0 = r0 + p[j] * W;
-        T* y0 = r0 + q[j] * W;
-        T* x1 = r1 + p[j] * W;
-        T* y1 = r1 + q[j] * W;
-        const V a0 = V::load(x0), b0 = V::load(y0), a1 = V::load(x1), b1 = V::load(y1);
-        (c * a0 - s * b0).store(x0);
-        (s * a0 + c * b0).store(y0);
-        (c * a1 - s * b1).store(x1);
-        (s * a1 + c * b1).store(y1);
-      }
-    }
-    for (; k < rows; ++k) {
-      T* r0 = v + k * ld * W;
-      for (int64_t j = 0; j < count; ++j) {
-        const V c = V::load(cs.data() + 2 * j * W), s = V::load(cs.data() + (2 * j + 1) * W);
-        T* x0 = r0 + p[j] * W;
-        T* y0 = r0 + q[j] * W;
-        const V a0 = V::load(x0), b0 = V::load(y0);
-        (c * a0 - s * b0).store(x0);
-        (s * a0 + c * b0).store(y0);
-      }
-    }
-    count = 0;
-  }
-};
-
-// Two-sided Jacobi on one group of symmetric matrices, pairs in tournament order.
-//
-// Only the upper triangle of the interleaved matrix is kept (a * 2 x 2 block of the lower one
-// is the transpose of one above). A round with rotations R_i on index pairs P_i = (p_i, q_i)
-// is A := J^T A J, J = diag(R_i): block (P_i, P_j), i != j, becomes R_i^T A_ij R_j, and the
-// diagonal block (P_i, P_i) gets the Jacobi formulas (a_pp - t a_pq, a_qq + t a_pq, 0). An odd
-// order gets a zero row and column, which never rotates. The vectors are accumulated through
-// a RotationLog once per sweep.
-template <class T>
-void heev_group(int64_t n, const T* a, T* w, T* v, int used, int32_t* info) {
-  using V = Vec<T>;
-  constexpr int W = V::kSize;
-  const int64_t order = n + (n & 1), ld = order + 1;  // odd ld: rows p, q never 4K-alias
-  // Thread-local scratch, bound to references once (each access by name costs a TLS lookup).
-  thread_local std::vector<T> abuf_tls, vbuf_tls, cbuf_tls, sbuf_tls;
-  thread_local RotationLog<T> log_tls;
-  thread_local std::vector<uint8_t> active_tls;
-  std::vector<T>&abuf = abuf_tls, &vbuf = vbuf_tls, &cbuf = cbuf_tls, &sbuf = sbuf_tls;
-  RotationLog<T>& log = log_tls;
-  std::vector<uint8_t>& active = active_tls;
-  const Tournament tour(order);
-  const int64_t pairs = tour.pairs;
-  T* buf = interleave_into(n, a, used, abuf, ld, /*transpose=*/false, order);
-  T* vb = v ? interleaved_identity(order, vbuf, ld) : nullptr;
-  cbuf.resize(static_cast<size_t>(pairs * W));
-  sbuf.resize(static_cast<size_t>(pairs * W));
-  active.resize(static_cast<size_t>(pairs));
-  if (vb) log.reset(tour.rounds() * pairs);
-  alignas(64) T scale[W];
-  scale_lanes(order * ld, buf, scale);
-  auto at = [&](int64_t i, int64_t j) { return buf + (i * ld + j) * W; };
-  // Element (i, j), i != j, where it is stored.
-  auto sym = [&](int64_t i, int64_t j) { return i < j ? at(i, j) : at(j, i); };
-  const V eps(std::numeric_limits<T>::epsilon()), tiny(std::numeric_limits<T>::min());
-  const V one(T(1)), zero(T(0)), half(T(0.5));
-  V still(T(0));  // lanes that rotated in the last sweep
-  for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
-    still = zero;
-    for (int64_t r = 0; r < tour.rounds(); ++r) {
-      const int32_t* ps = tour.p.data() + r * pairs;
-      const int32_t* qs = tour.q.data() + r * pairs;
-      bool any = false;
-      for (int64_t i = 0; i < pairs; ++i) {
-        const int64_t p = ps[i], q = qs[i];
-        const V app = V::load(at(p, p)), aqq = V::load(at(q, q)), apq = V::load(at(p, q));
-        const V thresh = V::max(eps * (app * aqq).abs().sqrt(), tiny);
-        const V rotated = V::select_lt(thresh, apq.abs(), one, zero);
-        active[i] = !V::all_lt(rotated, half);
-        if (!active[i]) {
-          one.store(cbuf.data() + i * W);
-          zero.store(sbuf.data() + i * W);
-          continue;
-        }
-        any = true;
-        still = V::max(still, rotated);
-        const V t = jacobi_tangent(app, aqq, apq, thresh);
-        const V c = one / (one + t * t).sqrt(), s = t * c;
-        c.store(cbuf.data() + i * W);
-        s.store(sbuf.data() + i * W);
-        (app - t * apq).store(at(p, p));
-        (aqq + t * apq).store(at(q, q));
-        V::select_lt(half, rotated, zero, apq).store(at(p, q));
-        if (vb) log.push(ps[i], qs[i], c, s);
-      }
-      if (!any) continue;
-      for (int64_t i = 0; i < pairs; ++i) {
-        const V ci = V::load(cbuf.data() + i * W), si = V::load(sbuf.data() + i * W);
-        const int64_t p = ps[i], q = qs[i];
-        for (int64_t j = i + 1; j < pairs; ++j) {
-          if (!active[i] && !active[j]) continue;
-          const V cj = V::load(cbuf.data() + j * W), sj = V::load(sbuf.data() + j * W);
-          T* e00 = sym(p, ps[j]);
-          T* e01 = sym(p, qs[j]);
-          T* e10 = sym(q, ps[j]);
-          T* e11 = sym(q, qs[j]);
-          const V x00 = V::load(e00), x01 = V::load(e01), x10 = V::load(e10), x11 = V::load(e11);
-          // Rows by R_i, then columns by R_j.
-          const V y00 = ci * x00 - si * x10, y10 = si * x00 + ci * x10;
-          const V y01 = ci * x01 - si * x11, y11 = si * x01 + ci * x11;
-          (cj * y00 - sj * y01).store(e00);
-          (sj * y00 + cj * y01).store(e01);
-          (cj * y10 - sj * y11).store(e10);
-          (sj * y10 + cj * y11).store(e11);
-        }
-      }
-    }
-    if (vb) log.apply(vb, n, ld);
-    if (V::all_lt(still, half)) break;
-  }
-  alignas(64) T left[W];
-  still.store(left);
-  std::vector<int64_t> perm(static_cast<size_t>(n));
-  std::vector<T> sorted(static_cast<size_t>(n));
-  for (int l = 0; l < used; ++l) {
-    info[l] = left[l] != T(0) ? 1 : 0;
-    T* wl = w + l * n;
-    for (int64_t j = 0; j < n; ++j) wl[j] = at(j, j)[l];
-    std::iota(perm.begin(), perm.end(), int64_t{0});
-    std::stable_sort(perm.begin(), perm.end(), [&](int64_t x, int64_t y) { return wl[x] < wl[y]; });
-    for (int64_t j = 0; j < n; ++j) sorted[j] = wl[perm[j]] / scale[l];
-    std::copy(sorted.begin(), sorted.end(), wl);
-    if (!v) continue;
-    T* vl = v + l * n * n;
+void heev_tridiagonal_group(int64_t n, const T* a, bool upper, T* w, T* v, int used,
+                            int32_t* info) {
+  using P = LanePair<T>;
+  constexpr int W = Vec<T>::kSize, PW = P::kSize;
+  const int64_t ld = n | 1;  // odd: a column's vectors never 4K-alias
+  thread_local std::vector<T> half_tls[2], abuf_tls, qbuf_tls, scratch_tls;
+  std::vector<T>(&half)[2] = half_tls;
+  std::vector<T>&abuf = abuf_tls, &qbuf = qbuf_tls, &scratch = scratch_tls;
+  // Each half interleaved on its own, then its lower triangle (the transpose of the upper one
+  // when `upper`) merged into the pair layout: element (i, j) at vectors 2 (i ld + j) and
+  // 2 (i ld + j) + 1. The other triangle of buf is never read.
+  abuf.resize(static_cast<size_t>(n * ld * PW));
+  T* buf = abuf.data();
+  for (int h = 0; h < 2; ++h) {
+    const int lanes = std::clamp(used - h * W, 0, W);
+    const T* src = interleave_into(n, lanes > 0 ? a + h * W * n * n : a, lanes, half[h]);
     for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < n; ++j) vl[i * n + j] = vb[(i * ld + perm[j]) * W + l];
+      for (int64_t j = 0; j <= i; ++j)
+        Vec<T>::load(src + (upper ? j * n + i : i * n + j) * W)
+            .store(buf + ((i * ld + j) * 2 + h) * W);
+  }
+  alignas(64) T scale[PW];
+  scale_lower_lanes<T, P>(n, buf, ld, scale);
+  scratch.resize(static_cast<size_t>(5 * n * PW));
+  T* d = scratch.data();
+  T* e = d + n * PW;
+  T* tau = e + n * PW;
+  T* work = tau + n * PW;  // 2 n pairs for the reduction
+  tridiagonalize_lanes<T, P>(n, buf, ld, d, e, tau, work);
+  T* qt = nullptr;
+  if (v) {
+    qbuf.resize(static_cast<size_t>(n * ld * PW));
+    qt = qbuf.data();
+    form_qt_lanes<T, P>(n, buf, ld, tau, qt);
+  }
+  alignas(64) T failed[PW];
+  tridiagonal_qr_lanes<T, P>(n, d, e, qt, ld, 30 * n).store(failed);
+  std::vector<int64_t> perm(static_cast<size_t>(n));
+  for (int h = 0; h < 2; ++h) {
+    const int lanes = std::clamp(used - h * W, 0, W);
+    if (lanes == 0) break;
+    if (v) {  // this half's Q (the transpose of Q^T) back to one matrix per lane, rows of ld
+      half[h].resize(static_cast<size_t>(n * ld * W));
+      T* split = half[h].data();
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t r = 0; r < n; ++r)
+          Vec<T>::load(qt + ((r * ld + i) * 2 + h) * W).store(split + (i * ld + r) * W);
+      abuf.resize(static_cast<size_t>(n * ld * W));
+      interleaved_to_lanes(split, n * ld, lanes, abuf.data());
+    }
+    for (int l = 0; l < lanes; ++l) {
+      const int lane = h * W + l;
+      const int64_t b = lane;  // matrix of the group
+      info[b] = failed[lane] != T(0) ? 1 : 0;
+      auto value = [&](int64_t j) { return d[j * PW + lane]; };
+      std::iota(perm.begin(), perm.end(), int64_t{0});
+      std::stable_sort(perm.begin(), perm.end(),
+                       [&](int64_t x, int64_t y) { return value(x) < value(y); });
+      T* wl = w + b * n;
+      for (int64_t j = 0; j < n; ++j) wl[j] = value(perm[j]) / scale[lane];
+      if (!v) continue;
+      T* vl = v + b * n * n;
+      const T* q = abuf.data() + l * n * ld;  // eigenvector r in column r
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < n; ++j) vl[i * n + j] = q[i * ld + perm[j]];
+    }
   }
 }
 
@@ -372,11 +280,14 @@ void svd_group(int64_t n, const T* a, T* sv, T* u, T* vh, int used, int32_t* inf
 }
 
 template <class T>
-void heev_batch(int64_t n, int64_t count, const T* a, T* w, T* v, int32_t* info) {
-  constexpr int W = Vec<T>::kSize;
+void heev_batch(int64_t n, int64_t count, const T* a, bool upper, T* w, T* v, int32_t* info) {
+  constexpr int W = LanePair<T>::kSize;
+  std::fill(info, info + count, 0);
+  if (n == 0) return;
   for (int64_t g = 0; g < count; g += W) {
     const int used = static_cast<int>(std::min<int64_t>(W, count - g));
-    heev_group(n, a + g * n * n, w + g * n, v ? v + g * n * n : nullptr, used, info + g);
+    heev_tridiagonal_group(n, a + g * n * n, upper, w + g * n, v ? v + g * n * n : nullptr, used,
+                           info + g);
   }
 }
 

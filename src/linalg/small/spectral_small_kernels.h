@@ -1,14 +1,17 @@
-// Per-ISA kernels of eigh and svd (spectral.h): batched small Jacobi, one matrix per SIMD lane,
-// and the rotation sweep of the large-n QR iterations.
+// Per-ISA kernels of eigh and svd (spectral.h): the batched small kernels, one matrix per SIMD
+// lane, and the rotation sweep of the large-n QR iterations.
 //
-// Batched (n <= kSmallMax, real dtypes, as small_kernels.h): a group of W matrices is
-// interleaved, element (i, j) of the W matrices side by side, and the Jacobi sweeps (pairs in
-// tournament order) run once on vectors; every lane takes the same (p, q) order and a lane
-// whose pair is already converged rotates by the identity. Sweeps stop when no lane rotated.
-//   heev   two-sided Jacobi of symmetric n x n matrices a (both triangles read): w (count x n)
-//          ascending, v (count x n x n, row-major, eigenvectors as columns) when non-null.
-//   svd    one-sided Jacobi of square n x n matrices: s (count x n) descending; u, vh
-//          (count x n x n) when non-null.
+// Batched (n <= kSmallMax, real dtypes, as small_kernels.h): a group of matrices is
+// interleaved, element (i, j) of the group side by side in one vector, and every lane takes
+// the same sequence of operations.
+//   heev   symmetric n x n matrices a (the lower triangle is read, or the upper one when
+//          `upper`; the other is never touched): w (count x n) ascending, v
+//          (count x n x n, row-major, eigenvectors as columns) when non-null. Householder
+//          tridiagonalization, then implicit QR with each lane's own shifts and deflation
+//          (lane_tridiagonal.h), on groups of two vectors of lanes.
+//   svd    one-sided Jacobi of square n x n matrices, pairs in tournament order (a lane whose
+//          pair is already converged rotates by the identity; sweeps stop when no lane
+//          rotated): s (count x n) descending; u, vh (count x n x n) when non-null.
 // info[b] = 0, or 1 when the matrix must be redone by the per-matrix kernel: no convergence
 // within the sweep limit, or (svd with vectors) a singular value at the noise floor whose U
 // column the per-matrix kernel completes to an orthonormal basis.
@@ -37,8 +40,10 @@ struct RowRotation {
 };
 
 struct SpectralSmallKernels {
-  void (*heev_f32)(int64_t n, int64_t count, const float* a, float* w, float* v, int32_t* info);
-  void (*heev_f64)(int64_t n, int64_t count, const double* a, double* w, double* v, int32_t* info);
+  void (*heev_f32)(int64_t n, int64_t count, const float* a, bool upper, float* w, float* v,
+                   int32_t* info);
+  void (*heev_f64)(int64_t n, int64_t count, const double* a, bool upper, double* w, double* v,
+                   int32_t* info);
   void (*svd_f32)(int64_t n, int64_t count, const float* a, float* s, float* u, float* vh,
                   int32_t* info);
   void (*svd_f64)(int64_t n, int64_t count, const double* a, double* s, double* u, double* vh,
