@@ -19,6 +19,7 @@
 
 #include "core/vec.h"
 #include "linalg/small/interleave.h"
+#include "linalg/small/lane_bidiagonal.h"
 #include "linalg/small/lane_tridiagonal.h"
 #include "linalg/small/small_kernels.h"
 
@@ -85,75 +86,181 @@ struct Tournament {
   int64_t rounds() const { return order - 1; }
 };
 
-// The tridiagonal path (lane_tridiagonal.h) on a group of 2 W symmetric matrices (a pair of
-// vectors per element): reduction, Q^T when vectors are wanted, QR sweeps. The eigenvectors
-// are the rows of Q^T.
+// Groups of 2 W matrices on LanePairs (lane_tridiagonal.h): element (i, j) of the group at
+// vectors 2 (i ld + j) (lanes 0 .. W-1) and 2 (i ld + j) + 1 (lanes W .. 2W-1), ld odd so that
+// a column's vectors never 4K-alias.
+enum class Part { kAll, kLower, kUpperAsLower };
+
+// Interleaves the `used` matrices at `a` (n x n, row-major, n * n apart; identity in the lanes
+// past `used`) into buf: each half by block transposes, then merged. kLower / kUpperAsLower
+// fill only buf's lower triangle, from a's lower triangle or the transpose of its upper one.
+template <class T>
+void to_pairs(int64_t n, const T* a, int used, Part part, std::vector<T>& buf, int64_t ld) {
+  constexpr int W = Vec<T>::kSize;
+  thread_local std::vector<T> half_tls;
+  std::vector<T>& half = half_tls;
+  buf.resize(static_cast<size_t>(n * ld * 2 * W));
+  for (int h = 0; h < 2; ++h) {
+    const int lanes = std::clamp(used - h * W, 0, W);
+    const T* src = interleave_into(n, lanes > 0 ? a + h * W * n * n : a, lanes, half);
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < (part == Part::kAll ? n : i + 1); ++j)
+        Vec<T>::load(src + (part == Part::kUpperAsLower ? j * n + i : i * n + j) * W)
+            .store(buf.data() + ((i * ld + j) * 2 + h) * W);
+  }
+}
+
+// Half h of the pair-layout matrices in buf (transposed when `transpose`) back to one matrix
+// per lane in out: lane l's element (i, j) at out[(l n + i) ld + j], for `lanes` lanes.
+template <class T>
+void half_from_pairs(int64_t n, const T* buf, int64_t ld, int h, bool transpose, int lanes,
+                     std::vector<T>& out) {
+  constexpr int W = Vec<T>::kSize;
+  thread_local std::vector<T> split_tls;
+  std::vector<T>& split = split_tls;
+  split.resize(static_cast<size_t>(n * ld * W));
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      Vec<T>::load(buf + ((transpose ? j * ld + i : i * ld + j) * 2 + h) * W)
+          .store(split.data() + (i * ld + j) * W);
+  out.resize(static_cast<size_t>(n * ld * W));
+  interleaved_to_lanes(split.data(), n * ld, lanes, out.data());
+}
+
+// The order that sorts lane `lane` of the n values (pair layout) by `before`, ties by index
+// (what a stable sort gives, without its buffer).
+template <class T, class Less>
+void lane_order(int64_t n, const T* values, int lane, Less before, std::vector<int64_t>& perm) {
+  constexpr int PW = LanePair<T>::kSize;
+  thread_local std::vector<std::pair<T, int64_t>> keyed_tls;
+  std::vector<std::pair<T, int64_t>>& keyed = keyed_tls;
+  keyed.resize(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) keyed[j] = {values[j * PW + lane], j};
+  std::sort(keyed.begin(), keyed.end(), [&](const auto& x, const auto& y) {
+    return before(x.first, y.first) || (!before(y.first, x.first) && x.second < y.second);
+  });
+  perm.resize(static_cast<size_t>(n));
+  for (int64_t j = 0; j < n; ++j) perm[j] = keyed[j].second;
+}
+
+// out (n x n, row-major) := the columns of q (n rows of ld) in the order perm.
+template <class T>
+void columns_in_order(int64_t n, const T* q, int64_t ld, const int64_t* perm, T* out) {
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < n; ++j) out[i * n + j] = q[i * ld + perm[j]];
+}
+
+// The tridiagonal path (lane_tridiagonal.h) on a group of 2 W symmetric matrices: reduction,
+// Q^T when vectors are wanted, QR sweeps. The eigenvectors are the rows of Q^T.
 template <class T>
 void heev_tridiagonal_group(int64_t n, const T* a, bool upper, T* w, T* v, int used,
                             int32_t* info) {
   using P = LanePair<T>;
   constexpr int W = Vec<T>::kSize, PW = P::kSize;
-  const int64_t ld = n | 1;  // odd: a column's vectors never 4K-alias
-  thread_local std::vector<T> half_tls[2], abuf_tls, qbuf_tls, scratch_tls;
-  std::vector<T>(&half)[2] = half_tls;
-  std::vector<T>&abuf = abuf_tls, &qbuf = qbuf_tls, &scratch = scratch_tls;
-  // Each half interleaved on its own, then its lower triangle (the transpose of the upper one
-  // when `upper`) merged into the pair layout: element (i, j) at vectors 2 (i ld + j) and
-  // 2 (i ld + j) + 1. The other triangle of buf is never read.
-  abuf.resize(static_cast<size_t>(n * ld * PW));
-  T* buf = abuf.data();
-  for (int h = 0; h < 2; ++h) {
-    const int lanes = std::clamp(used - h * W, 0, W);
-    const T* src = interleave_into(n, lanes > 0 ? a + h * W * n * n : a, lanes, half[h]);
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j <= i; ++j)
-        Vec<T>::load(src + (upper ? j * n + i : i * n + j) * W)
-            .store(buf + ((i * ld + j) * 2 + h) * W);
-  }
+  const int64_t ld = n | 1;
+  thread_local std::vector<T> abuf_tls, qbuf_tls, scratch_tls, lanes_tls;
+  std::vector<T>&abuf = abuf_tls, &qbuf = qbuf_tls, &scratch = scratch_tls, &out = lanes_tls;
+  to_pairs(n, a, used, upper ? Part::kUpperAsLower : Part::kLower, abuf, ld);
+  T* buf = abuf.data();  // its upper triangle is never read
   alignas(64) T scale[PW];
-  scale_lower_lanes<T, P>(n, buf, ld, scale);
+  scale_lanes_to_one<T, P>(n, buf, ld, /*lower=*/true, scale);
   scratch.resize(static_cast<size_t>(5 * n * PW));
   T* d = scratch.data();
   T* e = d + n * PW;
   T* tau = e + n * PW;
-  T* work = tau + n * PW;  // 2 n pairs for the reduction
+  T* work = tau + n * PW;  // 2 n pairs: the reduction's, then the sweeps' rotations
   tridiagonalize_lanes<T, P>(n, buf, ld, d, e, tau, work);
   T* qt = nullptr;
   if (v) {
     qbuf.resize(static_cast<size_t>(n * ld * PW));
     qt = qbuf.data();
-    form_qt_lanes<T, P>(n, buf, ld, tau, qt);
+    form_qt_lanes<T, P>(n, buf, ld, 1, /*shift=*/1, n - 2, tau, qt, ld);
   }
   alignas(64) T failed[PW];
-  tridiagonal_qr_lanes<T, P>(n, d, e, qt, ld, 30 * n).store(failed);
-  std::vector<int64_t> perm(static_cast<size_t>(n));
+  tridiagonal_qr_lanes<T, P>(n, d, e, qt, ld, work, 30 * n).store(failed);
+  std::vector<int64_t> perm;
   for (int h = 0; h < 2; ++h) {
     const int lanes = std::clamp(used - h * W, 0, W);
     if (lanes == 0) break;
-    if (v) {  // this half's Q (the transpose of Q^T) back to one matrix per lane, rows of ld
-      half[h].resize(static_cast<size_t>(n * ld * W));
-      T* split = half[h].data();
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t r = 0; r < n; ++r)
-          Vec<T>::load(qt + ((r * ld + i) * 2 + h) * W).store(split + (i * ld + r) * W);
-      abuf.resize(static_cast<size_t>(n * ld * W));
-      interleaved_to_lanes(split, n * ld, lanes, abuf.data());
+    if (v) half_from_pairs(n, qt, ld, h, /*transpose=*/true, lanes, out);  // Q: vectors as columns
+    for (int l = 0; l < lanes; ++l) {
+      const int lane = h * W + l;  // also the matrix's index in the group
+      info[lane] = failed[lane] != T(0) ? 1 : 0;
+      lane_order(n, d, lane, std::less<T>(), perm);
+      T* wl = w + lane * n;
+      for (int64_t j = 0; j < n; ++j) wl[j] = d[perm[j] * PW + lane] / scale[lane];
+      if (!v) continue;
+      columns_in_order(n, out.data() + l * n * ld, ld, perm.data(), v + lane * n * n);
     }
+  }
+}
+
+// The bidiagonal path (lane_bidiagonal.h) on a group of 2 W square matrices: reduction, U^T and
+// V^T when vectors are wanted, QR sweeps. Singular values are |d| (a negative d flips its row
+// of V^T), sorted descending.
+template <class T>
+void svd_bidiagonal_group(int64_t n, const T* a, T* sv, T* u, T* vh, int used, int32_t* info) {
+  using P = LanePair<T>;
+  constexpr int W = Vec<T>::kSize, PW = P::kSize;
+  const int64_t ld = n | 1;
+  thread_local std::vector<T> abuf_tls, ubuf_tls, vbuf_tls, scratch_tls, lanes_tls;
+  std::vector<T>&abuf = abuf_tls, &ubuf = ubuf_tls, &vbuf = vbuf_tls, &scratch = scratch_tls,
+  &out = lanes_tls;
+  to_pairs(n, a, used, Part::kAll, abuf, ld);
+  T* buf = abuf.data();
+  alignas(64) T scale[PW];
+  scale_lanes_to_one<T, P>(n, buf, ld, /*lower=*/false, scale);
+  scratch.resize(static_cast<size_t>(8 * n * PW));
+  T* d = scratch.data();
+  T* e = d + n * PW;
+  T* tauq = e + n * PW;
+  T* taup = tauq + n * PW;
+  T* work = taup + n * PW;  // 4 n pairs: the reduction's, then the sweeps' rotations
+  bidiagonalize_lanes<T, P>(n, buf, ld, d, e, tauq, taup, work);
+  T *ut = nullptr, *vt = nullptr;
+  if (u) {
+    ubuf.resize(static_cast<size_t>(n * ld * PW));
+    vbuf.resize(static_cast<size_t>(n * ld * PW));
+    ut = ubuf.data();
+    vt = vbuf.data();
+    form_qt_lanes<T, P>(n, buf, ld, 1, /*shift=*/0, n, tauq, ut, ld);
+    form_qt_lanes<T, P>(n, buf, 1, ld, /*shift=*/1, n - 1, taup, vt, ld);
+  }
+  alignas(64) T failed[PW];
+  bidiagonal_qr_lanes<T, P>(n, d, e, ut, vt, ld, work, 30 * n).store(failed);
+  // Per lane: the order of |d| descending, the singular values, info.
+  thread_local std::vector<int64_t> perms_tls;
+  std::vector<int64_t>& perms = perms_tls;
+  perms.resize(static_cast<size_t>(used * n));
+  std::vector<int64_t> perm;
+  auto larger = [](T x, T y) { return std::abs(x) > std::abs(y); };
+  for (int lane = 0; lane < used; ++lane) {
+    info[lane] = failed[lane] != T(0) ? 1 : 0;
+    lane_order(n, d, lane, larger, perm);
+    std::copy(perm.begin(), perm.end(), perms.begin() + lane * n);
+    T* sl = sv + lane * n;
+    for (int64_t j = 0; j < n; ++j) sl[j] = std::abs(d[perm[j] * PW + lane]) / scale[lane];
+  }
+  if (!u) return;
+  for (int h = 0; h < 2; ++h) {
+    const int lanes = std::clamp(used - h * W, 0, W);
+    if (lanes == 0) break;
+    half_from_pairs(n, ut, ld, h, /*transpose=*/true, lanes, out);  // U, vectors as columns
     for (int l = 0; l < lanes; ++l) {
       const int lane = h * W + l;
-      const int64_t b = lane;  // matrix of the group
-      info[b] = failed[lane] != T(0) ? 1 : 0;
-      auto value = [&](int64_t j) { return d[j * PW + lane]; };
-      std::iota(perm.begin(), perm.end(), int64_t{0});
-      std::stable_sort(perm.begin(), perm.end(),
-                       [&](int64_t x, int64_t y) { return value(x) < value(y); });
-      T* wl = w + b * n;
-      for (int64_t j = 0; j < n; ++j) wl[j] = value(perm[j]) / scale[lane];
-      if (!v) continue;
-      T* vl = v + b * n * n;
-      const T* q = abuf.data() + l * n * ld;  // eigenvector r in column r
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < n; ++j) vl[i * n + j] = q[i * ld + perm[j]];
+      columns_in_order(n, out.data() + l * n * ld, ld, perms.data() + lane * n, u + lane * n * n);
+    }
+    half_from_pairs(n, vt, ld, h, /*transpose=*/false, lanes, out);  // V^T, vectors as rows
+    for (int l = 0; l < lanes; ++l) {
+      const int lane = h * W + l;
+      const int64_t* p = perms.data() + lane * n;
+      T* vl = vh + lane * n * n;
+      const T* q = out.data() + l * n * ld;
+      for (int64_t j = 0; j < n; ++j) {
+        const T sign = d[p[j] * PW + lane] < T(0) ? T(-1) : T(1);
+        const T* row = q + p[j] * ld;
+        for (int64_t i = 0; i < n; ++i) vl[j * n + i] = sign * row[i];
+      }
     }
   }
 }
@@ -293,6 +400,15 @@ void heev_batch(int64_t n, int64_t count, const T* a, bool upper, T* w, T* v, in
 
 template <class T>
 void svd_batch(int64_t n, int64_t count, const T* a, T* s, T* u, T* vh, int32_t* info) {
+  if (n >= kSvdBidiagonalMinOrder) {
+    constexpr int W = LanePair<T>::kSize;
+    for (int64_t g = 0; g < count; g += W) {
+      const int used = static_cast<int>(std::min<int64_t>(W, count - g));
+      svd_bidiagonal_group(n, a + g * n * n, s + g * n, u ? u + g * n * n : nullptr,
+                           vh ? vh + g * n * n : nullptr, used, info + g);
+    }
+    return;
+  }
   constexpr int W = Vec<T>::kSize;
   for (int64_t g = 0; g < count; g += W) {
     const int used = static_cast<int>(std::min<int64_t>(W, count - g));

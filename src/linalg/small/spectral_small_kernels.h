@@ -9,12 +9,15 @@
 //          (count x n x n, row-major, eigenvectors as columns) when non-null. Householder
 //          tridiagonalization, then implicit QR with each lane's own shifts and deflation
 //          (lane_tridiagonal.h), on groups of two vectors of lanes.
-//   svd    one-sided Jacobi of square n x n matrices, pairs in tournament order (a lane whose
-//          pair is already converged rotates by the identity; sweeps stop when no lane
-//          rotated): s (count x n) descending; u, vh (count x n x n) when non-null.
+//   svd    square n x n matrices: s (count x n) descending; u, vh (count x n x n) when
+//          non-null. Below kSvdBidiagonalMinOrder one-sided Jacobi, pairs in tournament order
+//          (a lane whose pair is already converged rotates by the identity; sweeps stop when
+//          no lane rotated); from it Householder bidiagonalization, then implicit QR with each
+//          lane's own shifts and deflation (lane_bidiagonal.h), on groups of two vectors.
 // info[b] = 0, or 1 when the matrix must be redone by the per-matrix kernel: no convergence
-// within the sweep limit, or (svd with vectors) a singular value at the noise floor whose U
-// column the per-matrix kernel completes to an orthonormal basis.
+// within the sweep limit, or (Jacobi svd with vectors) a singular value at the noise floor
+// whose U column the per-matrix kernel completes to an orthonormal basis. (The bidiagonal
+// path's U is orthonormal by construction.)
 //
 // Level-1 pieces of the per-matrix kernels on real rows (the library's own code is compiled for
 // the baseline ISA, where a dot product does not vectorize):
@@ -32,6 +35,10 @@
 #include "core/dispatch.h"
 
 namespace tessera::cpu {
+
+// The batched svd's bidiagonal path starts at this order (one-sided Jacobi below: as fast
+// there, measured on AVX-512).
+inline constexpr int64_t kSvdBidiagonalMinOrder = 7;
 
 template <class R>
 struct RowRotation {
