@@ -31,17 +31,24 @@ namespace tessera::cpu::TS_ISA {
 // bidiagonal form: diagonal d (n vectors), superdiagonal e (n - 1). Left reflector k (tauq)
 // has its 1 at row k and its tail down column k below the diagonal; right reflector k (taup,
 // k < n - 1) its 1 at column k + 1 and its tail along row k right of the superdiagonal.
-// `work` is scratch of 2 n vectors.
+// `work` is scratch of 3 n vectors.
+//
+// Step k: the left reflector's w = u^T A (two rows at a time); row k updated, which gives the
+// right reflector; then each row below in one visit while it is in L1: the left update, its
+// dot product with the right reflector, and the right update.
 template <class T, class V>
 void bidiagonalize_lanes(int64_t n, T* a, int64_t ld, T* d, T* e, T* tauq, T* taup, T* work) {
   constexpr int W = V::kSize;
   auto at = [&](int64_t i, int64_t j) { return a + (i * ld + j) * W; };
-  T* const uv = work;          // the reflector, contiguous
-  T* const wv = work + n * W;  // u^T A or A u
-  auto u = [&](int64_t i) { return V::load(uv + i * W); };
+  T* const ulv = work;             // the left reflector, contiguous
+  T* const urv = work + n * W;     // the right one
+  T* const wv = work + 2 * n * W;  // u^T A
+  auto ul = [&](int64_t i) { return V::load(ulv + i * W); };
+  auto ur = [&](int64_t j) { return V::load(urv + j * W); };
+  auto w = [&](int64_t j) { return V::load(wv + j * W); };
   const V zero(T(0)), one(T(1));
   for (int64_t k = 0; k < n; ++k) {
-    // Left: zero a(k+1.., k); then A(k.., k+1..) -= tau u (u^T A).
+    // Left: zero a(k+1.., k).
     V sigma = zero;
     for (int64_t i = k + 1; i < n; ++i) {
       const V x = V::load(at(i, k));
@@ -50,25 +57,27 @@ void bidiagonalize_lanes(int64_t n, T* a, int64_t ld, T* d, T* e, T* tauq, T* ta
     const LaneReflector<V> hl = lane_reflector<T>(V::load(at(k, k)), sigma);
     hl.beta.store(d + k * W);
     hl.tau.store(tauq + k * W);
-    one.store(uv + k * W);
+    one.store(ulv + k * W);
     for (int64_t i = k + 1; i < n; ++i) {
       const V ui = V::load(at(i, k)) * hl.scal;
       ui.store(at(i, k));
-      ui.store(uv + i * W);
-    }
-    for (int64_t j = k + 1; j < n; ++j) zero.store(wv + j * W);
-    for (int64_t i = k; i < n; ++i) {
-      const V ui = u(i);
-      for (int64_t j = k + 1; j < n; ++j)
-        V::fmadd(ui, V::load(at(i, j)), V::load(wv + j * W)).store(wv + j * W);
-    }
-    for (int64_t i = k; i < n; ++i) {
-      const V f = -(hl.tau * u(i));
-      for (int64_t j = k + 1; j < n; ++j)
-        V::fmadd(f, V::load(wv + j * W), V::load(at(i, j))).store(at(i, j));
+      ui.store(ulv + i * W);
     }
     if (k + 1 >= n) break;
-    // Right: zero a(k, k+2..); then A(k+1.., k+1..) -= tau (A u) u^T.
+    for (int64_t j = k + 1; j < n; ++j) zero.store(wv + j * W);
+    int64_t i = k;
+    for (; i + 1 < n; i += 2) {
+      const V u0 = ul(i), u1 = ul(i + 1);
+      for (int64_t j = k + 1; j < n; ++j)
+        V::fmadd(u0, V::load(at(i, j)), V::fmadd(u1, V::load(at(i + 1, j)), w(j)))
+            .store(wv + j * W);
+    }
+    if (i < n)
+      for (int64_t j = k + 1; j < n; ++j)
+        V::fmadd(ul(i), V::load(at(i, j)), w(j)).store(wv + j * W);
+    const V mtl = -hl.tau;
+    for (int64_t j = k + 1; j < n; ++j) V::fmadd(mtl, w(j), V::load(at(k, j))).store(at(k, j));
+    // Right: zero a(k, k+2..).
     sigma = zero;
     for (int64_t j = k + 2; j < n; ++j) {
       const V x = V::load(at(k, j));
@@ -77,17 +86,23 @@ void bidiagonalize_lanes(int64_t n, T* a, int64_t ld, T* d, T* e, T* tauq, T* ta
     const LaneReflector<V> hr = lane_reflector<T>(V::load(at(k, k + 1)), sigma);
     hr.beta.store(e + k * W);
     hr.tau.store(taup + k * W);
-    one.store(uv + (k + 1) * W);
+    one.store(urv + (k + 1) * W);
     for (int64_t j = k + 2; j < n; ++j) {
       const V uj = V::load(at(k, j)) * hr.scal;
       uj.store(at(k, j));
-      uj.store(uv + j * W);
+      uj.store(urv + j * W);
     }
-    for (int64_t i = k + 1; i < n; ++i) {
+    const V mtr = -hr.tau;
+    for (int64_t r = k + 1; r < n; ++r) {
+      const V fl = mtl * ul(r);
       V x = zero;
-      for (int64_t j = k + 1; j < n; ++j) x = V::fmadd(V::load(at(i, j)), u(j), x);
-      const V f = -(hr.tau * x);
-      for (int64_t j = k + 1; j < n; ++j) V::fmadd(f, u(j), V::load(at(i, j))).store(at(i, j));
+      for (int64_t j = k + 1; j < n; ++j) {
+        const V arj = V::fmadd(fl, w(j), V::load(at(r, j)));
+        arj.store(at(r, j));
+        x = V::fmadd(arj, ur(j), x);
+      }
+      const V fr = mtr * x;
+      for (int64_t j = k + 1; j < n; ++j) V::fmadd(fr, ur(j), V::load(at(r, j))).store(at(r, j));
     }
   }
 }

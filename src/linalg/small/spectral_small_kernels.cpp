@@ -215,7 +215,7 @@ void svd_bidiagonal_group(int64_t n, const T* a, T* sv, T* u, T* vh, int used, i
   T* e = d + n * PW;
   T* tauq = e + n * PW;
   T* taup = tauq + n * PW;
-  T* work = taup + n * PW;  // 4 n pairs: the reduction's, then the sweeps' rotations
+  T* work = taup + n * PW;  // 4 n pairs: the reduction's 3 n, then the sweeps' rotations
   bidiagonalize_lanes<T, P>(n, buf, ld, d, e, tauq, taup, work);
   T *ut = nullptr, *vt = nullptr;
   if (u) {
