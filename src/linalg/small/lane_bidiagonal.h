@@ -14,7 +14,7 @@
 //                        to the rows of V^T, the left ones to the rows of U^T.
 //
 // Off-diagonals are negligible when |e_i| <= eps (|d_i| + |d_i+1|) (the classic test), or below
-// sqrt(safmin).
+// eps (at most eps ||B|| in the scaled lanes).
 // Included inside namespace tessera::cpu::TS_ISA.
 #pragma once
 
@@ -138,9 +138,10 @@ V bidiagonal_qr_lanes(int64_t n, T* d, T* e, T* ut, T* vt, int64_t ld, T* cs, in
   constexpr int W = V::kSize;
   constexpr T kEps = std::numeric_limits<T>::epsilon();
   const V zero(T(0)), one(T(1)), half(T(0.5)), eps(kEps);
-  // Below sqrt(safmin) an off-diagonal is dropped outright (the lanes are scaled to a largest
-  // entry near 1, so this is far below eps ||B||): the rotations' squares stay normal numbers.
-  const V floor(std::sqrt(std::numeric_limits<T>::min()));
+  // Below eps an off-diagonal is dropped outright: the lanes are scaled to a largest entry in
+  // [1, 2), so this is at most eps ||B|| (normwise accurate, as gesdd is), and a cluster of
+  // zero singular values does not keep a lane sweeping.
+  const V floor(kEps);
   auto dv = [&](int64_t i) { return d + i * W; };
   auto ev = [&](int64_t i) { return e + i * W; };
   T* const csr = cs;              // a sweep's right rotations

@@ -14,7 +14,10 @@
 // own last unreduced block [lo, m]; before lo and past m, and in finished lanes, the rotation
 // is exactly the identity (c = 1, s = 0), so every lane gets the same arithmetic as one matrix
 // at a time with its own shifts. A sweep's chase spans the union of the blocks. Off-diagonals
-// are negligible as in steqr: e^2 <= eps^2 |d_i d_i+1| + safmin.
+// are negligible as in steqr, e^2 <= eps^2 |d_i d_i+1| + safmin, or below eps (the lanes are
+// scaled to a largest entry in [1, 2), so that is at most eps ||A||: normwise accurate, as
+// syevd is, and no stall inside a cluster of zero eigenvalues, where the relative test alone
+// can keep a lane sweeping to the limit).
 // Included inside namespace tessera::cpu::TS_ISA.
 #pragma once
 
@@ -366,7 +369,7 @@ V tridiagonal_qr_lanes(int64_t n, T* d, T* e, T* qt, int64_t ld, T* cs, int64_t 
   int64_t top = n - 1;  // no lane has an unreduced block below it
   for (int64_t sweep = 0;; ++sweep) {
     const LaneBlocks<V> b = find_lane_blocks<T, V>(n, top, d, e, [&](V x, V dprev, V di) {
-      const V bound = V::fmadd(eps2 * dprev.abs(), di.abs(), safmin);
+      const V bound = V::max(V::fmadd(eps2 * dprev.abs(), di.abs(), safmin), eps2);
       return V::select_lt(bound, x * x, zero, one);
     });
     const V m = b.m, lo = b.lo, active = b.active, dm = b.dm, dm1 = b.dm1, em = b.em;
