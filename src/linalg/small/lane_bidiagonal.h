@@ -131,17 +131,13 @@ V lane_smin2(V f, V g, V h) {
 // Implicit QR sweeps on the W upper bidiagonal matrices (d, e) until every superdiagonal is
 // negligible: d then holds the singular values up to sign (unsorted). With ut / vt (n rows of
 // ld vectors), the left / right rotations are applied to their rows, a sweep's chain at a time
-// (`cs`: scratch of 4 n vectors). At most max_sweeps sweeps;
-// returns 1 in the lanes not finished then, 0 elsewhere.
+// (`cs`: scratch of 4 n vectors). At most max_sweeps sweeps; returns 1 in the lanes not
+// finished then, 0 elsewhere.
 template <class T, class V>
 V bidiagonal_qr_lanes(int64_t n, T* d, T* e, T* ut, T* vt, int64_t ld, T* cs, int64_t max_sweeps) {
   constexpr int W = V::kSize;
   constexpr T kEps = std::numeric_limits<T>::epsilon();
   const V zero(T(0)), one(T(1)), half(T(0.5)), eps(kEps);
-  // Below eps an off-diagonal is dropped outright: the lanes are scaled to a largest entry in
-  // [1, 2), so this is at most eps ||B|| (normwise accurate, as gesdd is), and a cluster of
-  // zero singular values does not keep a lane sweeping.
-  const V floor(kEps);
   auto dv = [&](int64_t i) { return d + i * W; };
   auto ev = [&](int64_t i) { return e + i * W; };
   T* const csr = cs;              // a sweep's right rotations
@@ -149,7 +145,10 @@ V bidiagonal_qr_lanes(int64_t n, T* d, T* e, T* ut, T* vt, int64_t ld, T* cs, in
   int64_t top = n - 1;
   for (int64_t sweep = 0;; ++sweep) {
     const LaneBlocks<V> b = find_lane_blocks<T, V>(n, top, d, e, [&](V x, V dprev, V di) {
-      const V bound = V::max(eps * (dprev.abs() + di.abs()), floor);
+      // Also below eps: the lanes are scaled to a largest entry in [1, 2), so that is at most
+      // eps ||B|| (normwise accurate, as gesdd is), and a cluster of zero singular values does
+      // not keep a lane sweeping.
+      const V bound = eps * V::max(dprev.abs() + di.abs(), one);
       return V::select_lt(bound, x.abs(), zero, one);
     });
     const V m = b.m, lo = b.lo, active = b.active, dlo = b.dlo;
