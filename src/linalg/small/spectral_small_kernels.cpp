@@ -31,23 +31,6 @@ using vec::TS_ISA::Vec;
 
 constexpr int kMaxSweeps = 40;
 
-// Scales every lane of the interleaved group (nn elements) so that its largest |entry| is in
-// [1, 2); scale[l] is the factor applied (1 for an all-zero or non-finite lane).
-template <class T>
-void scale_lanes(int64_t nn, T* buf, T* scale) {
-  using V = Vec<T>;
-  constexpr int W = V::kSize;
-  V amax(T(0));
-  for (int64_t e = 0; e < nn; ++e) amax = V::max(amax, V::load(buf + e * W).abs());
-  alignas(64) T lane[W];
-  amax.store(lane);
-  for (int l = 0; l < W; ++l)
-    scale[l] =
-        lane[l] > T(0) && std::isfinite(lane[l]) ? std::ldexp(T(1), -std::ilogb(lane[l])) : T(1);
-  const V s = V::load(scale);
-  for (int64_t e = 0; e < nn; ++e) (V::load(buf + e * W) * s).store(buf + e * W);
-}
-
 // The Jacobi rotation angle t = tan(theta) for the 2 x 2 problem with off-diagonal g and
 // zeta = (b - a) / (2 g), where `rotate` (thresh < |g|); 0 elsewhere.
 template <class T>
@@ -289,7 +272,7 @@ void svd_group(int64_t n, const T* a, T* sv, T* u, T* vh, int used, int32_t* inf
   sbuf.resize(static_cast<size_t>(pairs * W));
   active.resize(static_cast<size_t>(pairs));
   alignas(64) T scale[W];
-  scale_lanes(order * n, buf, scale);
+  scale_lanes_to_one<T, V>(n, buf, n, /*lower=*/false, scale);  // the zero column stays zero
   auto col = [&](int64_t j) { return buf + j * n * W; };
   const V tol(std::numeric_limits<T>::epsilon() * std::sqrt(T(n)));
   const V one(T(1)), zero(T(0)), half(T(0.5));
