@@ -1,13 +1,14 @@
-// Packing with decode (layout and contract: src/gemm/pack_lowp.h). The common bfloat16 cases
-// get their own loops: k contiguous (row-major A, column-major B) moves each pair as one
-// 32-bit word; lanes contiguous (row-major B) interleaves two source rows. Everything else
-// goes element by element through a decoder chosen once per panel.
+// Packing with decode (layout and contract: src/gemm/pack_lowp.h). The common bfloat16 cases,
+// k contiguous (row-major A, column-major B) and lanes contiguous (row-major B), go to the
+// per-ISA pair packer (gemm/kernels/pack_kernels.h). Everything else goes element by element
+// through a decoder chosen once per panel.
 #include "gemm/pack_lowp.h"
 
 #include <array>
 #include <bit>
 #include <cstring>
 
+#include "gemm/kernels/pack_kernels.h"
 #include "tessera/core/half.h"
 
 namespace tessera::gemm {
@@ -116,48 +117,6 @@ void pair_panel(const D& dec, int64_t l0, int64_t p0, int64_t valid, int64_t wid
   }
 }
 
-// bfloat16 with k contiguous: each full pair is one 32-bit move.
-void pair_panel_k_contiguous(const uint16_t* src, int64_t ls, int64_t valid, int64_t width,
-                             int64_t kc, uint16_t* dst) {
-  const int64_t full = kc / 2;
-  for (int64_t l = 0; l < valid; ++l) {
-    const uint16_t* s = src + l * ls;
-    uint16_t* d = dst + 2 * l;
-    for (int64_t q = 0; q < full; ++q) std::memcpy(d + q * width * 2, s + 2 * q, 4);
-    if (kc & 1) {
-      d[full * width * 2] = s[kc - 1];
-      d[full * width * 2 + 1] = 0;
-    }
-  }
-  const int64_t kp = (kc + 1) / 2;
-  for (int64_t q = 0; q < kp; ++q)
-    for (int64_t l = valid; l < width; ++l)
-      dst[(q * width + l) * 2] = dst[(q * width + l) * 2 + 1] = 0;
-}
-
-// bfloat16 with lanes contiguous: interleave steps 2q and 2q + 1.
-void pair_panel_lanes_contiguous(const uint16_t* src, int64_t ks, int64_t valid, int64_t width,
-                                 int64_t kc, uint16_t* dst) {
-  const int64_t kp = (kc + 1) / 2;
-  for (int64_t q = 0; q < kp; ++q) {
-    const uint16_t* r0 = src + 2 * q * ks;
-    const uint16_t* r1 = r0 + ks;
-    uint16_t* d = dst + q * width * 2;
-    if (2 * q + 1 < kc) {
-      for (int64_t l = 0; l < valid; ++l) {
-        d[2 * l] = r0[l];
-        d[2 * l + 1] = r1[l];
-      }
-    } else {
-      for (int64_t l = 0; l < valid; ++l) {
-        d[2 * l] = r0[l];
-        d[2 * l + 1] = 0;
-      }
-    }
-    for (int64_t l = valid; l < width; ++l) d[2 * l] = d[2 * l + 1] = 0;
-  }
-}
-
 }  // namespace
 
 float lowp_value(const LaneView& v, int64_t l, int64_t p) {
@@ -176,16 +135,11 @@ void pack_lowp_pairs(const LaneView& v, int64_t l0, int64_t p0, int64_t lanes, i
                      int64_t width, uint16_t* dst) {
   const int64_t panel = width * 2 * ((kc + 1) / 2);
   if (v.dtype == ScalarType::BFloat16 && (v.ks == 1 || v.ls == 1)) {
+    const cpu::PackPairsFn pairs = TS_DISPATCH(pack_kernels).pairs_bf16;
     const uint16_t* base = static_cast<const uint16_t*>(v.data) + l0 * v.ls + p0 * v.ks;
-    for (int64_t r = 0; r < lanes; r += width) {
-      const int64_t valid = lanes - r < width ? lanes - r : width;
-      uint16_t* d = dst + (r / width) * panel;
-      if (v.ks == 1) {
-        pair_panel_k_contiguous(base + r * v.ls, v.ls, valid, width, kc, d);
-      } else {
-        pair_panel_lanes_contiguous(base + r, v.ks, valid, width, kc, d);
-      }
-    }
+    for (int64_t r = 0; r < lanes; r += width)
+      pairs(lanes - r < width ? lanes - r : width, width, kc, base + r * v.ls, v.ls, v.ks,
+            dst + (r / width) * panel);
     return;
   }
   with_decoder(v, [&](const auto& dec) {

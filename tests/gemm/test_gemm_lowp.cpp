@@ -14,6 +14,7 @@
 
 #include "core/cpu_features.h"
 #include "core/dispatch.h"
+#include "gemm/kernels/pack_kernels.h"
 #include "gemm/lowp.h"
 #include "tessera/core/error.h"
 #include "tessera/core/half.h"
@@ -199,6 +200,45 @@ void run_sweep(const cpu::LowpGemmKernels& table, ScalarType in, uint64_t seed) 
                                         << " layouts " << la << lb << lc);
       EXPECT_TRUE(matches(p, before, c));
     }
+  }
+}
+
+// The per-ISA bfloat16 pair packer against the panel layout written out element by element:
+// both contiguous layouts, even and odd row strides, a source 2 bytes off 4-byte alignment,
+// lanes short of the panel width, odd kc; a sentinel past the panel stays.
+TEST(GemmLowp, PairPackerMatchesTheLayoutOnEveryIsa) {
+  std::mt19937 rng(11);
+  std::vector<uint16_t> src(80 * 80 + 1);
+  for (uint16_t& x : src) x = static_cast<uint16_t>(rng());
+  constexpr uint16_t kSentinel = 0xdead;
+  for (const auto& [isa, table] : TS_RUNNABLE_TABLES(pack_kernels)) {
+    SCOPED_TRACE(isa);
+    for (int64_t width : {1, 14, 32, 40})
+      for (int64_t valid : {int64_t{1}, width / 2, width - 1, width}) {
+        if (valid < 1) continue;
+        for (int64_t kc : {1, 2, 7, 16, 35, 64})
+          for (bool k_contiguous : {true, false})
+            for (int64_t stride : {int64_t{64}, int64_t{71}})
+              for (int64_t offset : {0, 1}) {
+                const int64_t ls = k_contiguous ? stride : 1, ks = k_contiguous ? 1 : stride;
+                const uint16_t* s = src.data() + offset;
+                const int64_t kp = (kc + 1) / 2;
+                std::vector<uint16_t> dst(static_cast<size_t>(kp * width * 2 + 1), kSentinel);
+                table->pairs_bf16(valid, width, kc, s, ls, ks, dst.data());
+                int64_t wrong = 0;
+                for (int64_t q = 0; q < kp; ++q)
+                  for (int64_t l = 0; l < width; ++l)
+                    for (int64_t t = 0; t < 2; ++t) {
+                      const int64_t p = 2 * q + t;
+                      const uint16_t want = l < valid && p < kc ? s[l * ls + p * ks] : 0;
+                      wrong += dst[(q * width + l) * 2 + t] != want;
+                    }
+                EXPECT_EQ(wrong, 0) << "width " << width << " valid " << valid << " kc " << kc
+                                    << (k_contiguous ? " k" : " lanes") << " contiguous, stride "
+                                    << stride << ", offset " << offset;
+                EXPECT_EQ(dst.back(), kSentinel);
+              }
+      }
   }
 }
 

@@ -3,10 +3,12 @@
 // (ls == 1: row-major B, column-major A) copies one contiguous run per k step; steps
 // contiguous (ks == 1: row-major A, column-major B) is a transpose, done 16 x 16 floats at a
 // time in zmm registers on AVX-512 and 4 x 4 floats (2 x 2 doubles) in SSE2 registers
-// otherwise. Anything else goes element by element.
+// otherwise. Anything else goes element by element. bfloat16 pair panels (pack_pairs) reuse
+// the transposes on 32-bit pairs, or interleave two rows with 16-bit unpacks.
 #include "gemm/kernels/pack_kernels.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstring>
 
 #if defined(__SSE2__)
@@ -175,9 +177,95 @@ void pack_b_rows(int64_t kc, int64_t nc, const T* b, int64_t rs, int64_t nr, T* 
   }
 }
 
+// Steps contiguous (row-major A, column-major B): with an even ls and 4-byte aligned rows every
+// full pair is one 32-bit word, and the panel is the float32 panel's transpose on those words
+// (the SIMD transposes move bits; only intrinsics touch the data as floats).
+void pairs_k_contiguous(int64_t valid, int64_t width, int64_t kc, const uint16_t* src, int64_t ls,
+                        uint16_t* dst) {
+  const int64_t full = kc / 2;
+  auto word = [&](int64_t l, int64_t q) {  // pair q of lane l, 4 bytes
+    std::memcpy(dst + (q * width + l) * 2, src + l * ls + 2 * q, 4);
+  };
+  int64_t l = 0;
+  if (ls % 2 == 0 && reinterpret_cast<uintptr_t>(src) % 4 == 0) {
+    const int64_t wls = ls / 2;  // the row stride in words
+    const auto* s = reinterpret_cast<const float*>(src);
+    auto* d = reinterpret_cast<float*>(dst);
+#if defined(__AVX512F__)
+    for (; l < valid; l += 16) {  // up to 16 lanes at a time (an MR of 14: one pass)
+      const int64_t n = std::min<int64_t>(16, valid - l);
+      for (int64_t q = transpose16(s + l * wls, wls, n, full, width, d + l); q < full; ++q)
+        for (int64_t x = 0; x < n; ++x) word(l + x, q);
+    }
+#endif
+#if defined(__SSE2__)
+    for (; l + 4 <= valid; l += 4)
+      for (int64_t q = transpose_lanes(s + l * wls, wls, full, width, d + l); q < full; ++q)
+        for (int64_t x = 0; x < 4; ++x) word(l + x, q);
+#endif
+  }
+  for (; l < valid; ++l)
+    for (int64_t q = 0; q < full; ++q) word(l, q);
+  if (kc % 2 == 1)
+    for (int64_t x = 0; x < valid; ++x) {
+      dst[(full * width + x) * 2] = src[x * ls + kc - 1];
+      dst[(full * width + x) * 2 + 1] = 0;
+    }
+}
+
+// Lanes contiguous (row-major B): each panel row interleaves source rows 2 q and 2 q + 1
+// (a zero row for the half step of an odd kc).
+void pairs_lanes_contiguous(int64_t valid, int64_t kc, const uint16_t* src, int64_t ks,
+                            int64_t width, uint16_t* dst) {
+  for (int64_t p = 0; p < kc; p += 2) {
+    const uint16_t* r0 = src + p * ks;
+    const uint16_t* r1 = p + 1 < kc ? r0 + ks : nullptr;
+    uint16_t* d = dst + p * width;  // pair row p / 2
+    int64_t l = 0;
+#if defined(__AVX512F__)
+    const __m512i lo_idx = _mm512_setr_epi64(0, 1, 8, 9, 2, 3, 10, 11);
+    const __m512i hi_idx = _mm512_setr_epi64(4, 5, 12, 13, 6, 7, 14, 15);
+    for (; l + 32 <= valid; l += 32) {
+      const __m512i a = _mm512_loadu_si512(r0 + l);
+      const __m512i b = r1 ? _mm512_loadu_si512(r1 + l) : _mm512_setzero_si512();
+      // Interleaved within 128-bit lanes, then the lanes put in order.
+      const __m512i lo = _mm512_unpacklo_epi16(a, b), hi = _mm512_unpackhi_epi16(a, b);
+      _mm512_storeu_si512(d + 2 * l, _mm512_permutex2var_epi64(lo, lo_idx, hi));
+      _mm512_storeu_si512(d + 2 * l + 32, _mm512_permutex2var_epi64(lo, hi_idx, hi));
+    }
+#endif
+#if defined(__SSE2__)
+    for (; l + 8 <= valid; l += 8) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(r0 + l));
+      const __m128i b =
+          r1 ? _mm_loadu_si128(reinterpret_cast<const __m128i*>(r1 + l)) : _mm_setzero_si128();
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 2 * l), _mm_unpacklo_epi16(a, b));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(d + 2 * l + 8), _mm_unpackhi_epi16(a, b));
+    }
+#endif
+    for (; l < valid; ++l) {
+      d[2 * l] = r0[l];
+      d[2 * l + 1] = r1 ? r1[l] : uint16_t{0};
+    }
+  }
+}
+
+void pack_pairs(int64_t valid, int64_t width, int64_t kc, const uint16_t* src, int64_t ls,
+                int64_t ks, uint16_t* dst) {
+  const int64_t kp = (kc + 1) / 2;
+  if (valid < width)
+    for (int64_t q = 0; q < kp; ++q)
+      std::memset(dst + (q * width + valid) * 2, 0, sizeof(uint16_t) * 2 * (width - valid));
+  if (ks == 1) {
+    pairs_k_contiguous(valid, width, kc, src, ls, dst);
+  } else {
+    pairs_lanes_contiguous(valid, kc, src, ks, width, dst);
+  }
+}
+
 const PackKernels& pack_kernels() {
   static const PackKernels table{pack_panel<float>, pack_panel<double>, pack_b_rows<float>,
-                                 pack_b_rows<double>};
+                                 pack_b_rows<double>, pack_pairs};
   return table;
 }
 
