@@ -3,6 +3,7 @@
 #include <cpuid.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string_view>
 
 namespace tessera {
@@ -18,6 +19,13 @@ uint64_t xgetbv0() {
 CpuFeatures detect() {
   CpuFeatures f;
   unsigned a, b, c, d;
+  if (__get_cpuid(0, &a, &b, &c, &d)) {
+    char vendor[12];
+    std::memcpy(vendor, &b, 4);
+    std::memcpy(vendor + 4, &d, 4);
+    std::memcpy(vendor + 8, &c, 4);
+    f.amd = std::string_view(vendor, 12) == "AuthenticAMD";
+  }
   if (!__get_cpuid(1, &a, &b, &c, &d)) return f;
   const bool osxsave = (c >> 27) & 1;
   f.fma = (c >> 12) & 1;
@@ -27,7 +35,11 @@ CpuFeatures detect() {
   const uint64_t xcr0 = xgetbv0();
   const bool ymm_state = (xcr0 & 0x6) == 0x6;
   const bool zmm_state = (xcr0 & 0xe6) == 0xe6;
-  if (!ymm_state) return CpuFeatures{};
+  if (!ymm_state) {  // no AVX state saved: no SIMD extension beyond SSE is usable
+    CpuFeatures none;
+    none.amd = f.amd;
+    return none;
+  }
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
     f.avx2 = (b >> 5) & 1;
     if (zmm_state) {

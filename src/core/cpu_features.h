@@ -12,6 +12,9 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
   bool avx512_bf16 = false, avx512_vnni = false;
+  // cpuid vendor "AuthenticAMD". Its hardware prefetchers follow a contiguous stream on their
+  // own, and software prefetches of that stream only cost (reduce_kernels.cpp).
+  bool amd = false;
 };
 
 const CpuFeatures& cpu_features();
