@@ -137,6 +137,14 @@ void lanes_to_interleaved(const T* a, int64_t count, int used, T* buf) {
   typename B::R r[W];
   for (int64_t e0 = 0; e0 < count; e0 += W) {
     const int len = static_cast<int>(std::min<int64_t>(W, count - e0));
+    // The next group's W runs (where a batch's groups lie back to back), a block at a time:
+    // the hardware prefetchers did not follow W streams `count` apart, and these loads took
+    // the misses (perf: 44% of a batch of 10,000 8 x 8 float64 Cholesky solves). The addresses
+    // are integers: they may lie past the batch, and a prefetch never faults.
+    for (int l = 0; l < W; ++l)
+      __builtin_prefetch(reinterpret_cast<const void*>(
+          reinterpret_cast<uintptr_t>(a) +
+          static_cast<uintptr_t>(((W + l) * count + e0) * static_cast<int64_t>(sizeof(T)))));
     for (int l = 0; l < W; ++l) r[l] = l < used ? B::load(a + l * count + e0, len) : B::zero();
     interleave_detail::transpose(r);
     for (int t = 0; t < len; ++t) B::store(buf + (e0 + t) * W, r[t], W);
