@@ -35,11 +35,7 @@ CpuFeatures detect() {
   const uint64_t xcr0 = xgetbv0();
   const bool ymm_state = (xcr0 & 0x6) == 0x6;
   const bool zmm_state = (xcr0 & 0xe6) == 0xe6;
-  if (!ymm_state) {  // no AVX state saved: no SIMD extension beyond SSE is usable
-    CpuFeatures none;
-    none.amd = f.amd;
-    return none;
-  }
+  if (!ymm_state) return CpuFeatures{.amd = f.amd};  // no AVX state saved: SSE only
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
     f.avx2 = (b >> 5) & 1;
     if (zmm_state) {

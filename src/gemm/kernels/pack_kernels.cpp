@@ -215,8 +215,8 @@ void pairs_k_contiguous(int64_t valid, int64_t width, int64_t kc, const uint16_t
 
 // Lanes contiguous (row-major B): each panel row interleaves source rows 2 q and 2 q + 1
 // (a zero row for the half step of an odd kc).
-void pairs_lanes_contiguous(int64_t valid, int64_t kc, const uint16_t* src, int64_t ks,
-                            int64_t width, uint16_t* dst) {
+void pairs_lanes_contiguous(int64_t valid, int64_t width, int64_t kc, const uint16_t* src,
+                            int64_t ks, uint16_t* dst) {
   for (int64_t p = 0; p < kc; p += 2) {
     const uint16_t* r0 = src + p * ks;
     const uint16_t* r1 = p + 1 < kc ? r0 + ks : nullptr;
@@ -259,7 +259,7 @@ void pack_pairs(int64_t valid, int64_t width, int64_t kc, const uint16_t* src, i
   if (ks == 1) {
     pairs_k_contiguous(valid, width, kc, src, ls, dst);
   } else {
-    pairs_lanes_contiguous(valid, kc, src, ks, width, dst);
+    pairs_lanes_contiguous(valid, width, kc, src, ks, dst);
   }
 }
 

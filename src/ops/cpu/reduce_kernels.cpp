@@ -31,6 +31,7 @@
 
 #include "core/cpu_features.h"
 #include "core/dtype_dispatch.h"
+#include "core/prefetch.h"
 #include "core/vec.h"
 
 namespace tessera::cpu::TS_ISA {
@@ -54,13 +55,7 @@ constexpr DtypeMask kKernelReal = dtype_bit(kBool) | kIntegralTypes | kKernelFlo
 // walk (rows are far apart, often a page each). Measured on an Intel Xeon (Sapphire Rapids
 // class), 64M float32 and 8192x8192 float32, as a fraction of the contiguous sum's speed:
 // argmax 0.84 -> 0.98, var 0.82 -> 0.97, column var 0.79 -> 0.90, column argmax 0.79 -> 0.88.
-// The helpers are always_inline: GCC otherwise finds a void function of prefetches "const"
-// and deletes its calls before it would inline them (seen with GCC 12). Addresses are formed
-// as integers: the lines ahead may lie past the end of the tensor (a prefetch never faults).
-[[gnu::always_inline]] inline const void* ahead(const void* p, int64_t bytes) {
-  return reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(p) +
-                                       static_cast<uintptr_t>(bytes));
-}
+// The helpers are always_inline (see core/prefetch.h); addresses ahead come from `ahead`.
 
 // Contiguous loops touch the lines kStreamAhead bytes ahead of the `elements` they load next,
 // into L1, where `on` (stream_prefetch()). On an AMD EPYC (Zen 5) VM the same loops ran faster
