@@ -21,7 +21,7 @@ namespace interleave_detail {
 
 #if defined(__AVX512F__)
 // In-register transposes of a 16 x 16 float / 8 x 8 double block (r[i] = row i in, column i out).
-inline void transpose(__m512* r) {
+[[gnu::always_inline]] inline void transpose(__m512* r) {
   __m512 t[16];
   for (int i = 0; i < 16; i += 2) {
     t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
@@ -53,7 +53,7 @@ inline void transpose(__m512* r) {
   }
 }
 
-inline void transpose(__m512d* r) {
+[[gnu::always_inline]] inline void transpose(__m512d* r) {
   __m512d t[8];
   for (int i = 0; i < 8; i += 2) {
     t[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);
@@ -80,6 +80,8 @@ struct Block<float> {
   static constexpr int W = 16;
   static R load(const float* p, int n) { return _mm512_maskz_loadu_ps((1u << n) - 1u, p); }
   static void store(float* p, R v, int n) { _mm512_mask_storeu_ps(p, (1u << n) - 1u, v); }
+  // v with the lanes whose bit in keep is clear set to zero.
+  static R keep(R v, unsigned keep) { return _mm512_maskz_mov_ps(static_cast<__mmask16>(keep), v); }
   static R zero() { return _mm512_setzero_ps(); }
   // base[l * stride] of lanes l < used (0 in the others), and its inverse.
   static __m512i offsets(int64_t stride) {
@@ -104,6 +106,7 @@ struct Block<double> {
   static void store(double* p, R v, int n) {
     _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1u), v);
   }
+  static R keep(R v, unsigned keep) { return _mm512_maskz_mov_pd(static_cast<__mmask8>(keep), v); }
   static R zero() { return _mm512_setzero_pd(); }
   static __m256i offsets(int64_t stride) {
     return _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7),
@@ -126,7 +129,8 @@ struct Block<double> {
 // runs of `count` elements transposed into the interleaved layout (W x W blocks in registers on
 // AVX-512, element by element elsewhere).
 template <class T>
-void lanes_to_interleaved(const T* a, int64_t count, int used, T* buf) {
+[[gnu::always_inline]] inline void lanes_to_interleaved(const T* a, int64_t count, int used,
+                                                        T* buf) {
   constexpr int W = vec::TS_ISA::Vec<T>::kSize;
 #if defined(__AVX512F__)
   using B = interleave_detail::Block<T>;
@@ -155,26 +159,38 @@ void lanes_to_interleaved(const T* a, int64_t count, int used, T* buf) {
 }
 
 // out[l * count + e] = buf[e * W + l] for e < count and lanes l < used (the inverse of
-// lanes_to_interleaved).
+// lanes_to_interleaved). With lower_n > 0 each run is a row-major lower_n x lower_n matrix
+// (count = lower_n^2) whose strict upper triangle is written as zero, whatever buf holds there.
 template <class T>
-void interleaved_to_lanes(const T* buf, int64_t count, int used, T* out) {
+[[gnu::always_inline]] inline void interleaved_to_lanes(const T* buf, int64_t count, int used,
+                                                        T* out, int64_t lower_n = 0) {
   constexpr int W = vec::TS_ISA::Vec<T>::kSize;
 #if defined(__AVX512F__)
   using B = interleave_detail::Block<T>;
-  if (count <= W / 2) {
+  if (count <= W / 2 && lower_n == 0) {
     for (int64_t e = 0; e < count; ++e) B::scatter(out + e, count, used, B::load(buf + e * W, W));
     return;
   }
   typename B::R r[W];
+  int64_t row = 0, col = 0;  // of element e0 when lower_n > 0
   for (int64_t e0 = 0; e0 < count; e0 += W) {
     const int len = static_cast<int>(std::min<int64_t>(W, count - e0));
     for (int t = 0; t < W; ++t) r[t] = t < len ? B::load(buf + (e0 + t) * W, W) : B::zero();
     interleave_detail::transpose(r);
-    for (int l = 0; l < used; ++l) B::store(out + l * count + e0, r[l], len);
+    unsigned keep = (1u << W) - 1u;
+    if (lower_n > 0) {
+      for (int t = 0; t < len; ++t) {
+        if (col > row) keep &= ~(1u << t);
+        if (++col == lower_n) col = 0, ++row;
+      }
+    }
+    for (int l = 0; l < used; ++l)
+      B::store(out + l * count + e0, keep == (1u << W) - 1u ? r[l] : B::keep(r[l], keep), len);
   }
 #else
   for (int l = 0; l < used; ++l)
-    for (int64_t e = 0; e < count; ++e) out[l * count + e] = buf[e * W + l];
+    for (int64_t e = 0; e < count; ++e)
+      out[l * count + e] = lower_n > 0 && e % lower_n > e / lower_n ? T(0) : buf[e * W + l];
 #endif
 }
 
@@ -184,8 +200,9 @@ void interleaved_to_lanes(const T* buf, int64_t count, int used, T* out) {
 // from aliasing in the cache), or j * ld + i when `transpose` (columns contiguous). `lines`
 // (>= n) rows (columns when transposed) of ld vectors are allocated; the padding is zero.
 template <class T>
-T* interleave_into(int64_t n, const T* a, int used, std::vector<T>& buf, int64_t ld = 0,
-                   bool transpose = false, int64_t lines = 0) {
+[[gnu::always_inline]] inline T* interleave_into(int64_t n, const T* a, int used,
+                                                 std::vector<T>& buf, int64_t ld = 0,
+                                                 bool transpose = false, int64_t lines = 0) {
   constexpr int W = vec::TS_ISA::Vec<T>::kSize;
   if (ld == 0) ld = n;
   if (lines == 0) lines = n;

@@ -23,23 +23,39 @@ using vec::TS_ISA::Vec;
 // The group's buffer (reused per thread) holding W interleaved n x n matrices: lanes below
 // `used` from a (row-major, n*n apart), the others the identity.
 template <class T>
-T* gather(int64_t n, const T* a, int used) {
+[[gnu::always_inline]] inline T* gather(int64_t n, const T* a, int used) {
   thread_local std::vector<T> buf;
   return interleave_into(n, a, used, buf);
 }
 
-// Writes the group's lanes below `used` to out (row-major, n*n apart); lower_only zeroes the
-// strict upper triangle (in buf, then in out).
-template <class T, class N>
-void scatter(N n, T* buf, int used, bool lower_only, T* out) {
-  constexpr int W = Vec<T>::kSize;
-  if (lower_only)
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = i + 1; j < n; ++j) Vec<T>(T(0)).store(buf + (i * n + j) * W);
-  interleaved_to_lanes(buf, n * n, used, out);
+// Rows i .. i+R-1 of column j less their products with c over k < m, stored as f(s):
+// s_r = a(i+r, j) - sum_k<m a(i+r, k) c(k), summed in order of k. R rows at once share the
+// loads of c (a 32 x 32 group is bigger than L1) and run R independent chains.
+template <int R, class V, class At, class C, class F>
+[[gnu::always_inline]] inline void column_update(const At& at, int64_t i, int64_t j, int64_t m,
+                                                 const C& c, const F& f) {
+  V s[R];
+  for (int r = 0; r < R; ++r) s[r] = V::load(at(i + r, j));
+  for (int64_t k = 0; k < m; ++k) {
+    const V ck = c(k);
+    for (int r = 0; r < R; ++r) s[r] = s[r] - V::load(at(i + r, k)) * ck;
+  }
+  for (int r = 0; r < R; ++r) f(s[r]).store(at(i + r, j));
 }
 
-// Lower Cholesky of one group (right-looking, as potrf_lower_unblocked).
+// Column j's rows from `from` on, column_update over k < j in blocks of four rows.
+template <class V, class At, class C, class F>
+[[gnu::always_inline]] inline void column_rows(const At& at, int64_t from, int64_t n, int64_t j,
+                                               const C& c, const F& f) {
+  int64_t i = from;
+  for (; i + 4 <= n; i += 4) column_update<4, V>(at, i, j, j, c, f);
+  for (; i < n; ++i) column_update<1, V>(at, i, j, j, c, f);
+}
+
+// Lower Cholesky of one group, left-looking: column j is A(j:n, j) less the products of the
+// finished columns' rows, L(i, j) = (A(i, j) - sum_k<j L(i, k) L(j, k)) / L(j, j). Each element
+// is stored once (the right-looking update stored every trailing element at every step, and
+// those stores bound it); the upper triangle is never touched and goes out as zero.
 template <class T, class N>
 void potrf_group(N n, const T* a, T* out, int used, int32_t* info) {
   using V = Vec<T>;
@@ -50,6 +66,10 @@ void potrf_group(N n, const T* a, T* out, int used, int32_t* info) {
   alignas(64) T lane[W];
   for (int64_t j = 0; j < n; ++j) {
     V d = V::load(at(j, j));
+    for (int64_t k = 0; k < j; ++k) {
+      const V ljk = V::load(at(j, k));
+      d = d - ljk * ljk;
+    }
     d.store(lane);
     bool changed = false;
     for (int l = 0; l < W; ++l) {
@@ -62,14 +82,10 @@ void potrf_group(N n, const T* a, T* out, int used, int32_t* info) {
     d = d.sqrt();
     d.store(at(j, j));
     const V r = V(T(1)) / d;
-    for (int64_t i = j + 1; i < n; ++i) (V::load(at(i, j)) * r).store(at(i, j));
-    for (int64_t i = j + 1; i < n; ++i) {
-      const V lij = V::load(at(i, j));
-      for (int64_t k = j + 1; k <= i; ++k)
-        (V::load(at(i, k)) - lij * V::load(at(k, j))).store(at(i, k));
-    }
+    column_rows<V>(
+        at, j + 1, n, j, [&](int64_t k) { return V::load(at(j, k)); }, [&](V x) { return x * r; });
   }
-  scatter(n, buf, used, /*lower_only=*/true, out);
+  interleaved_to_lanes(buf, n * n, used, out, /*lower_n=*/n);
   for (int l = 0; l < used; ++l) {
     info[l] = fail[l];
     if (fail[l]) std::copy(a + l * n * n, a + (l + 1) * n * n, out + l * n * n);
@@ -95,8 +111,12 @@ void swap_pivot_rows(Vec<T> p, int64_t j, int64_t rows, int64_t len, const Row& 
   }
 }
 
-// LU with partial pivoting of one group (right-looking, as getf2). Pivot choices and zero
-// pivots are per-lane vectors (compares and blends); the pivot indices go to ipiv at the end.
+// LU with partial pivoting of one group, left-looking (Crout order, as potrf_group): step j
+// first finishes column j from the finished columns, U above the diagonal by forward
+// substitution and the pivot candidates on and below it, so each element is stored once rather
+// than at every step of a right-looking update (the sums run over k in the order of getf2's
+// updates). Then the pivot (per lane, compares and blends), the swap of whole rows and the
+// scale; the pivot indices go to ipiv at the end.
 template <class T, class N>
 void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
   using V = Vec<T>;
@@ -109,6 +129,10 @@ void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info
   const V zero(T(0)), one(T(1)), half(T(0.5));
   V first_zero = zero;  // 1-based step of the first zero pivot, 0 if none
   for (int64_t j = 0; j < n; ++j) {
+    const auto u = [&](int64_t k) { return V::load(at(k, j)); };
+    const auto keep = [](V x) { return x; };
+    for (int64_t i = 1; i < j; ++i) column_update<1, V>(at, i, j, i, u, keep);
+    column_rows<V>(at, j, n, j, u, keep);
     // Pivot: the first row with the largest |a(i, j)| (a < b is false for NaN: kept).
     V best = V::load(at(j, j)).abs();
     V p = V(T(j));
@@ -127,10 +151,7 @@ void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info
     const V r = one / piv;
     for (int64_t i = j + 1; i < n; ++i) {
       const V x = V::load(at(i, j));
-      const V lij = V::select_lt(half, is_zero, x, x * r);
-      lij.store(at(i, j));
-      for (int64_t k = j + 1; k < n; ++k)
-        (V::load(at(i, k)) - lij * V::load(at(j, k))).store(at(i, k));
+      V::select_lt(half, is_zero, x, x * r).store(at(i, j));
     }
   }
   alignas(64) T lane[W];
@@ -139,7 +160,7 @@ void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info
     info[l] = static_cast<int32_t>(lane[l]);
     for (int64_t j = 0; j < n; ++j) ipiv[l * n + j] = static_cast<int32_t>(pivots[j * W + l]) + 1;
   }
-  scatter(n, buf, used, /*lower_only=*/false, out);
+  interleaved_to_lanes(buf, n * n, used, out);
 }
 
 // The right-hand sides of one group, interleaved: element (i, c) of lane l at
