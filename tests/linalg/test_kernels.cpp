@@ -295,13 +295,15 @@ void check_small_kernels() {
         EXPECT_LE(d, 10 * n * eps_of(dt) * double(frob(to_lmat(Lf)))) << "matrix " << b;
       }
       // potrs on those factors: ||H X - B|| within a small multiple of n eps ||H|| ||X||.
-      constexpr int64_t kRhs = 3;
-      const Tensor Bc = gaussian({kCount, n, kRhs}, dt);
-      std::vector<T> x = values_of<T>(Bc);
-      small_potrs(n, kRhs, kCount, fast.data(), x.data(), *table);
-      for (int64_t b = 0; b < kCount; ++b) {
-        if (info[b]) continue;
-        expect_small_backward_error<T>(H[b], x, b, kRhs, Bc[b], 10.0);
+      // One right-hand side (held in registers for n <= 8) and three.
+      for (int64_t rhs : {1, 3}) {
+        const Tensor Bc = gaussian({kCount, n, rhs}, dt);
+        std::vector<T> x = values_of<T>(Bc);
+        small_potrs(n, rhs, kCount, fast.data(), x.data(), *table);
+        for (int64_t b = 0; b < kCount; ++b) {
+          if (info[b]) continue;
+          expect_small_backward_error<T>(H[b], x, b, rhs, Bc[b], 10.0);
+        }
       }
       // LU: matrix 3 has a zero column (info = its index + 1), matrix 8 is the zero matrix.
       Tensor A = make_matrix({kCount}, n, dt, Kind::kRandom);
@@ -324,12 +326,14 @@ void check_small_kernels() {
         }
       }
       // getrs on those factors, singular matrices skipped.
-      const Tensor Bl = gaussian({kCount, n, kRhs}, dt);
-      std::vector<T> xl = values_of<T>(Bl);
-      small_getrs(n, kRhs, kCount, lu.data(), piv.data(), xl.data(), *table);
-      for (int64_t b = 0; b < kCount; ++b) {
-        if (info[b]) continue;
-        expect_small_backward_error<T>(A[b], xl, b, kRhs, Bl[b], 20.0);
+      for (int64_t rhs : {1, 3}) {
+        const Tensor Bl = gaussian({kCount, n, rhs}, dt);
+        std::vector<T> xl = values_of<T>(Bl);
+        small_getrs(n, rhs, kCount, lu.data(), piv.data(), xl.data(), *table);
+        for (int64_t b = 0; b < kCount; ++b) {
+          if (info[b]) continue;
+          expect_small_backward_error<T>(A[b], xl, b, rhs, Bl[b], 20.0);
+        }
       }
     }
   }

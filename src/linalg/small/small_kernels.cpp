@@ -36,6 +36,7 @@ template <int R, class V, class At, class C, class F>
                                                  const C& c, const F& f) {
   V s[R];
   for (int r = 0; r < R; ++r) s[r] = V::load(at(i + r, j));
+#pragma GCC unroll 8
   for (int64_t k = 0; k < m; ++k) {
     const V ck = c(k);
     for (int r = 0; r < R; ++r) s[r] = s[r] - V::load(at(i + r, k)) * ck;
@@ -66,19 +67,21 @@ void potrf_group(N n, const T* a, T* out, int used, int32_t* info) {
   alignas(64) T lane[W];
   for (int64_t j = 0; j < n; ++j) {
     V d = V::load(at(j, j));
+#pragma GCC unroll 8
     for (int64_t k = 0; k < j; ++k) {
       const V ljk = V::load(at(j, k));
       d = d - ljk * ljk;
     }
-    d.store(lane);
-    bool changed = false;
-    for (int l = 0; l < W; ++l) {
-      if (!(lane[l] > T(0))) {  // NaN fails too
-        if (!fail[l]) fail[l] = static_cast<int32_t>(j + 1);
-        lane[l] = T(1), changed = true;  // keep the lane finite; it is not scattered
+    if (!V::all_lt(V(T(0)), d)) {  // a lane's minor is not positive (NaN fails too)
+      d.store(lane);
+      for (int l = 0; l < W; ++l) {
+        if (!(lane[l] > T(0))) {
+          if (!fail[l]) fail[l] = static_cast<int32_t>(j + 1);
+          lane[l] = T(1);  // keep the lane finite; it is not scattered
+        }
       }
+      d = V::load(lane);
     }
-    if (changed) d = V::load(lane);
     d = d.sqrt();
     d.store(at(j, j));
     const V r = V(T(1)) / d;
@@ -223,6 +226,45 @@ void substitute(N n, int64_t k, const T* f, bool cholesky, T* x) {
     }
 }
 
+// substitute for one right-hand side of a compile-time order N (<= 8): the solution stays in
+// registers, so neither triangular sweep waits on a store and reload of the value it has just
+// computed (the general form's loops over k kept x in memory; perf put most of a batch of
+// 8 x 8 float64 Cholesky solves in those dependent reloads).
+template <class T, int64_t N>
+void substitute_one(const T* f, bool cholesky, T* x) {
+  using V = Vec<T>;
+  constexpr int W = V::kSize;
+  auto at = [&](int64_t i, int64_t j) { return V::load(f + (i * N + j) * W); };
+  V xs[N], rinv[N];
+#pragma GCC unroll 8
+  for (int64_t i = 0; i < N; ++i) {
+    xs[i] = V::load(x + i * W);
+    rinv[i] = V(T(1)) / at(i, i);
+  }
+#pragma GCC unroll 8
+  for (int64_t i = 0; i < N; ++i) {
+#pragma GCC unroll 8
+    for (int64_t m = 0; m < i; ++m) xs[i] = xs[i] - at(i, m) * xs[m];
+    if (cholesky) xs[i] = xs[i] * rinv[i];
+  }
+#pragma GCC unroll 8
+  for (int64_t i = N - 1; i >= 0; --i) {
+#pragma GCC unroll 8
+    for (int64_t m = i + 1; m < N; ++m) xs[i] = xs[i] - (cholesky ? at(m, i) : at(i, m)) * xs[m];
+    xs[i] = xs[i] * rinv[i];
+    xs[i].store(x + i * W);
+  }
+}
+
+// substitute, through substitute_one where n is a compile-time constant and k is 1.
+template <class T, class N>
+void substitute_any(N n, int64_t k, const T* f, bool cholesky, T* x) {
+  if constexpr (!std::is_same_v<N, int64_t>) {
+    if (k == 1) return substitute_one<T, N::value>(f, cholesky, x);
+  }
+  substitute(n, k, f, cholesky, x);
+}
+
 // Calls f(n) with n as a compile-time constant for the sizes the batched goals name and
 // their neighbours (2..8), else as an int64_t: with constant trip counts the group loops
 // unroll completely and a 4 x 4 group's vectors stay in registers (factor + solve of 10,000
@@ -254,7 +296,7 @@ void potrs_batch(int64_t n_, int64_t k, int64_t count, const T* l, T* b) {
       const int used = static_cast<int>(std::min<int64_t>(W, count - g));
       const T* f = gather(n, l + g * n * n, used);
       T* x = gather_rhs(n, k, b + g * n * k, used, static_cast<const int32_t*>(nullptr));
-      substitute(n, k, f, /*cholesky=*/true, x);
+      substitute_any(n, k, f, /*cholesky=*/true, x);
       scatter_rhs(n, k, x, used, b + g * n * k);
     }
   });
@@ -268,7 +310,7 @@ void getrs_batch(int64_t n_, int64_t k, int64_t count, const T* lu, const int32_
       const int used = static_cast<int>(std::min<int64_t>(W, count - g));
       const T* f = gather(n, lu + g * n * n, used);
       T* x = gather_rhs(n, k, b + g * n * k, used, ipiv + g * n);
-      substitute(n, k, f, /*cholesky=*/false, x);
+      substitute_any(n, k, f, /*cholesky=*/false, x);
       scatter_rhs(n, k, x, used, b + g * n * k);
     }
   });
