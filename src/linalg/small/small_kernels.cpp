@@ -28,6 +28,17 @@ template <class T>
   return interleave_into(n, a, used, buf);
 }
 
+// s[r] -= a(r, t) * x(t) summed in order of t < len: R rows share each x(t) and run R
+// independent chains.
+template <int R, class V, class A, class X>
+[[gnu::always_inline]] inline void dot_rows(V* s, int64_t len, const A& a, const X& x) {
+#pragma GCC unroll 8
+  for (int64_t t = 0; t < len; ++t) {
+    const V xt = x(t);
+    for (int r = 0; r < R; ++r) s[r] = s[r] - a(r, t) * xt;
+  }
+}
+
 // Rows i .. i+R-1 of column j less their products with c over k < m, stored as f(s):
 // s_r = a(i+r, j) - sum_k<m a(i+r, k) c(k), summed in order of k. R rows at once share the
 // loads of c (a 32 x 32 group is bigger than L1) and run R independent chains.
@@ -36,11 +47,8 @@ template <int R, class V, class At, class C, class F>
                                                  const C& c, const F& f) {
   V s[R];
   for (int r = 0; r < R; ++r) s[r] = V::load(at(i + r, j));
-#pragma GCC unroll 8
-  for (int64_t k = 0; k < m; ++k) {
-    const V ck = c(k);
-    for (int r = 0; r < R; ++r) s[r] = s[r] - V::load(at(i + r, k)) * ck;
-  }
+  dot_rows<R>(
+      s, m, [&](int r, int64_t k) { return V::load(at(i + r, k)); }, c);
   for (int r = 0; r < R; ++r) f(s[r]).store(at(i + r, j));
 }
 
@@ -198,32 +206,63 @@ void scatter_rhs(int64_t n, int64_t k, const T* buf, int used, T* b) {
 
 // Forward then backward substitution on one group: L Y = B with L the lower triangle of f (unit
 // diagonal unless `cholesky`), then X from U X = Y (U = the upper triangle of f, or L^T when
-// `cholesky`). rinv holds the inverted diagonal of the backward (and, for Cholesky, the forward)
-// factor.
+// `cholesky`), one right-hand side column at a time. Rows go in blocks of four: the block's
+// sums over the solved rows are four independent chains sharing the loads of x (a row at a time
+// was one chain of FMAs per row, bound by their latency), then its triangle in registers. The
+// forward sums run over m ascending, the backward ones descending, as reference BLAS trsv.
 template <class T, class N>
 void substitute(N n, int64_t k, const T* f, bool cholesky, T* x) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
-  auto at = [&](int64_t i, int64_t j) { return f + (i * n + j) * W; };
-  auto xa = [&](int64_t i, int64_t c) { return x + (i * k + c) * W; };
+  const auto fa = [&](int64_t i, int64_t j) { return V::load(f + (i * n + j) * W); };
   thread_local std::vector<T> rinv_tls;
-  std::vector<T>& rinv = rinv_tls;
-  rinv.resize(static_cast<size_t>(n * W));
-  for (int64_t i = 0; i < n; ++i) (V(T(1)) / V::load(at(i, i))).store(rinv.data() + i * W);
-  for (int64_t i = 0; i < n; ++i)
+  std::vector<T>& rinv_buf = rinv_tls;
+  rinv_buf.resize(static_cast<size_t>(n * W));
+  for (int64_t i = 0; i < n; ++i) (V(T(1)) / fa(i, i)).store(rinv_buf.data() + i * W);
+  const auto rinv = [&](int64_t i) { return V::load(rinv_buf.data() + i * W); };
+  const auto sweeps = [&](auto chol) {
+    const auto u = [&](int64_t i, int64_t m) { return chol ? fa(m, i) : fa(i, m); };
     for (int64_t c = 0; c < k; ++c) {
-      V acc = V::load(xa(i, c));
-      for (int64_t m = 0; m < i; ++m) acc = acc - V::load(at(i, m)) * V::load(xa(m, c));
-      if (cholesky) acc = acc * V::load(rinv.data() + i * W);
-      acc.store(xa(i, c));
+      const auto xa = [&](int64_t i) { return x + (i * k + c) * W; };
+      const auto xv = [&](int64_t i) { return V::load(xa(i)); };
+      const auto forward = [&](auto rows, int64_t i) {  // rows i .. i+R-1
+        constexpr int R = decltype(rows)::value;
+        V s[R];
+        for (int r = 0; r < R; ++r) s[r] = xv(i + r);
+        dot_rows<R>(
+            s, i, [&](int r, int64_t m) { return fa(i + r, m); }, xv);
+        for (int r = 0; r < R; ++r) {
+          for (int q = 0; q < r; ++q) s[r] = s[r] - fa(i + r, i + q) * s[q];
+          if (chol) s[r] = s[r] * rinv(i + r);
+          s[r].store(xa(i + r));
+        }
+      };
+      int64_t i = 0;
+      for (; i + 4 <= n; i += 4) forward(std::integral_constant<int, 4>{}, i);
+      for (; i < n; ++i) forward(std::integral_constant<int, 1>{}, i);
+      const auto backward = [&](auto rows, int64_t hi) {  // rows hi-1 down to hi-R
+        constexpr int R = decltype(rows)::value;
+        V s[R];
+        for (int r = 0; r < R; ++r) s[r] = xv(hi - 1 - r);
+        dot_rows<R>(
+            s, n - hi, [&](int r, int64_t t) { return u(hi - 1 - r, n - 1 - t); },
+            [&](int64_t t) { return xv(n - 1 - t); });
+        for (int r = 0; r < R; ++r) {
+          for (int q = 0; q < r; ++q) s[r] = s[r] - u(hi - 1 - r, hi - 1 - q) * s[q];
+          s[r] = s[r] * rinv(hi - 1 - r);
+          s[r].store(xa(hi - 1 - r));
+        }
+      };
+      int64_t hi = n;
+      for (; hi >= 4; hi -= 4) backward(std::integral_constant<int, 4>{}, hi);
+      for (; hi > 0; --hi) backward(std::integral_constant<int, 1>{}, hi);
     }
-  for (int64_t i = n - 1; i >= 0; --i)
-    for (int64_t c = 0; c < k; ++c) {
-      V acc = V::load(xa(i, c));
-      for (int64_t m = i + 1; m < n; ++m)
-        acc = acc - V::load(cholesky ? at(m, i) : at(i, m)) * V::load(xa(m, c));
-      (acc * V::load(rinv.data() + i * W)).store(xa(i, c));
-    }
+  };
+  if (cholesky) {
+    sweeps(std::true_type{});
+  } else {
+    sweeps(std::false_type{});
+  }
 }
 
 // substitute for one right-hand side of a compile-time order N (<= 8): the solution stays in
