@@ -2,6 +2,7 @@
 // packing conventions (pivots, P L U, upper factors), n = 0, and the errors for bad input.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <vector>
 
 #include "linalg_test_util.h"
@@ -74,6 +75,22 @@ TEST(LinalgOps, CholeskyReadsOneTriangleAndAnyStrides) {
     // An expanded batch (stride 0).
     const Tensor ex = A[1].expand({3, 70, 70});
     EXPECT_TRUE(equal(la::cholesky(ex)[2], L[1]));
+  }
+}
+
+TEST(LinalgOps, BatchedSmallCholeskyAndSolveReadOneTriangle) {
+  // The batched small kernels skip the blocks above the diagonal: NaN there must change nothing.
+  manual_seed(23);
+  for (ScalarType dt : kDtypes) {
+    for (int64_t n : {4, 8, 13, 16, 32}) {
+      SCOPED_TRACE(fmt::format("{} n={}", dt, n));
+      const Tensor A = make_matrix({37}, n, dt, Kind::kRandom, true);
+      const Tensor nan_above = full_like(A, std::numeric_limits<double>::quiet_NaN()).triu(1);
+      const Tensor L = la::cholesky(A);
+      EXPECT_TRUE(equal(la::cholesky(A.tril().add(nan_above)), L));
+      const Tensor B = randn({37, n, 2}, dt);
+      EXPECT_TRUE(equal(la::cholesky_solve(B, L.add(nan_above)), la::cholesky_solve(B, L)));
+    }
   }
 }
 

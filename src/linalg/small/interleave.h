@@ -125,12 +125,44 @@ struct Block<double> {
 
 }  // namespace interleave_detail
 
+namespace interleave_detail {
+
+// Walks a run of lower_n x lower_n row-major elements W at a time and says which blocks of W
+// lie wholly in the strict upper triangle (none when lower_n is 0).
+class UpperBlocks {
+ public:
+  explicit UpperBlocks(int64_t lower_n) : n_(lower_n) {}
+  // Whether elements e0 .. e0+len-1 (e0 advancing by W from 0) are all above the diagonal.
+  bool upper(int len) const { return n_ > 0 && col_ > row_ && col_ + len <= n_; }
+  // Bit t set where element e0+t of the block is above the diagonal.
+  unsigned upper_mask(int len) const {
+    unsigned m = 0;
+    int64_t row = row_, col = col_;
+    for (int t = 0; t < len; ++t) {
+      if (col > row) m |= 1u << t;
+      if (++col == n_) col = 0, ++row;
+    }
+    return n_ > 0 ? m : 0u;
+  }
+  void next(int w) {
+    if (n_ == 0) return;
+    for (col_ += w; col_ >= n_;) col_ -= n_, ++row_;
+  }
+
+ private:
+  int64_t n_, row_ = 0, col_ = 0;
+};
+
+}  // namespace interleave_detail
+
 // buf[e * W + l] = a[l * count + e] for e < count and lanes l < used, 0 in the other lanes: W
 // runs of `count` elements transposed into the interleaved layout (W x W blocks in registers on
-// AVX-512, element by element elsewhere).
+// AVX-512, element by element elsewhere). With lower_n > 0 each run is a row-major lower_n x
+// lower_n matrix whose strict upper triangle is not needed: blocks of W that lie wholly in it
+// are neither read nor written.
 template <class T>
-[[gnu::always_inline]] inline void lanes_to_interleaved(const T* a, int64_t count, int used,
-                                                        T* buf) {
+[[gnu::always_inline]] inline void lanes_to_interleaved(const T* a, int64_t count, int used, T* buf,
+                                                        int64_t lower_n = 0) {
   constexpr int W = vec::TS_ISA::Vec<T>::kSize;
 #if defined(__AVX512F__)
   using B = interleave_detail::Block<T>;
@@ -140,8 +172,10 @@ template <class T>
     return;
   }
   typename B::R r[W];
-  for (int64_t e0 = 0; e0 < count; e0 += W) {
+  interleave_detail::UpperBlocks blocks(lower_n);
+  for (int64_t e0 = 0; e0 < count; e0 += W, blocks.next(W)) {
     const int len = static_cast<int>(std::min<int64_t>(W, count - e0));
+    if (blocks.upper(len)) continue;
     // The next group's W runs (where a batch's groups lie back to back), a block at a time:
     // the hardware prefetchers did not follow W streams `count` apart, and these loads took
     // the misses (perf: 44% of a batch of 10,000 8 x 8 float64 Cholesky solves). Past the
@@ -172,18 +206,16 @@ template <class T>
     return;
   }
   typename B::R r[W];
-  int64_t row = 0, col = 0;  // of element e0 when lower_n > 0
-  for (int64_t e0 = 0; e0 < count; e0 += W) {
+  interleave_detail::UpperBlocks blocks(lower_n);
+  for (int64_t e0 = 0; e0 < count; e0 += W, blocks.next(W)) {
     const int len = static_cast<int>(std::min<int64_t>(W, count - e0));
+    if (blocks.upper(len)) {  // all zero: nothing to read or transpose
+      for (int l = 0; l < used; ++l) B::store(out + l * count + e0, B::zero(), len);
+      continue;
+    }
     for (int t = 0; t < W; ++t) r[t] = t < len ? B::load(buf + (e0 + t) * W, W) : B::zero();
     interleave_detail::transpose(r);
-    unsigned keep = (1u << W) - 1u;
-    if (lower_n > 0) {
-      for (int t = 0; t < len; ++t) {
-        if (col > row) keep &= ~(1u << t);
-        if (++col == lower_n) col = 0, ++row;
-      }
-    }
+    const unsigned keep = ~blocks.upper_mask(len) & ((1u << W) - 1u);
     for (int l = 0; l < used; ++l)
       B::store(out + l * count + e0, keep == (1u << W) - 1u ? r[l] : B::keep(r[l], keep), len);
   }
@@ -192,6 +224,18 @@ template <class T>
     for (int64_t e = 0; e < count; ++e)
       out[l * count + e] = lower_n > 0 && e % lower_n > e / lower_n ? T(0) : buf[e * W + l];
 #endif
+}
+
+// The plain layout of interleave_into below (W x W blocks transposed) into buf (n * n * W
+// elements). With `lower`, only the lower triangles are needed: blocks of W wholly above the
+// diagonal are left as buf held them (lanes_to_interleaved's lower_n).
+template <class T>
+[[gnu::always_inline]] inline void interleave_plain(int64_t n, const T* a, int used, T* buf,
+                                                    bool lower = false) {
+  constexpr int W = vec::TS_ISA::Vec<T>::kSize;
+  lanes_to_interleaved(a, n * n, used, buf, lower ? n : 0);
+  for (int l = used; l < W; ++l)
+    for (int64_t i = 0; i < n; ++i) buf[(i * n + i) * W + l] = T(1);
 }
 
 // Fills buf with W interleaved n x n matrices: lanes below `used` from a (row-major, n*n
@@ -212,10 +256,8 @@ template <class T>
   } else {
     buf.assign(static_cast<size_t>(lines * ld * W), T(0));
   }
-  if (ld == n && lines == n && !transpose) {  // the plain layout: W x W blocks transposed
-    lanes_to_interleaved(a, nn, used, buf.data());
-    for (int l = used; l < W; ++l)
-      for (int64_t i = 0; i < n; ++i) buf[(i * n + i) * W + l] = T(1);
+  if (ld == n && lines == n && !transpose) {
+    interleave_plain(n, a, used, buf.data());
     return buf.data();
   }
   // Lane-major: one matrix at a time is read sequentially. (Element-major order would read W

@@ -21,11 +21,15 @@ namespace {
 using vec::TS_ISA::Vec;
 
 // The group's buffer (reused per thread) holding W interleaved n x n matrices: lanes below
-// `used` from a (row-major, n*n apart), the others the identity.
+// `used` from a (row-major, n*n apart), the others the identity. With `lower` (Cholesky, which
+// reads only lower triangles, as LAPACK's uplo = 'L') blocks wholly above the diagonal are
+// skipped and hold stale values.
 template <class T>
-[[gnu::always_inline]] inline T* gather(int64_t n, const T* a, int used) {
+[[gnu::always_inline]] inline T* gather(int64_t n, const T* a, int used, bool lower = false) {
   thread_local std::vector<T> buf;
-  return interleave_into(n, a, used, buf);
+  buf.resize(static_cast<size_t>(n * n * Vec<T>::kSize));
+  interleave_plain(n, a, used, buf.data(), lower);
+  return buf.data();
 }
 
 // s[r] -= a(r, t) * x(t) summed in order of t < len: R rows share each x(t) and run R
@@ -69,7 +73,7 @@ template <class T, class N>
 void potrf_group(N n, const T* a, T* out, int used, int32_t* info) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
-  T* buf = gather(n, a, used);
+  T* buf = gather(n, a, used, /*lower=*/true);
   auto at = [&](int64_t i, int64_t j) { return buf + (i * n + j) * W; };
   int32_t fail[W] = {};
   alignas(64) T lane[W];
@@ -333,7 +337,7 @@ void potrs_batch(int64_t n_, int64_t k, int64_t count, const T* l, T* b) {
   with_size(n_, [&](auto n) {
     for (int64_t g = 0; g < count; g += W) {
       const int used = static_cast<int>(std::min<int64_t>(W, count - g));
-      const T* f = gather(n, l + g * n * n, used);
+      const T* f = gather(n, l + g * n * n, used, /*lower=*/true);
       T* x = gather_rhs(n, k, b + g * n * k, used, static_cast<const int32_t*>(nullptr));
       substitute_any(n, k, f, /*cholesky=*/true, x);
       scatter_rhs(n, k, x, used, b + g * n * k);
