@@ -251,6 +251,11 @@ TEST(LinalgOps, LuSolveFourForms) {
       {"linalg.lu_solve", "pivots", "[1, 2]", "3"});
   expect_error_mentions(
       [&] {
+        la::lu_solve(LU, tensor<int32_t>({0, 2}), ones({2, 1}));
+      },
+      {"linalg.lu_solve", "pivots", "[1, 2]", "got 0 at index 0"});
+  expect_error_mentions(
+      [&] {
         la::lu_solve(LU, piv.to(kInt64), ones({2, 1}));
       },
       {"linalg.lu_solve", "pivots", "int32", "int64"});
