@@ -269,6 +269,9 @@ void check_small_kernels() {
       Tensor H = make_matrix({kCount}, n, dt, Kind::kRandom, true);
       H[5].select(0, n / 2).select(0, n / 2).fill_(-1.0);
       H[11].select(0, n - 1).select(0, n - 1).fill_(std::numeric_limits<double>::quiet_NaN());
+      // Matrix 17: a subnormal power of two times I, pivots whose reciprocal overflows (the
+      // factor is exact: sqrt of an even power of two).
+      H[17].copy_(eye(n, std::nullopt, dt).mul(std::ldexp(1.0, dbl ? -1030 : -130)));
       const std::vector<T> in = values_of<T>(H);
       std::vector<T> fast(in.size(), T(-7));
       std::vector<int32_t> info(kCount, -1);
@@ -301,7 +304,7 @@ void check_small_kernels() {
         std::vector<T> x = values_of<T>(Bc);
         small_potrs(n, rhs, kCount, fast.data(), x.data(), *table);
         for (int64_t b = 0; b < kCount; ++b) {
-          if (info[b]) continue;
+          if (info[b] || b == 17) continue;  // 17's solution overflows
           expect_small_backward_error<T>(H[b], x, b, rhs, Bc[b], 10.0);
         }
       }

@@ -2,6 +2,7 @@
 // packing conventions (pivots, P L U, upper factors), n = 0, and the errors for bad input.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <limits>
 #include <vector>
 
@@ -75,6 +76,27 @@ TEST(LinalgOps, CholeskyReadsOneTriangleAndAnyStrides) {
     // An expanded batch (stride 0).
     const Tensor ex = A[1].expand({3, 70, 70});
     EXPECT_TRUE(equal(la::cholesky(ex)[2], L[1]));
+  }
+}
+
+TEST(LinalgOps, BatchedSmallCholeskyOfTinyAndHugeScales) {
+  // s * B for B = [[4, 2], [2, 5]] beside s * I: L = sqrt(s) * [[2, 0], [1, 2]] beside sqrt(s) * I.
+  // Pivots near the ends of the range, where 1 / d is subnormal or infinite, take the plain
+  // reciprocal of the square root.
+  for (ScalarType dt : {kFloat32, kFloat64}) {
+    const bool f32 = dt == kFloat32;
+    for (double s : {f32 ? 1e-39 : 1e-310, f32 ? 3e-38 : 1e-306, f32 ? 2e37 : 1e307}) {
+      SCOPED_TRACE(fmt::format("{} s={}", dt, s));
+      const Tensor B =
+          tensor<double>({4, 2, 0, 0, 2, 5, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}).reshape({4, 4});
+      const Tensor LB =
+          tensor<double>({2, 0, 0, 0, 1, 2, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1}).reshape({4, 4});
+      const Tensor A = B.mul(s).to(dt).expand({19, 4, 4}).contiguous();
+      const Tensor want = LB.mul(std::sqrt(s)).to(dt).expand({19, 4, 4});
+      const Tensor L = la::cholesky(A);
+      EXPECT_TRUE(isfinite(L).all().item<bool>());
+      EXPECT_TRUE(allclose(L, want, f32 ? 1e-5 : 1e-12, 0.0));
+    }
   }
 }
 
