@@ -262,84 +262,88 @@ void check_small_kernels() {
   const bool dbl = std::is_same_v<T, double>;
   manual_seed(16);
   constexpr int64_t kCount = 37;
+  const bool saved_moves = cpu::small_moves_by_gathers().load();
   for (const auto& [isa, table] : small_tables()) {
-    for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 16, 17, 31, 32}) {
-      SCOPED_TRACE(fmt::format("{} {} n={}", isa, dt, n));
-      // Cholesky: matrix 5 fails at order n/2 + 1, matrix 11 has NaN on its diagonal.
-      Tensor H = make_matrix({kCount}, n, dt, Kind::kRandom, true);
-      H[5].select(0, n / 2).select(0, n / 2).fill_(-1.0);
-      H[11].select(0, n - 1).select(0, n - 1).fill_(std::numeric_limits<double>::quiet_NaN());
-      // Matrix 17: a subnormal power of two times I, pivots whose reciprocal overflows (the
-      // factor is exact: sqrt of an even power of two).
-      H[17].copy_(eye(n, std::nullopt, dt).mul(std::ldexp(1.0, dbl ? -1030 : -130)));
-      const std::vector<T> in = values_of<T>(H);
-      std::vector<T> fast(in.size(), T(-7));
-      std::vector<int32_t> info(kCount, -1);
-      small_potrf(n, kCount, in.data(), fast.data(), info.data(), *table);
-      for (int64_t b = 0; b < kCount; ++b) {
-        std::vector<T> one = values_of<T>(H[b]), lap = transposed(one, n, n);
-        // A NaN on the diagonal fails at its order (LAPACK's potrf2 rule; OpenBLAS's own potrf
-        // does not check for NaN).
-        const int64_t lapack_info = lapack_potrf_lower_colmajor(int(n), lap.data());
-        const int64_t want = b == 11 ? n : lapack_info;
-        EXPECT_EQ(potrf_lower_unblocked(n, one.data(), n), want) << "matrix " << b;
-        EXPECT_EQ(info[b], want) << "matrix " << b;
-        if (want != 0) {  // left untouched
-          const Tensor left = tensor_of(
+    for (bool gathers : {true, false})  // both ways of moving right-hand sides and pivots
+      for (int64_t n : {1, 2, 3, 4, 5, 6, 7, 8, 16, 17, 31, 32}) {
+        cpu::small_moves_by_gathers() = gathers;
+        SCOPED_TRACE(fmt::format("{} {} n={} gathers={}", isa, dt, n, gathers));
+        // Cholesky: matrix 5 fails at order n/2 + 1, matrix 11 has NaN on its diagonal.
+        Tensor H = make_matrix({kCount}, n, dt, Kind::kRandom, true);
+        H[5].select(0, n / 2).select(0, n / 2).fill_(-1.0);
+        H[11].select(0, n - 1).select(0, n - 1).fill_(std::numeric_limits<double>::quiet_NaN());
+        // Matrix 17: a subnormal power of two times I, pivots whose reciprocal overflows (the
+        // factor is exact: sqrt of an even power of two).
+        H[17].copy_(eye(n, std::nullopt, dt).mul(std::ldexp(1.0, dbl ? -1030 : -130)));
+        const std::vector<T> in = values_of<T>(H);
+        std::vector<T> fast(in.size(), T(-7));
+        std::vector<int32_t> info(kCount, -1);
+        small_potrf(n, kCount, in.data(), fast.data(), info.data(), *table);
+        for (int64_t b = 0; b < kCount; ++b) {
+          std::vector<T> one = values_of<T>(H[b]), lap = transposed(one, n, n);
+          // A NaN on the diagonal fails at its order (LAPACK's potrf2 rule; OpenBLAS's own potrf
+          // does not check for NaN).
+          const int64_t lapack_info = lapack_potrf_lower_colmajor(int(n), lap.data());
+          const int64_t want = b == 11 ? n : lapack_info;
+          EXPECT_EQ(potrf_lower_unblocked(n, one.data(), n), want) << "matrix " << b;
+          EXPECT_EQ(info[b], want) << "matrix " << b;
+          if (want != 0) {  // left untouched
+            const Tensor left = tensor_of(
+                std::vector<T>(fast.begin() + b * n * n, fast.begin() + (b + 1) * n * n), n, n);
+            EXPECT_TRUE(allclose(left, H[b], 0, 0, /*equal_nan=*/true)) << "matrix " << b;
+            continue;
+          }
+          const Tensor Lf = tensor_of(
               std::vector<T>(fast.begin() + b * n * n, fast.begin() + (b + 1) * n * n), n, n);
-          EXPECT_TRUE(allclose(left, H[b], 0, 0, /*equal_nan=*/true)) << "matrix " << b;
-          continue;
+          EXPECT_TRUE(Lf.triu(1).eq(0).all().item<bool>()) << "matrix " << b;  // zeroed
+          EXPECT_LE(cholesky_residual<T>(H[b], Lf), 2.0) << "matrix " << b;
+          const double d = double(frob_diff(to_lmat(Lf), to_lmat(lower_of(one, n))));
+          EXPECT_LE(d, 10 * n * eps_of(dt) * double(frob(to_lmat(Lf)))) << "matrix " << b;
         }
-        const Tensor Lf = tensor_of(
-            std::vector<T>(fast.begin() + b * n * n, fast.begin() + (b + 1) * n * n), n, n);
-        EXPECT_TRUE(Lf.triu(1).eq(0).all().item<bool>()) << "matrix " << b;  // zeroed
-        EXPECT_LE(cholesky_residual<T>(H[b], Lf), 2.0) << "matrix " << b;
-        const double d = double(frob_diff(to_lmat(Lf), to_lmat(lower_of(one, n))));
-        EXPECT_LE(d, 10 * n * eps_of(dt) * double(frob(to_lmat(Lf)))) << "matrix " << b;
-      }
-      // potrs on those factors: ||H X - B|| within a small multiple of n eps ||H|| ||X||.
-      // One right-hand side (held in registers for n <= 8) and three.
-      for (int64_t rhs : {1, 3}) {
-        const Tensor Bc = gaussian({kCount, n, rhs}, dt);
-        std::vector<T> x = values_of<T>(Bc);
-        small_potrs(n, rhs, kCount, fast.data(), x.data(), *table);
+        // potrs on those factors: ||H X - B|| within a small multiple of n eps ||H|| ||X||.
+        // One right-hand side (held in registers for n <= 8) and three.
+        for (int64_t rhs : {1, 3}) {
+          const Tensor Bc = gaussian({kCount, n, rhs}, dt);
+          std::vector<T> x = values_of<T>(Bc);
+          small_potrs(n, rhs, kCount, fast.data(), x.data(), *table);
+          for (int64_t b = 0; b < kCount; ++b) {
+            if (info[b] || b == 17) continue;  // 17's solution overflows
+            expect_small_backward_error<T>(H[b], x, b, rhs, Bc[b], 10.0);
+          }
+        }
+        // LU: matrix 3 has a zero column (info = its index + 1), matrix 8 is the zero matrix.
+        Tensor A = make_matrix({kCount}, n, dt, Kind::kRandom);
+        A[3].select(1, n / 3).zero_();
+        A[8].zero_();
+        const std::vector<T> a = values_of<T>(A);
+        std::vector<T> lu(a.size(), T(-7));
+        std::vector<int32_t> piv(kCount * n, -1);
+        small_getrf(n, kCount, a.data(), lu.data(), piv.data(), info.data(), *table);
         for (int64_t b = 0; b < kCount; ++b) {
-          if (info[b] || b == 17) continue;  // 17's solution overflows
-          expect_small_backward_error<T>(H[b], x, b, rhs, Bc[b], 10.0);
+          std::vector<T> one = values_of<T>(A[b]), lap = transposed(one, n, n);
+          std::vector<int> pl(n);
+          const int64_t want = lapack_getrf_colmajor(int(n), int(n), lap.data(), pl.data());
+          EXPECT_EQ(info[b], want) << "matrix " << b;
+          const std::vector<T> got(lu.begin() + b * n * n, lu.begin() + (b + 1) * n * n);
+          const std::vector<int32_t> gp(piv.begin() + b * n, piv.begin() + (b + 1) * n);
+          EXPECT_LE(lu_residual<T>(A[b], got, gp), 4.0) << "matrix " << b;
+          if (dbl) {
+            EXPECT_EQ(gp, std::vector<int32_t>(pl.begin(), pl.end())) << "matrix " << b;
+          }
+        }
+        // getrs on those factors, singular matrices skipped.
+        for (int64_t rhs : {1, 3}) {
+          const Tensor Bl = gaussian({kCount, n, rhs}, dt);
+          std::vector<T> xl = values_of<T>(Bl);
+          small_getrs(n, rhs, kCount, lu.data(), piv.data(), xl.data(), *table);
+          for (int64_t b = 0; b < kCount; ++b) {
+            if (info[b]) continue;
+            expect_small_backward_error<T>(A[b], xl, b, rhs, Bl[b], 20.0);
+          }
         }
       }
-      // LU: matrix 3 has a zero column (info = its index + 1), matrix 8 is the zero matrix.
-      Tensor A = make_matrix({kCount}, n, dt, Kind::kRandom);
-      A[3].select(1, n / 3).zero_();
-      A[8].zero_();
-      const std::vector<T> a = values_of<T>(A);
-      std::vector<T> lu(a.size(), T(-7));
-      std::vector<int32_t> piv(kCount * n, -1);
-      small_getrf(n, kCount, a.data(), lu.data(), piv.data(), info.data(), *table);
-      for (int64_t b = 0; b < kCount; ++b) {
-        std::vector<T> one = values_of<T>(A[b]), lap = transposed(one, n, n);
-        std::vector<int> pl(n);
-        const int64_t want = lapack_getrf_colmajor(int(n), int(n), lap.data(), pl.data());
-        EXPECT_EQ(info[b], want) << "matrix " << b;
-        const std::vector<T> got(lu.begin() + b * n * n, lu.begin() + (b + 1) * n * n);
-        const std::vector<int32_t> gp(piv.begin() + b * n, piv.begin() + (b + 1) * n);
-        EXPECT_LE(lu_residual<T>(A[b], got, gp), 4.0) << "matrix " << b;
-        if (dbl) {
-          EXPECT_EQ(gp, std::vector<int32_t>(pl.begin(), pl.end())) << "matrix " << b;
-        }
-      }
-      // getrs on those factors, singular matrices skipped.
-      for (int64_t rhs : {1, 3}) {
-        const Tensor Bl = gaussian({kCount, n, rhs}, dt);
-        std::vector<T> xl = values_of<T>(Bl);
-        small_getrs(n, rhs, kCount, lu.data(), piv.data(), xl.data(), *table);
-        for (int64_t b = 0; b < kCount; ++b) {
-          if (info[b]) continue;
-          expect_small_backward_error<T>(A[b], xl, b, rhs, Bl[b], 20.0);
-        }
-      }
-    }
   }
+  cpu::small_moves_by_gathers() = saved_moves;
 }
 
 TEST(LinalgSmallKernels, MatchPerMatrixKernelsAndLapackOnEveryIsa) {

@@ -10,6 +10,7 @@
 
 #include "core/prefetch.h"
 #include "core/vec.h"
+#include "linalg/small/small_kernels.h"
 
 #if defined(__AVX512F__)
 #include <immintrin.h>
@@ -167,7 +168,7 @@ template <class T>
 #if defined(__AVX512F__)
   using B = interleave_detail::Block<T>;
   static_assert(B::W == W);
-  if (count <= W / 2) {  // a few elements per lane (right-hand sides): gathers beat a transpose
+  if (count <= W / 2 && small_moves_by_gathers().load(std::memory_order_relaxed)) {
     for (int64_t e = 0; e < count; ++e) B::store(buf + e * W, B::gather(a + e, count, used), W);
     return;
   }
@@ -201,7 +202,7 @@ template <class T>
   constexpr int W = vec::TS_ISA::Vec<T>::kSize;
 #if defined(__AVX512F__)
   using B = interleave_detail::Block<T>;
-  if (count <= W / 2 && lower_n == 0) {
+  if (count <= W / 2 && lower_n == 0 && small_moves_by_gathers().load(std::memory_order_relaxed)) {
     for (int64_t e = 0; e < count; ++e) B::scatter(out + e, count, used, B::load(buf + e * W, W));
     return;
   }
