@@ -137,13 +137,14 @@ class UpperBlocks {
   bool upper(int len) const { return n_ > 0 && col_ > row_ && col_ + len <= n_; }
   // Bit t set where element e0+t of the block is above the diagonal.
   unsigned upper_mask(int len) const {
+    if (n_ == 0) return 0;
     unsigned m = 0;
     int64_t row = row_, col = col_;
     for (int t = 0; t < len; ++t) {
       if (col > row) m |= 1u << t;
       if (++col == n_) col = 0, ++row;
     }
-    return n_ > 0 ? m : 0u;
+    return m;
   }
   void next(int w) {
     if (n_ == 0) return;
