@@ -10,6 +10,7 @@ drifts within seconds, so Tessera and its anchors take turns on each case.
 """
 import argparse
 import json
+import math
 import sys
 import time
 
@@ -50,19 +51,23 @@ def add_timing_args(ap):
     ap.add_argument("--max-reps", type=int, default=100)
 
 
-# key -> the time of its last timed call (lockstep mode measures a case many times, in turns)
-_last_time = {}
+# key -> the time of its fastest timed call so far (lockstep mode measures a case many times,
+# in turns)
+_fastest = {}
 
 
 def measure(fn, reps, min_time, max_reps, key=None):
     """key names what fn times across calls (default: fn itself). A script that makes a new fn
     for every turn passes a key such as (case, threads): keyed by fn, each turn would warm up
-    again, and _last_time would keep every fn, and the tensors it holds, alive."""
-    # A warm-up call first: page faults, caches, threads woken. A function whose last call took
-    # 50 ms or more needs none (a thread wakes in well under a millisecond), which halves the
-    # time of the slow anchors' turns.
+    again, and _fastest would keep every fn, and the tensors it holds, alive."""
+    # A warm-up call first: page faults, caches, threads woken. A function that has never run
+    # in under 50 ms needs none (a thread wakes in well under a millisecond), which halves the
+    # time of the slow anchors' turns. Its fastest call decides, not its last: on a VM, the
+    # first touch of large memory after a large free in the same process can cost ~5 us a page
+    # (PyTorch's functional gelu frees 256 MB, and the torch-out gelu that follows it read
+    # 0.5 s instead of 47 ms), and one such call must not switch the warm-up off for good.
     key = fn if key is None else key
-    if _last_time.get(key, 0.0) < 0.05:
+    if _fastest.get(key, 0.0) < 0.05:
         fn()
     times = []
     start = time.perf_counter()
@@ -70,7 +75,7 @@ def measure(fn, reps, min_time, max_reps, key=None):
         t0 = time.perf_counter()
         fn()
         times.append(time.perf_counter() - t0)
-    _last_time[key] = times[-1]
+    _fastest[key] = min(times + [_fastest.get(key, math.inf)])
     times.sort()
     n = len(times)
     median = times[n // 2] if n % 2 else 0.5 * (times[n // 2 - 1] + times[n // 2])

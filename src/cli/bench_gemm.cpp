@@ -413,8 +413,8 @@ int run_bench_gemm(const BenchOptions& options) {
   Turns turns;
   turns.threads = options.threads.empty() ? default_threads() : options.threads;
   turns.quick = options.quick;
-  // Each turn: a warm-up call (skipped after a call of 50 ms or more) and at least one timed
-  // repetition within 30 ms; a case's median is over all its turns.
+  // Each turn: a warm-up call (skipped while every call so far took 50 ms or more) and at least one
+  // timed repetition within 30 ms; a case's median is over all its turns.
   turns.rounds = options.quick ? 5 : 11;
   turns.turn = Budget{1, 0.03, 2000};
   const int saved_threads = get_num_threads();

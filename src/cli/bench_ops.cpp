@@ -156,8 +156,8 @@ void print_table(const std::vector<OpsCase>& cases, const std::vector<BenchRow>&
 constexpr Budget kTurn{1, 0, 1};
 
 // One case at `t` threads in `rounds` turns: Tessera (one repetition, the read probe right
-// before it; a warm-up call first unless its last call took 50 ms), then each anchor. Returns a row
-// per implementation, its median over the turns.
+// before it; a warm-up call first unless every call so far took 50 ms or more), then each anchor.
+// Returns a row per implementation, its median over the turns.
 std::vector<BenchRow> measure_in_turns(const OpsCase& c, int t, int rounds, const ReadProbe& probe,
                                        const std::vector<AnchorServer*>& anchors) {
   std::vector<double> probe_times;
@@ -179,7 +179,7 @@ std::vector<BenchRow> measure_in_turns(const OpsCase& c, int t, int rounds, cons
 int run_bench_ops(const BenchOptions& options) {
   const std::vector<int> threads = options.threads.empty() ? default_threads() : options.threads;
   // Each case takes `rounds` turns of Tessera, PyTorch and NumPy, each turn a warm-up call
-  // (the anchors skip it after a call of 50 ms or more) and one timed repetition: a
+  // (skipped while every call so far took 50 ms or more) and one timed repetition: a
   // neighbour's burst lasting a second hits all alike.
   const int rounds = options.quick ? 5 : 15;
   const int saved_threads = get_num_threads();

@@ -547,7 +547,9 @@ std::vector<BenchRow> take_turns(const std::string& suite, const std::string& ca
     else
       it->second.times.insert(it->second.times.end(), r.times.begin(), r.times.end());
   };
-  std::map<const Contender*, double> last;  // the time of a contender's last call
+  // A contender's fastest call so far: one that has never taken under 50 ms skips its warm-up
+  // (bench/anchor_common.py's measure() has the same rule, and says why not the last call).
+  std::map<const Contender*, double> fastest;
   for (int round = 0; round < rounds; ++round) {
     for (const Contender& c : contenders) {
       if (c.script) {
@@ -556,8 +558,11 @@ std::vector<BenchRow> take_turns(const std::string& suite, const std::string& ca
         BenchRow r{suite, case_name, c.impl, threads};
         if (c.enter) c.enter();
         try {
-          r.times = time_reps(c.run, turn, c.between, last[&c] < 0.05);
-          last[&c] = r.times.back();
+          const auto known = fastest.find(&c);
+          r.times =
+              time_reps(c.run, turn, c.between, known == fastest.end() || known->second < 0.05);
+          for (double t : r.times)
+            fastest[&c] = fastest.count(&c) ? std::min(fastest.at(&c), t) : t;
         } catch (const std::exception& e) {
           r.skipped = e.what();
         }
