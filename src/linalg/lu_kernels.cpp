@@ -7,7 +7,7 @@
 // Three forms, by size:
 //   getf2            unblocked right-looking: a rank-1 update per column along contiguous
 //                    rows (or columns); for min(m, n) <= kUnblockedMax and the leaves of the
-//                    recursion.
+//                    recursion. Compiled per ISA (linalg/leaf/leaf_kernels.h).
 //   getrf_recursive  LAPACK's getrf2: factor the left half of the columns, swap and solve the
 //                    right half (trsm), one GEMM for the Schur complement, recurse on it.
 //   getrf            blocked right-looking with kNb-wide panels factored by getrf_recursive on
@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "linalg/kernels.h"
+#include "linalg/leaf/leaf_kernels.h"
 
 namespace tessera::linalg::detail {
 
@@ -29,67 +30,12 @@ constexpr int64_t kUnblockedMax = 32;  // min(m, n) up to this runs getf2 on the
 constexpr int64_t kLeafCols = 8;       // getrf_recursive's leaves
 constexpr int64_t kNb = 128;           // panel width of the blocked form
 
-// Swaps rows r0 and r1 (ncols elements each) of the strided matrix a.
-template <class T>
-void swap_rows(T* a, int64_t rs, int64_t cs, int64_t r0, int64_t r1, int64_t ncols) {
-  if (cs == 1) {
-    std::swap_ranges(a + r0 * rs, a + r0 * rs + ncols, a + r1 * rs);
-  } else {
-    for (int64_t j = 0; j < ncols; ++j) std::swap(a[r0 * rs + j * cs], a[r1 * rs + j * cs]);
-  }
-}
-
-// Scales x[0], x[inc], ... (count values) by 1 / pivot as LAPACK does: multiply by the
-// reciprocal unless |pivot| is below the smallest normal number, then divide.
-template <class T>
-void scale_by_pivot(T* x, int64_t inc, int64_t count, T pivot) {
-  using R = real_t<T>;
-  if (std::abs(pivot) >= std::numeric_limits<R>::min()) {
-    const T r = T(1) / pivot;
-    for (int64_t i = 0; i < count; ++i) x[i * inc] = mul(x[i * inc], r);
-  } else {
-    for (int64_t i = 0; i < count; ++i) x[i * inc] /= pivot;
-  }
-}
-
-// Unblocked right-looking LU of the m x n matrix a, row-major (cs == 1) or column-major
-// (rs == 1); the rank-1 update runs along the contiguous dimension.
+// The unblocked LU, on the ISA chosen at start-up (linalg/leaf/leaf_kernels.h).
 template <class T>
 int64_t getf2(int64_t m, int64_t n, T* a, int64_t rs, int64_t cs, int32_t* ipiv) {
-  auto at = [&](int64_t i, int64_t j) -> T& { return a[i * rs + j * cs]; };
-  int64_t info = 0;
-  const int64_t mn = std::min(m, n);
-  for (int64_t j = 0; j < mn; ++j) {
-    int64_t p = j;
-    real_t<T> best = abs1(at(j, j));
-    for (int64_t i = j + 1; i < m; ++i) {
-      const real_t<T> v = abs1(at(i, j));
-      if (v > best) best = v, p = i;
-    }
-    ipiv[j] = static_cast<int32_t>(p + 1);
-    if (at(p, j) != T(0)) {
-      if (p != j) swap_rows(a, rs, cs, j, p, n);
-      scale_by_pivot(&at(j + 1, j), rs, m - j - 1, at(j, j));
-    } else if (info == 0) {
-      info = j + 1;
-    }
-    if (cs == 1) {
-      const T* uj = &at(j, 0);
-      for (int64_t i = j + 1; i < m; ++i) {
-        T* ri = &at(i, 0);
-        const T lij = ri[j];
-        for (int64_t k = j + 1; k < n; ++k) ri[k] = fms(ri[k], lij, uj[k]);
-      }
-    } else {  // rs == 1
-      const T* lj = &at(0, j);
-      for (int64_t k = j + 1; k < n; ++k) {
-        T* ck = &at(0, k);
-        const T ujk = ck[j];
-        for (int64_t i = j + 1; i < m; ++i) ck[i] = fms(ck[i], lj[i], ujk);
-      }
-    }
-  }
-  return info;
+  const cpu::LinalgLeafKernels& k = TS_DISPATCH(linalg_leaf_kernels);
+  return cpu::leaf_for<T>(k.getf2_f32, k.getf2_f64, k.getf2_c64, k.getf2_c128)(m, n, a, rs, cs,
+                                                                               ipiv);
 }
 
 }  // namespace

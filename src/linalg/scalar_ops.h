@@ -4,9 +4,12 @@
 // which stops GCC from vectorizing. Only the NaN/inf corner cases of a product differ.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
+#include <cstdint>
 #include <type_traits>
+#include <utility>
 
 namespace tessera::linalg::detail {
 
@@ -84,6 +87,16 @@ inline real_t<T> abs2(T x) {
     return x.real() * x.real() + x.imag() * x.imag();
   } else {
     return x * x;
+  }
+}
+
+// Swaps rows r0 and r1 (ncols elements each) of the strided matrix a.
+template <class T>
+inline void swap_rows(T* a, int64_t rs, int64_t cs, int64_t r0, int64_t r1, int64_t ncols) {
+  if (cs == 1) {
+    std::swap_ranges(a + r0 * rs, a + r0 * rs + ncols, a + r1 * rs);
+  } else {
+    for (int64_t j = 0; j < ncols; ++j) std::swap(a[r0 * rs + j * cs], a[r1 * rs + j * cs]);
   }
 }
 

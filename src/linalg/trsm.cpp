@@ -4,13 +4,15 @@
 // right-hand sides updated by one GEMM, the second half solved. Almost all flops land in GEMMs
 // of size (n/2 x nrhs x n/2), (n/4 x nrhs x n/4), ...; only diagonal blocks of at most kLeaf
 // rows run the unblocked substitution. The unblocked kernel runs along rows of B (an axpy per
-// step, which vectorizes); a B whose columns are not adjacent is solved on a row-major copy.
+// step, which vectorizes; it is compiled per ISA, linalg/leaf/); a B whose columns are not
+// adjacent is solved on a row-major copy.
 #include <algorithm>
 #include <cstdlib>
 #include <vector>
 
 #include "gemm/gemm.h"
 #include "linalg/kernels.h"
+#include "linalg/leaf/leaf_kernels.h"
 #include "linalg/scalar_ops.h"
 #include "tessera/core/dtype.h"
 
@@ -51,29 +53,13 @@ void gemm_minus_loops(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs,
   }
 }
 
-// Lower triangle, forward substitution; upper, backward. Row i of the solve:
-//   x_i = (b_i - sum_{k on the solved side} A(i, k) x_k) / A(i, i).
+// The substitution itself, on the ISA chosen at start-up (linalg/leaf/leaf_kernels.h).
 template <class T>
-void trsm_axpy_form(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs, bool lower,
-                    bool conj, bool unit, T* b, int64_t b_rs, int64_t b_cs) {
-  for (int64_t s = 0; s < n; ++s) {
-    const int64_t i = lower ? s : n - 1 - s;
-    T* bi = b + i * b_rs;
-    const int64_t k0 = lower ? 0 : i + 1, k1 = lower ? i : n;
-    for (int64_t k = k0; k < k1; ++k) {
-      const T aik = maybe_conj(a[i * a_rs + k * a_cs], conj);
-      const T* bk = b + k * b_rs;
-      if (b_cs == 1) {
-        for (int64_t j = 0; j < nrhs; ++j) bi[j] = fms(bi[j], aik, bk[j]);
-      } else {
-        for (int64_t j = 0; j < nrhs; ++j) bi[j * b_cs] = fms(bi[j * b_cs], aik, bk[j * b_cs]);
-      }
-    }
-    if (!unit) {
-      const T d = maybe_conj(a[i * a_rs + i * a_cs], conj);
-      for (int64_t j = 0; j < nrhs; ++j) bi[j * b_cs] /= d;
-    }
-  }
+void trsm_leaf(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs, bool lower,
+               bool conj, bool unit, T* b, int64_t b_rs, int64_t b_cs) {
+  const cpu::LinalgLeafKernels& k = TS_DISPATCH(linalg_leaf_kernels);
+  cpu::leaf_for<T>(k.trsm_f32, k.trsm_f64, k.trsm_c64, k.trsm_c128)(n, nrhs, a, a_rs, a_cs, lower,
+                                                                    conj, unit, b, b_rs, b_cs);
 }
 
 }  // namespace
@@ -105,7 +91,7 @@ template <class T>
 void trsm_left_unblocked(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs,
                          bool lower, bool conj, bool unit, T* b, int64_t b_rs, int64_t b_cs) {
   if (b_cs == 1 || nrhs == 1) {
-    trsm_axpy_form(n, nrhs, a, a_rs, a_cs, lower, conj, unit, b, b_rs, b_cs);
+    trsm_leaf(n, nrhs, a, a_rs, a_cs, lower, conj, unit, b, b_rs, b_cs);
     return;
   }
   // B's columns are not adjacent (a transposed view): solve on a row-major copy so that the
@@ -131,7 +117,7 @@ void trsm_left_unblocked(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int6
     }
   };
   copy(true);
-  trsm_axpy_form(n, nrhs, a, a_rs, a_cs, lower, conj, unit, ws.data(), nrhs, int64_t{1});
+  trsm_leaf(n, nrhs, a, a_rs, a_cs, lower, conj, unit, ws.data(), nrhs, int64_t{1});
   copy(false);
 }
 

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "linalg/leaf/leaf_kernels.h"
 #include "linalg/small_batch.h"
 #include "linalg_test_util.h"
 #include "test_support.h"
@@ -230,6 +231,60 @@ TYPED_TEST(LinalgKernels, TriangularSolveMatchesReference) {
         }
         const double diff = double(frob_diff(to_lmat(as_x(fast)), to_lmat(as_x(ref))));
         EXPECT_LE(diff, 1e3 * n * eps_of(dt) * double(frob(to_lmat(as_x(ref)))));
+      }
+    }
+  }
+}
+
+// The unblocked leaves (linalg/leaf/) of every ISA this CPU can run, called directly: the
+// factorization tests above reach only the ISA chosen at start-up.
+TYPED_TEST(LinalgKernels, LeafKernelsOfEveryIsaMatchTheReference) {
+  using T = TypeParam;
+  const ScalarType dt = scalar_type_of<T>;
+  manual_seed(16);
+  for (const auto& [isa, table] : TS_RUNNABLE_TABLES(linalg_leaf_kernels)) {
+    const auto trsm =
+        cpu::leaf_for<T>(table->trsm_f32, table->trsm_f64, table->trsm_c64, table->trsm_c128);
+    const auto getf2 =
+        cpu::leaf_for<T>(table->getf2_f32, table->getf2_f64, table->getf2_c64, table->getf2_c128);
+    for (int64_t nrhs : {1, 7, 70}) {
+      for (int variant = 0; variant < 16; ++variant) {
+        const int64_t n = 17;
+        const bool lower = variant & 1, conj = variant & 2, unit = variant & 4;
+        const bool b_transposed = variant & 8;
+        SCOPED_TRACE(fmt::format("{}: trsm nrhs={} lower={} conj={} unit={} B^T={}", isa, nrhs,
+                                 lower, conj, unit, b_transposed));
+        const std::vector<T> a = values_of<T>(triangular_matrix<T>(n, lower));
+        std::vector<T> fast = values_of<T>(gaussian({n, nrhs}, dt)), ref = fast;
+        const int64_t b_rs = b_transposed ? 1 : nrhs, b_cs = b_transposed ? n : 1;
+        trsm(n, nrhs, a.data(), n, 1, lower, conj, unit, fast.data(), b_rs, b_cs);
+        trsm_left_reference(n, nrhs, a.data(), n, 1, lower, conj, unit, ref.data(), b_rs, b_cs);
+        const Tensor x = tensor_of(fast, n, nrhs), want = tensor_of(ref, n, nrhs);
+        EXPECT_LE(double(frob_diff(to_lmat(x), to_lmat(want))),
+                  1e2 * n * eps_of(dt) * double(frob(to_lmat(want))));
+      }
+    }
+    for (auto [m, n] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {9, 9}, {40, 8}, {8, 40}}) {
+      for (bool column_major : {false, true}) {
+        for (bool zero_column : {false, true}) {
+          SCOPED_TRACE(fmt::format("{}: getf2 {}x{} column-major={} zero column={}", isa, m, n,
+                                   column_major, zero_column));
+          Tensor A = gaussian({m, n}, dt);
+          if (zero_column) A.select(1, n / 2).zero_();
+          const int64_t k = std::min(m, n);
+          std::vector<T> ref = values_of<T>(A);
+          std::vector<T> fast = column_major ? transposed(ref, m, n) : ref;
+          std::vector<int32_t> pf(k), pr(k);
+          const int64_t info =
+              getf2(m, n, fast.data(), column_major ? 1 : n, column_major ? m : 1, pf.data());
+          if (column_major) fast = transposed(fast, n, m);
+          EXPECT_EQ(info, getrf_reference(m, n, ref.data(), n, pr.data()));
+          EXPECT_EQ(info, zero_column && n / 2 < k ? n / 2 + 1 : 0);
+          if (to_real_type(dt) == kFloat64) {  // float32 near-ties may round apart
+            EXPECT_EQ(pf, pr);
+          }
+          EXPECT_LE(lu_residual<T>(A, fast, pf), 4.0);
+        }
       }
     }
   }

@@ -1,0 +1,59 @@
+// The unblocked leaves of linalg's recursive algorithms, compiled once per ISA (core/dispatch.h).
+// The recursions and their GEMM calls (src/linalg/*.cpp) are compiled for baseline x86-64 only,
+// where a leaf's inner loop ran as SSE2 multiplies and subtracts; here it runs at the chosen
+// ISA's width with FMA.
+//
+//   trsm   B := op(A)^-1 B for a triangular n x n A (strides a_rs, a_cs; `lower` picks the
+//          triangle, `conj` reads conj(A(i, j)), `unit` takes the diagonal as ones) and n x nrhs
+//          B (strides b_rs, b_cs): substitution by rows of B, one axpy along a row per step.
+//          Zero diagonal entries give inf/NaN, as LAPACK's trsm.
+//   getf2  LU with partial pivoting of the m x n matrix a, row-major (cs == 1) or column-major
+//          (rs == 1), right-looking with the rank-1 update along the contiguous dimension
+//          (LAPACK's getf2: pivot by |re| + |im|, the first of equals; 1-based ipiv). Returns
+//          0, or the 1-based column of the first zero pivot (which is skipped, not divided by).
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+
+#include "core/dispatch.h"
+#include "tessera/core/dtype.h"
+
+namespace tessera::cpu {
+
+template <class T>
+using TrsmLeaf = void (*)(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs,
+                          bool lower, bool conj, bool unit, T* b, int64_t b_rs, int64_t b_cs);
+
+template <class T>
+using GetrfLeaf = int64_t (*)(int64_t m, int64_t n, T* a, int64_t rs, int64_t cs, int32_t* ipiv);
+
+struct LinalgLeafKernels {
+  TrsmLeaf<float> trsm_f32;
+  TrsmLeaf<double> trsm_f64;
+  TrsmLeaf<complex64> trsm_c64;
+  TrsmLeaf<complex128> trsm_c128;
+  GetrfLeaf<float> getf2_f32;
+  GetrfLeaf<double> getf2_f64;
+  GetrfLeaf<complex64> getf2_c64;
+  GetrfLeaf<complex128> getf2_c128;
+};
+
+// The one of four per-dtype entries that serves T.
+template <class T, class F32, class F64, class C64, class C128>
+auto leaf_for(F32 f32, F64 f64, C64 c64, C128 c128) {
+  if constexpr (std::is_same_v<T, float>) {
+    return f32;
+  } else if constexpr (std::is_same_v<T, double>) {
+    return f64;
+  } else if constexpr (std::is_same_v<T, complex64>) {
+    return c64;
+  } else {
+    static_assert(std::is_same_v<T, complex128>);
+    return c128;
+  }
+}
+
+}  // namespace tessera::cpu
+
+TS_DECLARE_ISA_TABLE(LinalgLeafKernels, linalg_leaf_kernels)
