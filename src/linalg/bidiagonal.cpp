@@ -22,6 +22,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/cached_vector.h"
 #include "linalg/spectral.h"
 
 namespace tessera::linalg::detail {
@@ -54,8 +55,8 @@ int64_t svd_bidiagonal_tall(int64_t m, int64_t n, T* ac, real_t<T>* sv, T* uc, i
     return 0;
   }
   std::vector<R> d(static_cast<size_t>(n)), e(static_cast<size_t>(n), R(0));
-  std::vector<T> tauq(static_cast<size_t>(n)), taup(static_cast<size_t>(n), T(0));
-  std::vector<T> ps(static_cast<size_t>(n * n), T(0)), x(static_cast<size_t>(n)),
+  cached_vector<T> tauq(static_cast<size_t>(n)), taup(static_cast<size_t>(n), T(0));
+  cached_vector<T> ps(static_cast<size_t>(n * n), T(0)), x(static_cast<size_t>(n)),
       y(static_cast<size_t>(m));
   for (int64_t k = 0; k < n; ++k) {
     T* col = ac + k * m;

@@ -23,6 +23,7 @@
 #include <limits>
 #include <vector>
 
+#include "core/cached_vector.h"
 #include "linalg/spectral.h"
 
 namespace tessera::linalg::detail {
@@ -102,7 +103,7 @@ int64_t svd_jacobi_tall(int64_t m, int64_t n, T* ac, real_t<T>* sv, T* uc, int64
   using R = real_t<T>;
   const bool vectors = uc != nullptr;
   const bool precondition = m > n;
-  std::vector<T> tau, rc;
+  cached_vector<T> tau, rc;
   T* work = ac;
   int64_t rows = m;
   if (precondition) {
@@ -126,7 +127,7 @@ int64_t svd_jacobi_tall(int64_t m, int64_t n, T* ac, real_t<T>* sv, T* uc, int64
   sort_with_rows<R, T>(n, sv, /*ascending=*/false, work, rows, vectors ? vc : nullptr, n);
   if (!vectors) return 0;
   // U_R's columns (rows of ur, length `rows`): a_j / sigma_j above the noise floor.
-  std::vector<T> ur(static_cast<size_t>(n * rows), T(0));
+  cached_vector<T> ur(static_cast<size_t>(n * rows), T(0));
   const R floor = R(rows) * std::numeric_limits<R>::epsilon() * (n > 0 ? sv[0] : R(0));
   int64_t k0 = n;
   for (int64_t j = 0; j < n; ++j) {
@@ -168,7 +169,7 @@ int64_t gesvd(int64_t m, int64_t n, const T* a, int64_t lda, real_t<T>* s, T* u,
     for (int64_t j = 0; j < n; ++j) amax = std::max(amax, abs1(a[i * lda + j]));
   // A power of two, so that max |a_ij| is in [1, 2): no over- or underflow in the squares.
   const R scale = amax > R(0) ? std::ldexp(R(1), -std::ilogb(amax)) : R(1);
-  std::vector<T> ac(static_cast<size_t>(M * N));
+  cached_vector<T> ac(static_cast<size_t>(M * N));
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {
       const T x = a[i * lda + j] * scale;
@@ -179,7 +180,8 @@ int64_t gesvd(int64_t m, int64_t n, const T* a, int64_t lda, real_t<T>* s, T* u,
       }
     }
   const int64_t ucount = vectors ? (full ? M : N) : 0;
-  std::vector<T> uc(static_cast<size_t>(ucount * M)), vc(vectors ? static_cast<size_t>(N * N) : 0);
+  cached_vector<T> uc(static_cast<size_t>(ucount * M)),
+      vc(vectors ? static_cast<size_t>(N * N) : 0);
   const int64_t info =
       N <= kJacobiMaxOrder
           ? svd_jacobi_tall(M, N, ac.data(), s, vectors ? uc.data() : nullptr, ucount, vc.data())

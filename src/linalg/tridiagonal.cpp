@@ -20,6 +20,7 @@
 #include <optional>
 #include <vector>
 
+#include "core/cached_vector.h"
 #include "linalg/spectral.h"
 #include "tessera/core/parallel.h"
 
@@ -32,11 +33,11 @@ constexpr int kMaxIterationsPerValue = 30;
 // Reduces the full Hermitian matrix a (n x n) to real tridiagonal (d, e); reflector k's tail
 // is row k of vs (length n - k - 2) and its tau taus[k].
 template <class T>
-void tridiagonalize(int64_t n, T* a, real_t<T>* d, real_t<T>* e, std::vector<T>& vs,
-                    std::vector<T>& taus) {
+void tridiagonalize(int64_t n, T* a, real_t<T>* d, real_t<T>* e, cached_vector<T>& vs,
+                    cached_vector<T>& taus) {
   vs.assign(static_cast<size_t>(n * n), T(0));
   taus.assign(static_cast<size_t>(n), T(0));
-  std::vector<T> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+  cached_vector<T> x(static_cast<size_t>(n)), y(static_cast<size_t>(n));
   for (int64_t k = 0; k + 1 < n; ++k) {
     d[k] = real_part(a[k * n + k]);
     const int64_t len = n - k - 1;
@@ -86,7 +87,7 @@ void tridiagonalize(int64_t n, T* a, real_t<T>* d, real_t<T>* e, std::vector<T>&
 // each entry once: row r gives w[r] += a(r, 0..r) . v and w[0..r) += a(r, 0..r) v[r]. Rows go to
 // tasks of equal area (row r costs r), each with its own partial w in `part`.
 template <class T>
-void symv_lower(int64_t m, const T* a, int64_t ld, const T* v, T* w, std::vector<T>& part) {
+void symv_lower(int64_t m, const T* a, int64_t ld, const T* v, T* w, cached_vector<T>& part) {
   const int64_t tasks =
       m * m < (int64_t{1} << 16) ? 1 : std::min<int64_t>(8, 4 * get_num_threads());
   part.assign(static_cast<size_t>(tasks * m), T(0));
@@ -117,12 +118,13 @@ void symv_lower(int64_t m, const T* a, int64_t ld, const T* v, T* w, std::vector
 // symmetry), so every vector is contiguous. Only the part of the matrix not yet reduced is
 // kept symmetric; reduced rows hold the reflectors (their mirror columns go stale, unread).
 template <class T>
-void tridiagonalize_blocked(int64_t n, T* a, T* d, T* e, std::vector<T>& vs, std::vector<T>& taus) {
+void tridiagonalize_blocked(int64_t n, T* a, T* d, T* e, cached_vector<T>& vs,
+                            cached_vector<T>& taus) {
   constexpr int64_t kPanel = 32;
   vs.assign(static_cast<size_t>(n * n), T(0));
   taus.assign(static_cast<size_t>(n), T(0));
   auto col = [&](int64_t j) { return a + j * n; };
-  std::vector<T> wt(static_cast<size_t>(kPanel * n)), tmp(static_cast<size_t>(2 * kPanel)), part;
+  cached_vector<T> wt(static_cast<size_t>(kPanel * n)), tmp(static_cast<size_t>(2 * kPanel)), part;
   for (int64_t k = 0; k + 1 < n; k += kPanel) {
     const int64_t nb = std::min(kPanel, n - 1 - k), mm = n - k;  // W(r, i) at wt[i * mm + r]
     for (int64_t i = 0; i < nb; ++i) {
@@ -181,7 +183,7 @@ int64_t heev_tridiagonal(int64_t n, T* a, real_t<T>* w, T* v) {
   using R = real_t<T>;
   if (n == 0) return 0;
   std::vector<R> e(static_cast<size_t>(n));
-  std::vector<T> vs, taus;
+  cached_vector<T> vs, taus;
   if constexpr (kIsComplex<T>) {
     tridiagonalize(n, a, w, e.data(), vs, taus);
   } else {
@@ -189,7 +191,7 @@ int64_t heev_tridiagonal(int64_t n, T* a, real_t<T>* w, T* v) {
   }
   // Z = Q as columns-as-rows: row j = Q e_j = H_0 (H_1 (... e_j)); H_k leaves e_j alone for
   // j <= k.
-  std::vector<T> zc;
+  cached_vector<T> zc;
   if (v) {
     zc.resize(static_cast<size_t>(n * n));
     form_shifted_q(n, n - 1, vs.data(), n, taus.data(), zc.data());
