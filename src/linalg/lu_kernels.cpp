@@ -14,9 +14,6 @@
 //                    a column-major copy of the panel (contiguous pivot searches and swaps);
 //                    U12 = L11^{-1} A12 (trsm) and A22 -= L21 U12 through the GEMM engine.
 #include <algorithm>
-#include <cmath>
-#include <limits>
-#include <utility>
 #include <vector>
 
 #include "linalg/kernels.h"

@@ -1,6 +1,7 @@
 // Per-ISA leaves of linalg's recursive algorithms (leaf_kernels.h).
 #include "linalg/leaf/leaf_kernels.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
