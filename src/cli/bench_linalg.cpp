@@ -1,6 +1,6 @@
 // `tessera bench linalg`: tessera::linalg::cholesky and lu_factor against LAPACK (OpenBLAS's
 // potrf/getrf) and PyTorch 1.13 (bench/torch_linalg.py), float32 and float64, on single
-// matrices (n = 64, 256, 1024) and batches of 10,000 small ones (8, 16, 32). QR rows: geqrf
+// matrices (n = 64, 256, 1024, 2048) and batches of 10,000 small ones (8, 16, 32). QR rows: geqrf
 // (against LAPACK's geqrf and torch.geqrf) and qr (Q and R: against geqrf + orgqr and
 // torch.linalg.qr) on n = 256, 1024, 2048 and batches of 10,000 of n = 4, 8, 16, 32.
 //
@@ -166,7 +166,7 @@ int run_bench_linalg(const BenchOptions& options) {
   std::vector<LinalgCase> cases;
   for (const char* op : {"cholesky", "lu_factor"})
     for (ScalarType dt : {kFloat32, kFloat64}) {
-      for (int64_t n : {64, 256, 1024}) cases.push_back({op, dt, 1, n});
+      for (int64_t n : {64, 256, 1024, 2048}) cases.push_back({op, dt, 1, n});
       for (int64_t n : {8, 16, 32}) cases.push_back({op, dt, 10000, n});
     }
   for (const char* op : {"cholesky-solve", "lu-solve"})
