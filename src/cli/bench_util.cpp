@@ -17,6 +17,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include <fmt/format.h>
@@ -558,11 +559,10 @@ std::vector<BenchRow> take_turns(const std::string& suite, const std::string& ca
         BenchRow r{suite, case_name, c.impl, threads};
         if (c.enter) c.enter();
         try {
-          const auto known = fastest.find(&c);
-          r.times =
-              time_reps(c.run, turn, c.between, known == fastest.end() || known->second < 0.05);
-          for (double t : r.times)
-            fastest[&c] = fastest.count(&c) ? std::min(fastest.at(&c), t) : t;
+          const auto [best, first] =
+              fastest.try_emplace(&c, std::numeric_limits<double>::infinity());
+          r.times = time_reps(c.run, turn, c.between, best->second < 0.05 || first);
+          for (double t : r.times) best->second = std::min(best->second, t);
         } catch (const std::exception& e) {
           r.skipped = e.what();
         }

@@ -7,7 +7,6 @@
 // step, which vectorizes; it is compiled per ISA, linalg/leaf/); a B whose columns are not
 // adjacent is solved on a row-major copy.
 #include <algorithm>
-#include <cstdlib>
 #include <vector>
 
 #include "gemm/gemm.h"
@@ -94,31 +93,23 @@ void trsm_left_unblocked(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int6
     trsm_leaf(n, nrhs, a, a_rs, a_cs, lower, conj, unit, b, b_rs, b_cs);
     return;
   }
-  // B's columns are not adjacent (a transposed view): solve on a row-major copy so that the
-  // axpy runs along contiguous memory.
+  // B's columns are not adjacent: solve on a row-major copy so that the axpy runs along
+  // contiguous memory. A transposed view (b_rs == 1) moves in tiles.
   thread_local std::vector<T> ws;
   ws.resize(static_cast<size_t>(n * nrhs));
-  // Walk B along its smaller stride (a column of B^T is a contiguous run when b_rs == 1).
-  const bool by_columns = std::abs(b_rs) < std::abs(b_cs);
-  auto copy = [&](bool to_ws) {
-    auto move = [&](int64_t i, int64_t j) {
-      if (to_ws) {
-        ws[i * nrhs + j] = b[i * b_rs + j * b_cs];
-      } else {
-        b[i * b_rs + j * b_cs] = ws[i * nrhs + j];
-      }
-    };
-    if (by_columns) {
-      for (int64_t j = 0; j < nrhs; ++j)
-        for (int64_t i = 0; i < n; ++i) move(i, j);
-    } else {
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < nrhs; ++j) move(i, j);
-    }
-  };
-  copy(true);
+  if (b_rs == 1) {
+    transpose_into(nrhs, n, b, b_cs, ws.data(), nrhs);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < nrhs; ++j) ws[i * nrhs + j] = b[i * b_rs + j * b_cs];
+  }
   trsm_leaf(n, nrhs, a, a_rs, a_cs, lower, conj, unit, ws.data(), nrhs, int64_t{1});
-  copy(false);
+  if (b_rs == 1) {
+    transpose_into(n, nrhs, ws.data(), nrhs, b, b_cs);
+  } else {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < nrhs; ++j) b[i * b_rs + j * b_cs] = ws[i * nrhs + j];
+  }
 }
 
 template <class T>
