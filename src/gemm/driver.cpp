@@ -21,6 +21,8 @@
 // region per GEMM: a BLIS-style split of loop 3 over a shared packed B (two barriers per KC
 // step, tasks claimed dynamically) measured 5-15% slower on a 2-core machine shared with
 // another process, because every barrier waits for a worker the OS may have descheduled.
+#include <emmintrin.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -215,6 +217,13 @@ void epilogue_tiles(const EpilogueHook& epi, int mr, int nr, int64_t m, int64_t 
       fill(acc, i0, j0, mv, nv);
       t.i0 = i_base + i0, t.j0 = j_base + j0, t.mv = mv, t.nv = nv;
       epi.fn(*epi.program, t);
+    }
+  }
+  // Streamed stores are weakly ordered: fence them before this thread's part is reported done.
+  for (int s = 0; s < epi.program->n_stores; ++s) {
+    if (epi.program->stores[s].stream) {
+      _mm_sfence();
+      break;
     }
   }
 }

@@ -358,6 +358,35 @@ TEST(GemmEpilogue, AccumulatorMatchesPlainGemmBitwise) {
   }
 }
 
+// A float32 output of 32 MiB or more is written around the cache (non-temporal stores from
+// each row's first vector-aligned element; the rows here start off that alignment): its bits
+// are still gemm()'s, on every ISA and on two threads, and nothing outside it is written.
+TEST(GemmEpilogue, OutputsPastTheCacheAreStreamedExactly) {
+  const int saved = get_num_threads();
+  const int64_t m = 2900, n = 2901, k = 8;
+  ASSERT_GE(m * n * int64_t{sizeof(float)}, int64_t{32} << 20);
+  GuardedMatrix<float> a(m, k, Layout::RowMajor), b(k, n, Layout::RowMajor);
+  GuardedMatrix<float> plain(m, n, Layout::RowMajor), fused(m, n, Layout::RowMajor);
+  std::mt19937_64 rng(31);
+  a.fill_random(rng);
+  b.fill_random(rng);
+  for (const auto& nk : runnable_kernels()) {
+    const GemmProblem q = make_problem<float>(m, n, k, a, b, plain, 1.0, 0.0);
+    gemm(q, nk.kernels);
+    GemmProblem p = q;
+    p.c = nullptr;
+    for (int t : {1, 2}) {
+      set_num_threads(t);
+      fused.fill(0.0f);
+      EpiloguePlan plan(m, n);
+      plan.store(plan.accumulator(), fused.data(), fused.rs, fused.cs);
+      gemm_epilogue(p, plan, nk.kernels);
+      EXPECT_TRUE(fused.buf == plain.buf) << nk.isa << ", " << t << " thread(s)";
+    }
+  }
+  set_num_threads(saved);
+}
+
 // A product of at most 64 x 64 within one KC block runs unpacked (driver.cpp, small_epilogue);
 // its tiles reach the plan with the packed path's values: the first 40 rows of an 80-row
 // problem (packed) equal the 40-row problem (unpacked) bit for bit, with and without beta.

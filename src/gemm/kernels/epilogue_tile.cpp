@@ -13,6 +13,7 @@
 #include <cmath>
 #include <limits>
 
+#include "core/loops.h"
 #include "core/vec.h"
 #include "core/vec_math.h"
 #include "tessera/core/half.h"
@@ -71,23 +72,19 @@ void load_row(const void* p, ScalarType t, int64_t off, int n, float* dst) {
   }
 }
 
-template <class D>
-void store_row_as(const float* src, D* dst, int n) {
-  int j = 0;
-  for (; j + L <= n; j += L) V::load(src + j).store_convert(dst + j);
-  if (j < n) V::load(src + j).store_convert(dst + j, n - j);
-}
-
-void store_row(const float* src, void* p, ScalarType t, int64_t off, int n) {
+// Row `src` (padded to whole vectors) into n elements of dtype t at p + off; float32 rows of a
+// streamed store go around the cache.
+void store_row(const float* src, void* p, ScalarType t, int64_t off, int n, bool stream) {
+  const auto row = [src](int64_t j, int) { return V::load(src + j); };
   switch (t) {
     case ScalarType::BFloat16:
-      store_row_as(src, static_cast<BFloat16*>(p) + off, n);
+      detail::store_row(static_cast<BFloat16*>(p) + off, n, false, row);
       break;
     case ScalarType::Float16:
-      store_row_as(src, static_cast<Half*>(p) + off, n);
+      detail::store_row(static_cast<Half*>(p) + off, n, false, row);
       break;
     default:
-      store_row_as(src, static_cast<float*>(p) + off, n);
+      detail::store_row(static_cast<float*>(p) + off, n, stream, row);
   }
 }
 
@@ -228,7 +225,7 @@ void run_store(const EpilogueStoreOp& s, const EpilogueTile& t, const float* val
     const float* row = val + i * t.nr;
     const int64_t base = (t.i0 + i) * s.rs + t.j0 * s.cs;
     if (s.cs == 1) {
-      store_row(row, s.data, s.dtype, base, t.nv);
+      store_row(row, s.data, s.dtype, base, t.nv, s.stream);
     } else {
       for (int j = 0; j < t.nv; ++j) store_scalar(s.data, s.dtype, base + j * s.cs, row[j]);
     }

@@ -64,11 +64,14 @@ struct EpilogueInstr {
   int64_t rs = 0, cs = 0;                  // element strides (vectors use rs)
 };
 
+// stream: the output is too large for the cache (kStreamOutputBytes); whole vectors of its
+// contiguous rows are written around it, and the driver fences once the tiles are done.
 struct EpilogueStoreOp {
   int32_t node = 0;
   void* data = nullptr;
   ScalarType dtype = ScalarType::Float32;
   int64_t rs = 0, cs = 0;
+  bool stream = false;
 };
 
 // Partials (float32): Rows -> partials[i * ld + j0 / NR], Cols -> partials[(i0 / MR) * ld + j].
