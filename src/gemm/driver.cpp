@@ -192,7 +192,7 @@ void prefetch_tile_memory(const cpu::EpilogueProgram& program, int64_t i0, int64
   };
   for (int s = 0; s < program.n_stores; ++s) {
     const cpu::EpilogueStoreOp& st = program.stores[s];
-    rows(st.data, st.dtype, st.rs, st.cs, 1);
+    if (!st.stream) rows(st.data, st.dtype, st.rs, st.cs, 1);  // streamed: not into the cache
   }
   for (int k = 0; k < program.n_instrs; ++k) {
     const cpu::EpilogueInstr& in = program.instrs[k];
