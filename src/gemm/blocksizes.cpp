@@ -3,6 +3,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -66,6 +68,27 @@ int64_t round_down(int64_t v, int64_t m) {
   return std::max(m, v / m * m);
 }
 
+// TESSERA_GEMM_BLOCKS, parsed (zeros: unset or malformed). Read once, not on every call:
+// getenv scans the whole environment, a tenth of an 8x8x8 product's time.
+struct BlockOverride {
+  std::atomic<int64_t> mc{0}, kc{0}, nc{0};
+  BlockOverride() { read_environment(); }
+  void read_environment() {
+    long m = 0, k = 0, n = 0;
+    const char* env = std::getenv("TESSERA_GEMM_BLOCKS");
+    const bool ok =
+        env && std::sscanf(env, "%ld,%ld,%ld", &m, &k, &n) == 3 && m > 0 && k > 0 && n > 0;
+    mc.store(ok ? m : 0, std::memory_order_relaxed);
+    nc.store(ok ? n : 0, std::memory_order_relaxed);
+    kc.store(ok ? k : 0, std::memory_order_relaxed);
+  }
+};
+
+BlockOverride& block_override() {
+  static BlockOverride o;
+  return o;
+}
+
 }  // namespace
 
 const CacheSizes& cache_sizes() {
@@ -74,6 +97,21 @@ const CacheSizes& cache_sizes() {
 }
 
 BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSizes& caches) {
+  const BlockOverride& o = block_override();
+  const std::array<int64_t, 9> key = {mr,
+                                      nr,
+                                      elem_size,
+                                      caches.l1d,
+                                      caches.l2,
+                                      caches.l3,
+                                      o.mc.load(std::memory_order_relaxed),
+                                      o.kc.load(std::memory_order_relaxed),
+                                      o.nc.load(std::memory_order_relaxed)};
+  // This thread's last answer: a run of small products asks the same question every call, and
+  // the divisions below were a sixth of an 8x8x8 product's time.
+  thread_local std::array<int64_t, 9> last_key{};
+  thread_local BlockSizes last;
+  if (key == last_key) return last;
   BlockSizes b;
   b.mr = mr;
   b.nr = nr;
@@ -84,15 +122,18 @@ BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSiz
                              round_down(1024, mr));
   b.nc = std::clamp<int64_t>(round_down(caches.l3 / 4 / (b.kc * elem_size), nr), nr,
                              round_down(4096, nr));
-  if (const char* env = std::getenv("TESSERA_GEMM_BLOCKS")) {
-    long mc = 0, kc = 0, nc = 0;
-    if (std::sscanf(env, "%ld,%ld,%ld", &mc, &kc, &nc) == 3 && mc > 0 && kc > 0 && nc > 0) {
-      b.mc = round_down(mc, mr);
-      b.kc = kc;
-      b.nc = round_down(nc, nr);
-    }
+  if (key[7] > 0) {  // TESSERA_GEMM_BLOCKS
+    b.mc = round_down(key[6], mr);
+    b.kc = key[7];
+    b.nc = round_down(key[8], nr);
   }
+  last_key = key;
+  last = b;
   return b;
+}
+
+void reload_block_override() {
+  block_override().read_environment();
 }
 
 std::string to_string(const BlockSizes& b) {

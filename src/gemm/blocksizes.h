@@ -12,7 +12,8 @@
 //
 // MR and NR come from the ISA's microkernel; cache sizes from sysfs, then sysconf, then
 // defaults (32 KiB, 1 MiB, 8 MiB). TESSERA_GEMM_BLOCKS=MC,KC,NC overrides the derived values
-// (rounded to MR and NR multiples) for tuning experiments.
+// (rounded to MR and NR multiples) for tuning experiments; it is read at the first GEMM, and
+// again by reload_block_override().
 #pragma once
 
 #include <cstdint>
@@ -38,5 +39,8 @@ struct BlockSizes {
 BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSizes& caches);
 
 std::string to_string(const BlockSizes& b);
+
+// Reads TESSERA_GEMM_BLOCKS again (for a process that changes it, such as a test).
+void reload_block_override();
 
 }  // namespace tessera::gemm

@@ -147,6 +147,7 @@ TEST(GemmEngine, NanInputsPropagate) {
 // KC block) to run on shapes the test can afford.
 TEST(GemmEngine, SmallBlocksExerciseAllLoops) {
   ::setenv("TESSERA_GEMM_BLOCKS", "24,16,64", 1);
+  reload_block_override();
   std::mt19937_64 rng(5);
   for (const auto& nk : runnable_kernels()) {
     SCOPED_TRACE(nk.isa);
@@ -160,6 +161,7 @@ TEST(GemmEngine, SmallBlocksExerciseAllLoops) {
     }
   }
   ::unsetenv("TESSERA_GEMM_BLOCKS");
+  reload_block_override();
 }
 
 // Threads split C only by rows and columns: 1 and 2 threads give the same bits.

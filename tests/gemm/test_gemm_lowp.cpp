@@ -14,6 +14,7 @@
 
 #include "core/cpu_features.h"
 #include "core/dispatch.h"
+#include "gemm/blocksizes.h"
 #include "gemm/kernels/pack_kernels.h"
 #include "gemm/lowp.h"
 #include "tessera/core/error.h"
@@ -411,6 +412,7 @@ TEST(GemmLowp, PrepackedBHasTheSameBits) {
   const int saved = get_num_threads();
   for (const char* blocks : {"", "28,16,64"}) {
     if (*blocks) ::setenv("TESSERA_GEMM_BLOCKS", blocks, 1);
+    reload_block_override();
     for (const auto& t : lowp_tables()) {
       SCOPED_TRACE(t.name);
       for (ScalarType dt : {ScalarType::BFloat16, ScalarType::Float16})
@@ -432,6 +434,7 @@ TEST(GemmLowp, PrepackedBHasTheSameBits) {
         }
     }
     ::unsetenv("TESSERA_GEMM_BLOCKS");
+    reload_block_override();
   }
   set_num_threads(saved);
   // Errors name the problem: a shape or an A dtype that does not match the pack.
@@ -462,6 +465,7 @@ TEST(GemmLowp, PrepackedFloat8AndNvfp4BHaveTheSameBits) {
   const int saved = get_num_threads();
   for (const char* blocks : {"", "28,32,64"}) {
     if (*blocks) ::setenv("TESSERA_GEMM_BLOCKS", blocks, 1);
+    reload_block_override();
     for (const auto& t : lowp_tables()) {
       SCOPED_TRACE(t.name);
       for (const Shape& s : {Shape{37, 70, 1104}, Shape{9, 45, 48}}) {
@@ -501,6 +505,7 @@ TEST(GemmLowp, PrepackedFloat8AndNvfp4BHaveTheSameBits) {
       }
     }
     ::unsetenv("TESSERA_GEMM_BLOCKS");
+    reload_block_override();
   }
   set_num_threads(saved);
 }
