@@ -111,7 +111,9 @@ BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSiz
   // the divisions below were a sixth of an 8x8x8 product's time.
   thread_local std::array<int64_t, 9> last_key{};
   thread_local BlockSizes last;
-  if (key == last_key) return last;
+  bool same = true;  // not ==: std::array's calls memcmp, itself a sixth of an 8x8x8 product
+  for (size_t i = 0; i < key.size(); ++i) same &= key[i] == last_key[i];
+  if (same) return last;
   BlockSizes b;
   b.mr = mr;
   b.nr = nr;
