@@ -201,8 +201,9 @@ class Window {
   // goes on without taking the mutex (the 8-byte put is a hot path).
   std::atomic<int64_t> async_outstanding_{0};
   bool async_stop_ = false;
-  std::exception_ptr async_error_;  // the first failure since the last flush
-  std::thread async_thread_;        // started by the first asynchronous op
+  std::exception_ptr async_error_;         // the first failure since the last flush
+  std::atomic<bool> async_failed_{false};  // async_error_ is set: flush's lock-free look
+  std::thread async_thread_;               // started by the first asynchronous op
 };
 
 using WindowPtr = std::shared_ptr<Window>;
