@@ -81,11 +81,19 @@ inline int64_t now_ns() {
 template <class Ready>
 void wait_for(RankControl& me, Ready&& ready, FunctionRef<void()> between_slices) {
   if (ready()) return;
-  const int64_t spin_end = now_ns() + kSpinNs;
+  // The clock is read from the 8th look on: most waits of a small collective end before it.
+  int64_t spin_end = 0;
   for (int i = 1;; ++i) {
     if (ready()) return;
     cpu_relax(i);
-    if ((i & 7) == 0 && now_ns() > spin_end) break;
+    if ((i & 7) == 0) {
+      const int64_t now = now_ns();
+      if (spin_end == 0) {
+        spin_end = now + kSpinNs;
+      } else if (now > spin_end) {
+        break;
+      }
+    }
   }
   for (;;) {
     try {

@@ -245,10 +245,16 @@ void ShmBackend::progress_loop() {
 }
 
 void ShmBackend::run_front(Entry& e) {
-  e.work->mark_started();
+  // Started already when the caller took the op in enqueue(); else now. One clock read at
+  // most (value_or(Clock::now()) read it every time): ~20 ns each on a VM, beside ~700 ns for
+  // an 8-byte all_reduce on 2 ranks.
+  std::optional<Clock::time_point> started = e.work->started_at();
+  if (!started) {
+    started = Clock::now();
+    e.work->mark_started(*started);
+  }
   try {
-    TS_CHECK(e.work->started_at().value_or(Clock::now()) < e.op.deadline,
-             distributed::DistTimeoutError,
+    TS_CHECK(*started < e.op.deadline, distributed::DistTimeoutError,
              "shm {} (op #{} of group '{}'): timed out after {} before it could start (earlier "
              "ops took the time)",
              op_kind_name(e.op.kind), e.op.seq, group_name_, e.op.timeout);
