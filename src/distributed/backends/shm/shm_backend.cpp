@@ -84,7 +84,7 @@ ShmBackend::~ShmBackend() {
 WorkPtr ShmBackend::enqueue(Op op, std::vector<Tensor> outputs,
                             std::optional<Milliseconds> timeout) {
   const bool collective = op.kind != OpKind::SEND && op.kind != OpKind::RECV;
-  Entry direct;
+  bool direct = false;
   WorkPtr work;
   {
     std::lock_guard lock(mutex_);
@@ -93,17 +93,18 @@ WorkPtr ShmBackend::enqueue(Op op, std::vector<Tensor> outputs,
     if (error_) return work;
     // A collective its caller waits for at once, issued while nothing is ahead of it, runs
     // here and now: the caller would only wait for it anyway. No queue entry, no hand-off.
-    if (collective && op.caller_waits && driver_ == Driver::kNone && queue_.empty()) {
+    direct = collective && op.caller_waits && driver_ == Driver::kNone && queue_.empty();
+    if (direct) {
       driver_ = Driver::kCaller;
       current_ = work;
-      direct = {std::move(op), work};
     } else {
       queue_.push_back({std::move(op), work});
     }
   }
-  if (direct.work) {
+  if (direct) {
     work->mark_started(work->created());  // issued and started in this call
-    run_taken(direct);
+    Entry e{std::move(op), work};         // moved in, not a default Op overwritten (a rep stos)
+    run_taken(e);
     return work;
   }
   // A Work whose wait() gives up on a stuck progress thread aborts the communicator.
