@@ -201,6 +201,16 @@ void prefetch_tile_memory(const cpu::EpilogueProgram& program, int64_t i0, int64
   }
 }
 
+// Streamed stores are weakly ordered: fenced before this thread's tiles are reported done.
+void fence_streamed_stores(const cpu::EpilogueProgram& program) {
+  for (int s = 0; s < program.n_stores; ++s) {
+    if (program.stores[s].stream) {
+      _mm_sfence();
+      return;
+    }
+  }
+}
+
 // Runs the plan on every microkernel-sized tile of an m x n product (tiles at multiples of
 // MR and NR from (i_base, j_base), as the packed path visits them); fill(acc, i0, j0, mv, nv)
 // writes the tile's accumulators into the plan's scratch tile (row stride NR) first.
@@ -219,13 +229,7 @@ void epilogue_tiles(const EpilogueHook& epi, int mr, int nr, int64_t m, int64_t 
       epi.fn(*epi.program, t);
     }
   }
-  // Streamed stores are weakly ordered: fence them before this thread's part is reported done.
-  for (int s = 0; s < epi.program->n_stores; ++s) {
-    if (epi.program->stores[s].stream) {
-      _mm_sfence();
-      break;
-    }
-  }
+  fence_streamed_stores(*epi.program);
 }
 
 // Loops 2 and 1 for the last rank-KC update of an epilogue plan: each tile is finished in a
@@ -402,6 +406,7 @@ void epilogue_zero_product(int64_t m, int64_t n, int mr, int nr, const EpilogueH
       epi.fn(*epi.program, t);
     }
   }
+  fence_streamed_stores(*epi.program);
 }
 
 // `packed_bs`: the block sizes a prepacked B was packed with (p0.b_packed), else null.

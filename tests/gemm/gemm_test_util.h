@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <functional>
 #include <limits>
 #include <random>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "core/cpu_features.h"
+#include "gemm/blocksizes.h"
 #include "gemm/gemm.h"
 #include "tessera/core/error.h"
 #include "test_support.h"
@@ -35,6 +37,22 @@ inline const char* layout_name(Layout l) {
 }
 
 inline constexpr Layout kLayouts[] = {Layout::RowMajor, Layout::ColMajor, Layout::General};
+
+// TESSERA_GEMM_BLOCKS=`blocks` for a scope ("" leaves it unset), which the engine reads once
+// per process: read again on entry and, unset, on exit (also when an assertion returns early).
+class ScopedGemmBlocks {
+ public:
+  explicit ScopedGemmBlocks(const char* blocks) {
+    if (*blocks) ::setenv("TESSERA_GEMM_BLOCKS", blocks, 1);
+    reload_block_override();
+  }
+  ~ScopedGemmBlocks() {
+    ::unsetenv("TESSERA_GEMM_BLOCKS");
+    reload_block_override();
+  }
+  ScopedGemmBlocks(const ScopedGemmBlocks&) = delete;
+  ScopedGemmBlocks& operator=(const ScopedGemmBlocks&) = delete;
+};
 
 // A rows x cols matrix at element strides (rs, cs) inside a buffer with kGuard sentinel
 // elements before and after everything the strides can reach; gaps between rows/columns

@@ -146,8 +146,7 @@ TEST(GemmEngine, NanInputsPropagate) {
 // Small blocksizes force every loop (several NC, KC and MC blocks, beta = 1 after the first
 // KC block) to run on shapes the test can afford.
 TEST(GemmEngine, SmallBlocksExerciseAllLoops) {
-  ::setenv("TESSERA_GEMM_BLOCKS", "24,16,64", 1);
-  reload_block_override();
+  const ScopedGemmBlocks small_blocks("24,16,64");
   std::mt19937_64 rng(5);
   for (const auto& nk : runnable_kernels()) {
     SCOPED_TRACE(nk.isa);
@@ -160,8 +159,6 @@ TEST(GemmEngine, SmallBlocksExerciseAllLoops) {
       }
     }
   }
-  ::unsetenv("TESSERA_GEMM_BLOCKS");
-  reload_block_override();
 }
 
 // Threads split C only by rows and columns: 1 and 2 threads give the same bits.
@@ -303,6 +300,28 @@ TEST(GemmEngine, BlockSizesAreSane) {
         EXPECT_EQ(b.nc % b.nr, 0) << to_string(b);
         EXPECT_GE(b.kc, 64) << to_string(b);
       }
+}
+
+// TESSERA_GEMM_BLOCKS is read once per process and again by reload_block_override(): each
+// thread's memoised blocking follows it both ways, and a malformed value is ignored.
+TEST(GemmEngine, BlockOverrideIsReadAgainOnReload) {
+  const CacheSizes& c = cache_sizes();
+  const BlockSizes derived = block_sizes(14, 32, 4, c);
+  {
+    const ScopedGemmBlocks small_blocks("24,16,64");
+    const BlockSizes b = block_sizes(14, 32, 4, c);
+    EXPECT_EQ(b.mc, 14) << to_string(b);  // rounded down to MR
+    EXPECT_EQ(b.kc, 16) << to_string(b);
+    EXPECT_EQ(b.nc, 64) << to_string(b);
+    ::setenv("TESSERA_GEMM_BLOCKS", "48,32,128", 1);
+    EXPECT_EQ(block_sizes(14, 32, 4, c).kc, 16) << "read once, not on every call";
+    reload_block_override();
+    EXPECT_EQ(block_sizes(14, 32, 4, c).kc, 32);
+    ::setenv("TESSERA_GEMM_BLOCKS", "48,x,128", 1);
+    reload_block_override();
+    EXPECT_EQ(to_string(block_sizes(14, 32, 4, c)), to_string(derived)) << "malformed: ignored";
+  }
+  EXPECT_EQ(to_string(block_sizes(14, 32, 4, c)), to_string(derived));
 }
 
 }  // namespace

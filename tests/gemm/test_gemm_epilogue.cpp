@@ -449,7 +449,7 @@ TEST(GemmEpilogue, FewRowsRunGemvThenThePlan) {
 TEST(GemmEpilogue, PrepackedBHasTheUnpackedBits) {
   const int saved = get_num_threads();
   for (const char* blocks : {"", "28,16,64"}) {
-    if (*blocks) ::setenv("TESSERA_GEMM_BLOCKS", blocks, 1);
+    const ScopedGemmBlocks scoped(blocks);
     for (const auto& nk : runnable_kernels()) {
       for (int threads : {1, 2}) {
         set_num_threads(threads);
@@ -472,7 +472,6 @@ TEST(GemmEpilogue, PrepackedBHasTheUnpackedBits) {
           EXPECT_EQ(out[0].vecs[i].buf, out[1].vecs[i].buf) << "vector " << i;
       }
     }
-    ::unsetenv("TESSERA_GEMM_BLOCKS");
   }
   set_num_threads(saved);
   // The pack must fit the problem.

@@ -14,9 +14,9 @@
 
 #include "core/cpu_features.h"
 #include "core/dispatch.h"
-#include "gemm/blocksizes.h"
 #include "gemm/kernels/pack_kernels.h"
 #include "gemm/lowp.h"
+#include "gemm_test_util.h"
 #include "tessera/core/error.h"
 #include "tessera/core/half.h"
 #include "tessera/core/parallel.h"
@@ -411,8 +411,7 @@ TEST(GemmLowp, PrepackedBHasTheSameBits) {
   std::mt19937_64 rng(10);
   const int saved = get_num_threads();
   for (const char* blocks : {"", "28,16,64"}) {
-    if (*blocks) ::setenv("TESSERA_GEMM_BLOCKS", blocks, 1);
-    reload_block_override();
+    const ScopedGemmBlocks scoped(blocks);
     for (const auto& t : lowp_tables()) {
       SCOPED_TRACE(t.name);
       for (ScalarType dt : {ScalarType::BFloat16, ScalarType::Float16})
@@ -433,8 +432,6 @@ TEST(GemmLowp, PrepackedBHasTheSameBits) {
             expect_prepacked_bits(p, packed, t.table, out, bias.data(), rng, blocks);
         }
     }
-    ::unsetenv("TESSERA_GEMM_BLOCKS");
-    reload_block_override();
   }
   set_num_threads(saved);
   // Errors name the problem: a shape or an A dtype that does not match the pack.
@@ -464,8 +461,7 @@ TEST(GemmLowp, PrepackedFloat8AndNvfp4BHaveTheSameBits) {
   std::mt19937_64 rng(11);
   const int saved = get_num_threads();
   for (const char* blocks : {"", "28,32,64"}) {
-    if (*blocks) ::setenv("TESSERA_GEMM_BLOCKS", blocks, 1);
-    reload_block_override();
+    const ScopedGemmBlocks scoped(blocks);
     for (const auto& t : lowp_tables()) {
       SCOPED_TRACE(t.name);
       for (const Shape& s : {Shape{37, 70, 1104}, Shape{9, 45, 48}}) {
@@ -504,8 +500,6 @@ TEST(GemmLowp, PrepackedFloat8AndNvfp4BHaveTheSameBits) {
         }
       }
     }
-    ::unsetenv("TESSERA_GEMM_BLOCKS");
-    reload_block_override();
   }
   set_num_threads(saved);
 }

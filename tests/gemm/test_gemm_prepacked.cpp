@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <optional>
 #include <random>
 
-#include "gemm/blocksizes.h"
 #include "gemm/gemm.h"
 #include "gemm_test_util.h"
 #include "tessera/tessera.h"
@@ -71,8 +71,7 @@ TEST(GemmPrepacked, SmallKernelHasThePackedBits) {
 
 // Small blocks: several NC and KC blocks in the pack, threads cutting columns inside them.
 TEST(GemmPrepacked, SmallBlocksAndTwoThreads) {
-  ::setenv("TESSERA_GEMM_BLOCKS", "24,16,64", 1);
-  reload_block_override();
+  const ScopedGemmBlocks small_blocks("24,16,64");
   const int saved = get_num_threads();
   std::mt19937_64 rng(12);
   for (int threads : {1, 2}) {
@@ -86,8 +85,6 @@ TEST(GemmPrepacked, SmallBlocksAndTwoThreads) {
     }
   }
   set_num_threads(saved);
-  ::unsetenv("TESSERA_GEMM_BLOCKS");
-  reload_block_override();
 }
 
 // The pack keeps the block sizes it was made with, whatever the environment says later.
@@ -98,13 +95,13 @@ TEST(GemmPrepacked, BlockSizesFixedAtPackingTime) {
   GuardedMatrix<float> c(s.m, s.n, Layout::RowMajor);
   a.fill_random(rng);
   b.fill_random(rng);
-  ::setenv("TESSERA_GEMM_BLOCKS", "24,16,64", 1);
-  reload_block_override();
-  const PackedB pb(ScalarType::Float32, s.k, s.n, b.data(), b.rs, b.cs);
-  ::unsetenv("TESSERA_GEMM_BLOCKS");
-  reload_block_override();
+  std::optional<PackedB> pb;
+  {
+    const ScopedGemmBlocks small_blocks("24,16,64");
+    pb.emplace(ScalarType::Float32, s.k, s.n, b.data(), b.rs, b.cs);
+  }
   GemmProblem p = make_problem<float>(s.m, s.n, s.k, a, b, c, 1, 0);
-  gemm_prepacked(p, pb);
+  gemm_prepacked(p, *pb);
   EXPECT_TRUE(matches_reference<float>(p, a, b, c, c));
 }
 
