@@ -380,18 +380,21 @@ void check_call(const GemmProblem& p, const EpiloguePlan& plan, std::string_view
   }
 }
 
+// Whether the plan reads the memory of store s: C (beta != 0) or an input tile, in place.
+bool plan_reads(const GemmProblem& p, const EpiloguePlan& plan, const cpu::EpilogueStoreOp& s) {
+  const Range r = range_of(s.data, p.m, p.n, s.rs, s.cs, s.dtype);
+  bool read = plan.uses_source_c() && p.beta != 0 &&
+              overlap(r, range_of(p.c, p.m, p.n, p.c_rs, p.c_cs, p.dtype));
+  for (const auto& in : plan.nodes())
+    if (in.op == EpilogueOp::InputTile)
+      read = read || overlap(r, range_of(in.data, p.m, p.n, in.rs, in.cs, in.dtype));
+  return read;
+}
+
 // A float32 store that can hold the partial sums between KC blocks: one that no input reads.
 const cpu::EpilogueStoreOp* accumulation_store(const GemmProblem& p, const EpiloguePlan& plan) {
-  for (const auto& s : plan.stores()) {
-    if (s.dtype != ScalarType::Float32) continue;
-    const Range r = range_of(s.data, p.m, p.n, s.rs, s.cs, s.dtype);
-    bool read = plan.uses_source_c() && p.beta != 0 &&
-                overlap(r, range_of(p.c, p.m, p.n, p.c_rs, p.c_cs, p.dtype));
-    for (const auto& in : plan.nodes())
-      if (in.op == EpilogueOp::InputTile)
-        read = read || overlap(r, range_of(in.data, p.m, p.n, in.rs, in.cs, in.dtype));
-    if (!read) return &s;
-  }
+  for (const auto& s : plan.stores())
+    if (s.dtype == ScalarType::Float32 && !plan_reads(p, plan, s)) return &s;
   return nullptr;
 }
 
@@ -444,13 +447,9 @@ void run_plan(const GemmProblem& p, const EpiloguePlan& plan, const cpu::GemmKer
     }
   }
   for (auto& s : stores) {
-    bool read = s.data == acc;
-    for (const auto& in : instrs) {
-      const bool matrix = in.op == EpilogueOp::InputTile || in.op == EpilogueOp::SourceC;
-      read = read || (matrix && in.data == s.data);
-    }
-    s.stream = !read && s.dtype == ScalarType::Float32 && s.cs == 1 &&
-               p.m * p.n * static_cast<int64_t>(sizeof(float)) >= kStreamOutputBytes;
+    s.stream = s.dtype == ScalarType::Float32 && s.cs == 1 && s.data != acc &&
+               p.m * p.n * static_cast<int64_t>(sizeof(float)) >= kStreamOutputBytes &&
+               !plan_reads(p, plan, s);
   }
   const cpu::EpilogueProgram program{instrs.data(),  static_cast<int32_t>(instrs.size()),
                                      stores.data(),  static_cast<int32_t>(stores.size()),

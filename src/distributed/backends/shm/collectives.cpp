@@ -127,14 +127,9 @@ int Communicator::acquire(const Op& op) {
 uint32_t Communicator::publish() {
   ++published_;
   segment_->control(rank_).flag.store(published_, std::memory_order_seq_cst);
-  // Only a sleeping peer needs its doorbell: a peer that waits on a step counts itself as a
-  // sleeper before its last look at the flags (wait_for), and of that count and this store
-  // one sees the other (both sequentially consistent). A bell rung for nobody would still
-  // cost a read-modify-write of the peer's line per step.
-  for (int r = 0; r < world_; ++r) {
-    RankControl& c = segment_->control(r);
-    if (r != rank_ && c.sleepers.load(std::memory_order_seq_cst) > 0) ring(c);
-  }
+  // Only a sleeping peer needs its doorbell (ring_if_sleeping says why that is enough).
+  for (int r = 0; r < world_; ++r)
+    if (r != rank_) ring_if_sleeping(segment_->control(r));
   return published_;
 }
 

@@ -257,9 +257,7 @@ class ShmWindow : public Window {
   void do_signal(int peer) override {
     Control& c = *peers_[size_t(peer)].control;
     c.signals[rank()].count.fetch_add(1, std::memory_order_seq_cst);
-    // The doorbell only for a sleeper (as collectives publish): a waiter registers as one
-    // before its last look at the count, so either it sees this signal or this sees it.
-    if (c.wake.sleepers.load(std::memory_order_seq_cst) > 0) shm::ring(c.wake);
+    shm::ring_if_sleeping(c.wake);  // after the seq_cst count, as collectives publish
   }
 
   void do_wait_signal(int peer, uint64_t consumed, Clock::time_point deadline,
