@@ -190,6 +190,10 @@ TEST(Reduce, NaNPropagatesAndIsTheExtreme) {
   big.data_ptr<float>()[90001] = nan;
   EXPECT_EQ(argmax(big).item<int64_t>(), 70001);
   EXPECT_EQ(argmin(big).item<int64_t>(), 70001);
+  EXPECT_TRUE(std::isnan(var(big).item<double>()));
+  Tensor inf_far = zeros({100003});
+  inf_far.data_ptr<float>()[70001] = std::numeric_limits<float>::infinity();
+  EXPECT_TRUE(std::isnan(var(inf_far).item<double>()));  // as PyTorch: inf - inf
   Tensor col = zeros({9000, 3});
   col.data_ptr<float>()[5000 * 3 + 1] = nan;
   auto [v, i] = max(col, 0);
@@ -273,6 +277,37 @@ TEST(Reduce, Float32SumIsAccurate) {
     // Variance of data with a large offset (Welford/Chan keeps it accurate).
     Tensor shifted = (x64 + 1000.0).to(kFloat32);
     EXPECT_NEAR(var(shifted).item<double>(), var(shifted.to(kFloat64)).item<double>(), 1e-3);
+  }
+}
+
+TEST(Reduce, Float32VarianceIsAccurateWhereverTheDataSits) {
+  // Contiguous variance sums deviations from a shift (the mean of the blocks before) in one
+  // pass, and redoes a block exactly when its mean lies far from that shift. Each case sits
+  // on one side of that decision: stationary data (the one pass), a ramp and levels that jump
+  // between blocks (the redo), an outlier as the first element (the first block's shift).
+  const int64_t n = 1000003;
+  std::mt19937 rng(6);
+  std::normal_distribution<double> normal(0.0, 1.0);
+  std::vector<std::pair<const char*, std::vector<double>>> cases;
+  auto add = [&](const char* name, auto f) {
+    std::vector<double> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[static_cast<size_t>(i)] = static_cast<float>(f(i));
+    cases.emplace_back(name, std::move(v));
+  };
+  add("stationary, offset 1000", [&](int64_t) { return 1000.0 + normal(rng); });
+  add("ramp", [&](int64_t i) { return 1e-3 * static_cast<double>(i) + normal(rng); });
+  add("levels jumping every 4096", [&](int64_t i) { return (i / 4096) % 2 * 1e4 + normal(rng); });
+  add("outlier first", [&](int64_t i) { return i == 0 ? 1e5 : normal(rng); });
+  // Each float32 lane sums 64 terms per block: within about 128 ulp of the float64 variance.
+  const double tol = 1e-5;
+  for (const auto& [name, v] : cases) {
+    Tensor x64 = tensor<double>(v);
+    const double exact = var(x64).item<double>();
+    const double got = var(x64.to(kFloat32)).item<double>();
+    EXPECT_NEAR(got, exact, tol * exact) << name;
+    // Rows of a matrix take the same path (two blocks per row here).
+    Tensor rows = x64.narrow(0, 0, n / 8192 * 8192).view({-1, 8192});
+    EXPECT_TRUE(close(var(rows.to(kFloat32), 1), var(rows, 1).to(kFloat32), 0, tol)) << name;
   }
 }
 

@@ -12,9 +12,9 @@
 //     counting as the extreme. Their hot loops use the instruction's max/min, which drops
 //     NaN, with a plain sum of the same values beside it as a NaN detector: a NaN sum sends
 //     the block or strip to the exact NaN-aware path;
-//   - moments: per block, a two-pass mean and sum of squared deviations on data already in
-//     cache (pass 1 of the next block runs in the same loop as pass 2 of this one), merged
-//     across blocks with Chan's formula in double.
+//   - moments: per block, sums of deviations from a shift and of their squares in one pass,
+//     redone exactly (mean, then squared deviations, on the block still in cache) when the
+//     shift lies far from the block's mean; blocks merged with Chan's formula in double.
 // Everything is deterministic: no result depends on timing or on how the caller threads.
 // GCC 12 reports false (maybe-)uninitialized warnings inside its own AVX-512 max/min/reduce
 // (they start from _mm512_undefined_ps); nothing here reads uninitialised memory.
@@ -28,6 +28,7 @@
 #include <cstring>
 #include <limits>
 #include <type_traits>
+#include <utility>
 
 #include "core/cpu_features.h"
 #include "core/dtype_dispatch.h"
@@ -819,16 +820,21 @@ inline void chan_merge(double& n, double& mean, double& m2, double nb, double me
   n = tot;
 }
 
-// One block's sum (pass 1) and sum of squared deviations around its mean (pass 2), four
-// independent vector chains each, a scalar tail; the partial passes below run pass 1 of block
-// b + 1 in the same loop as pass 2 of block b, so a demand load from memory is always in
-// flight (two separate passes left memory idle during pass 2: var ran at 67% of the read
-// bandwidth where sum ran at 94%). Either way each block's arithmetic is the same.
+// Contiguous moments, per block of kBlock elements: one pass sums the deviations d = x - shift
+// and their squares, where shift is the mean of the blocks before (the block's first element
+// for the first block); then mean_b = shift + s1 / n and M2_b = s2 - s1^2 / n. That pass
+// streams like a sum (an L1 second pass over each block ran at 61% of the read bandwidth
+// where sum ran at 92-99%). s2 = M2_b + n (mean_b - shift)^2, so M2_b loses bits to
+// cancellation only when the shift lies far from the block's mean: when more than two bits
+// would go (s2 > 4 M2_b, a shift over sqrt(3) standard deviations away; NaN and infinities
+// land here too) the block, still in cache, is redone exactly: its mean, then the squared
+// deviations around it. Blocks merge with Chan's formula in double.
 template <class T>
 struct MomentBlocks {
   using C = float_acc_t<T>;
   using V = Vec<C>;
   static constexpr int W = V::kSize;
+  static constexpr int64_t kStep = 4 * W;
 
   struct Sum {
     V s0{C(0)}, s1{C(0)}, s2{C(0)}, s3{C(0)};
@@ -838,37 +844,47 @@ struct MomentBlocks {
       s2 = s2 + V::load_convert(p + 2 * W);
       s3 = s3 + V::load_convert(p + 3 * W);
     }
-    // The vectors and scalars past the last whole step, then the block mean.
-    C mean(const T* p, int64_t j, int64_t nb) {
+    C total(const T* p, int64_t nb) {
+      int64_t j = 0;
+      for (; j + kStep <= nb; j += kStep) step(p + j);
       for (; j + W <= nb; j += W) s0 = s0 + V::load_convert(p + j);
       C s = ((s0 + s1) + (s2 + s3)).reduce_add();
       for (; j < nb; ++j) s += static_cast<C>(p[j]);
-      return s / static_cast<C>(nb);
+      return s;
     }
   };
 
-  struct Squares {
-    V vm, q0{C(0)}, q1{C(0)}, q2{C(0)}, q3{C(0)};
-    explicit Squares(C m) : vm(m) {}
-    void step(const T* p) {
-      const V d0 = V::load_convert(p) - vm, d1 = V::load_convert(p + W) - vm;
-      const V d2 = V::load_convert(p + 2 * W) - vm, d3 = V::load_convert(p + 3 * W) - vm;
-      q0 = V::fmadd(d0, d0, q0);
-      q1 = V::fmadd(d1, d1, q1);
-      q2 = V::fmadd(d2, d2, q2);
-      q3 = V::fmadd(d3, d3, q3);
+  // Sums of d = x - shift and of d^2.
+  struct Deviations {
+    V vm, a0{C(0)}, a1{C(0)}, a2{C(0)}, a3{C(0)}, q0{C(0)}, q1{C(0)}, q2{C(0)}, q3{C(0)};
+    C shift;
+    explicit Deviations(C m) : vm(m), shift(m) {}
+    void one(const V& d, V& a, V& q) {
+      a = a + d;
+      q = V::fmadd(d, d, q);
     }
-    C m2(const T* p, int64_t j, int64_t nb, C mb) {
-      for (; j + W <= nb; j += W) {
-        const V d0 = V::load_convert(p + j) - vm;
-        q0 = V::fmadd(d0, d0, q0);
+    void step(const T* p) {
+      one(V::load_convert(p) - vm, a0, q0);
+      one(V::load_convert(p + W) - vm, a1, q1);
+      one(V::load_convert(p + 2 * W) - vm, a2, q2);
+      one(V::load_convert(p + 3 * W) - vm, a3, q3);
+    }
+    // (sum of d, sum of d^2) over p[0, nb), prefetching the stream when pf.
+    std::pair<C, C> total(const T* p, int64_t nb, bool pf) {
+      int64_t j = 0;
+      for (; j + kStep <= nb; j += kStep) {
+        prefetch_stream(p + j, kStep, pf);
+        step(p + j);
       }
+      for (; j + W <= nb; j += W) one(V::load_convert(p + j) - vm, a0, q0);
+      C a = ((a0 + a1) + (a2 + a3)).reduce_add();
       C q = ((q0 + q1) + (q2 + q3)).reduce_add();
       for (; j < nb; ++j) {
-        const C d = static_cast<C>(p[j]) - mb;
+        const C d = static_cast<C>(p[j]) - shift;
+        a += d;
         q += d * d;
       }
-      return q;
+      return {a, q};
     }
   };
 };
@@ -878,43 +894,28 @@ Partial moments_contig(const T* x, int64_t n) {
   const bool pf = stream_prefetch();
   using B = MomentBlocks<T>;
   using C = typename B::C;
-  constexpr int64_t kStep = 4 * B::W;
-  constexpr int64_t kBlock = 4096;  // two live blocks, 32 KiB of float32: L1
+  constexpr int64_t kBlock = 4096;
   double cnt = 0, mean = 0, m2 = 0;
-  if (n == 0) return Partial{mean, m2, 0, 0};
-  // Block 0's mean alone; then for each block b >= 1 its mean and block b - 1's squares in one
-  // loop; then the last block's squares alone.
-  int64_t prev_nb = std::min(kBlock, n);
-  typename B::Sum first;
-  int64_t j = 0;
-  for (; j + kStep <= prev_nb; j += kStep) first.step(x + j);
-  C prev_mean = first.mean(x, j, prev_nb);
-  const T* prev = x;
-  for (int64_t b0 = prev_nb; b0 < n; b0 += kBlock) {
+  for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
     const int64_t nb = std::min(kBlock, n - b0);
     const T* p = x + b0;
-    typename B::Sum sum;
-    typename B::Squares sq(prev_mean);
-    const int64_t both = std::min(nb, prev_nb) / kStep * kStep;
-    for (j = 0; j < both; j += kStep) {
-      prefetch_stream(p + j, kStep, pf);
-      sum.step(p + j);
-      sq.step(prev + j);
+    const C shift = b0 == 0 ? static_cast<C>(p[0]) : static_cast<C>(mean);
+    const auto [s1, s2] = typename B::Deviations(shift).total(p, nb, pf);
+    const double dn = static_cast<double>(nb);
+    const double d1 = static_cast<double>(s1), d2 = static_cast<double>(s2);
+    double block_mean = static_cast<double>(shift) + d1 / dn;
+    double block_m2 = d2 - d1 * d1 / dn;
+    if (!(d2 <= 4 * block_m2)) {  // cancellation, NaN or infinity: exactly, around the mean
+      // The corrected two-pass: the mean, then deviations around it and their squares (the
+      // deviations' sum corrects the mean's rounding, which the sum of large values carries).
+      const C c = typename B::Sum().total(p, nb) / static_cast<C>(nb);
+      const auto [e1, e2] = typename B::Deviations(c).total(p, nb, false);
+      const double f1 = static_cast<double>(e1);
+      block_mean = static_cast<double>(c) + f1 / dn;
+      block_m2 = static_cast<double>(e2) - f1 * f1 / dn;
     }
-    int64_t js = j, jq = j;
-    for (; js + kStep <= nb; js += kStep) sum.step(p + js);
-    for (; jq + kStep <= prev_nb; jq += kStep) sq.step(prev + jq);
-    const C mb = sum.mean(p, js, nb);
-    const C q = sq.m2(prev, jq, prev_nb, prev_mean);
-    chan_merge(cnt, mean, m2, static_cast<double>(prev_nb), static_cast<double>(prev_mean),
-               static_cast<double>(q));
-    prev = p, prev_nb = nb, prev_mean = mb;
+    chan_merge(cnt, mean, m2, dn, block_mean, block_m2);
   }
-  typename B::Squares last(prev_mean);
-  for (j = 0; j + kStep <= prev_nb; j += kStep) last.step(prev + j);
-  const C q = last.m2(prev, j, prev_nb, prev_mean);
-  chan_merge(cnt, mean, m2, static_cast<double>(prev_nb), static_cast<double>(prev_mean),
-             static_cast<double>(q));
   return Partial{mean, m2, 0, static_cast<int64_t>(cnt)};
 }
 
