@@ -287,6 +287,27 @@ TYPED_TEST(LinalgKernels, LeafKernelsOfEveryIsaMatchTheReference) {
         }
       }
     }
+    // Transposes: whole register blocks, edges on either side, leading dimensions past the
+    // width; exact, and nothing outside the r x c target is written.
+    const auto transpose = cpu::leaf_for<T>(table->transpose_f32, table->transpose_f64,
+                                            table->transpose_c64, table->transpose_c128);
+    for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{
+             {1, 1}, {16, 16}, {8, 8}, {33, 16}, {16, 47}, {70, 21}, {5, 40}}) {
+      SCOPED_TRACE(fmt::format("{}: transpose {}x{}", isa, r, c));
+      const int64_t lds = c + 3, ldd = r + 5;
+      const std::vector<T> src = values_of<T>(gaussian({r, lds}, dt));
+      const T sentinel = T(-7);
+      std::vector<T> dst(static_cast<size_t>(c * ldd), sentinel);
+      transpose(r, c, src.data(), lds, dst.data(), ldd);
+      int64_t wrong = 0;
+      for (int64_t j = 0; j < c; ++j) {
+        for (int64_t i = 0; i < ldd; ++i) {
+          const T want = i < r ? src[static_cast<size_t>(i * lds + j)] : sentinel;
+          wrong += !(dst[static_cast<size_t>(j * ldd + i)] == want);
+        }
+      }
+      EXPECT_EQ(wrong, 0);
+    }
   }
 }
 
