@@ -117,7 +117,7 @@ BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSiz
   BlockSizes b;
   b.mr = mr;
   b.nr = nr;
-  b.kc = std::clamp<int64_t>(round_down(caches.l1d * 4 / 3 / (nr * elem_size), 8), 64, 512);
+  b.kc = std::clamp<int64_t>(round_down(caches.l1d * 4 / 3 / (nr * elem_size), 8), kMinKc, 512);
   // Every bound is a multiple of the register tile: the drivers step MC blocks in whole MR
   // tiles (a block of 1024 rows with MR = 14 would end in a tile that overlaps the next block).
   b.mc = std::clamp<int64_t>(round_down(caches.l2 * 2 / 3 / (b.kc * elem_size), mr), mr,
@@ -132,6 +132,11 @@ BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSiz
   last_key = key;
   last = b;
   return b;
+}
+
+bool within_min_kc(int64_t k) {
+  const int64_t kc = block_override().kc.load(std::memory_order_relaxed);
+  return k <= kMinKc && (kc == 0 || k <= kc);
 }
 
 void reload_block_override() {

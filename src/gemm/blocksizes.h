@@ -38,6 +38,13 @@ struct BlockSizes {
 // Blocking for a microkernel of mr x nr elements of `elem_size` bytes.
 BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSizes& caches);
 
+// The derived KC is never below this; only TESSERA_GEMM_BLOCKS sets a smaller one.
+inline constexpr int64_t kMinKc = 64;
+
+// Whether a depth of k <= kMinKc lies within one KC block whatever the kernel, answered from
+// the override alone (block_sizes(), even memoised, was a tenth of an 8x8x8 product).
+bool within_min_kc(int64_t k);
+
 std::string to_string(const BlockSizes& b);
 
 // Reads TESSERA_GEMM_BLOCKS again (for a process that changes it, such as a test).

@@ -360,8 +360,12 @@ constexpr int64_t kSmallMax = 64;
 // Whether p is small enough for the unpacked small kernel (run() also needs a small kernel in
 // the table, and a row-major C without an epilogue, or an epilogue).
 template <class T>
+bool small_dims(const Operands<T>& p) {
+  return !p.b_packed && p.b_cs == 1 && p.m <= kSmallMax && p.n <= kSmallMax;
+}
+template <class T>
 bool small_shape(const Operands<T>& p, const BlockSizes& bs) {
-  return !p.b_packed && p.b_cs == 1 && p.m <= kSmallMax && p.n <= kSmallMax && p.k <= bs.kc;
+  return small_dims(p) && p.k <= bs.kc;
 }
 
 struct Grid {
@@ -422,6 +426,16 @@ void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_thre
     }
     return;
   }
+  auto run_small = [&](const Operands<T>& p) {
+    kernels.small<T>()(p.m, p.n, p.k, p.alpha, p.a, p.a_rs, p.a_cs, p.b, p.b_rs, p.beta, p.c,
+                       p.c_rs);
+  };
+  // A small row-major product of depth within any KC runs before the flip and the block sizes:
+  // that bookkeeping was a third of an 8x8x8 product's time.
+  if (!epi && p0.c_cs == 1 && small_dims(p0) && within_min_kc(p0.k) && kernels.small<T>()) {
+    run_small(p0);
+    return;
+  }
   // Column-major C: compute C^T = B^T A^T so that the kernel stores contiguous rows. (Not
   // with an epilogue: its tiles must stay in the output's own row/column orientation; not
   // with a prepacked B, which only serves as B.)
@@ -436,8 +450,7 @@ void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_thre
   // about as much as the product), with the same per-element arithmetic (microkernel.h).
   if (small_shape(p, bs) && kernels.small<T>()) {
     if (!epi && p.c_cs == 1) {
-      kernels.small<T>()(p.m, p.n, p.k, p.alpha, p.a, p.a_rs, p.a_cs, p.b, p.b_rs, p.beta, p.c,
-                         p.c_rs);
+      run_small(p);
       return;
     }
     if constexpr (std::is_same_v<T, float>) {
@@ -473,9 +486,20 @@ void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_thre
 
 // float32 products with few rows or columns of C (gemv_pays) run on the GEMV path: each output
 // row (column) is a vector times the other operand, which then streams once from memory
-// instead of being packed (docs/gemm.md, "GEMV").
-bool takes_gemv(const GemmProblem& p) {
-  return p.dtype == ScalarType::Float32 && gemv_pays(std::min(p.m, p.n), std::max(p.m, p.n));
+// instead of being packed (docs/gemm.md, "GEMV"). Not a tiny one that the small kernel can take
+// whole (m, n and k up to 64): there the GEMV's setup cost more than the product
+// (one thread: 4x4x4 119 -> 71 ns, 1x16x16 98 -> 55, 4x64x64 445 -> 371). Deeper products
+// stay on the GEMV path (1x64x512: 1.3 us there, 7.9 packed).
+bool takes_gemv(const GemmProblem& p, const cpu::GemmKernels& kernels) {
+  if (p.dtype != ScalarType::Float32 || !gemv_pays(std::min(p.m, p.n), std::max(p.m, p.n)))
+    return false;
+  // By shape alone: every layout of a tiny product then runs in run(), whose paths (the small
+  // kernel, or packing where B's layout rules it out) sum k in the same order, so storage
+  // order never changes a bit (geqrf on row- and on column-major storage agree bitwise). The
+  // GEMV's order matches theirs only for some layouts.
+  const bool small =
+      kernels.small_sgemm && p.m <= kSmallMax && p.n <= kSmallMax && within_min_kc(p.k);
+  return !small;
 }
 
 // C = alpha A B + beta C as GEMV: with few rows of C, W = B^T (n x k) and the rows of A are
@@ -540,7 +564,7 @@ void run_problem(const GemmProblem& p, const cpu::GemmKernels& kernels, bool all
     run_complex(p, kernels, allow_threads);
     return;
   }
-  if (takes_gemv(p)) {
+  if (takes_gemv(p, kernels)) {
     gemv_run(as_gemv(p), gemv_kernels_for(kernels.isa), allow_threads);
     return;
   }
@@ -653,7 +677,7 @@ void detail::run_epilogue_loops(const GemmProblem& p, const cpu::GemmKernels& ke
                                 const cpu::EpilogueProgram& program, float* acc, int64_t acc_rs,
                                 int64_t acc_cs, const PackedB* packed) {
   TS_INTERNAL_ASSERT(p.dtype == ScalarType::Float32 && kernels.epilogue_f32 != nullptr);
-  if (!packed && takes_gemv(p) && p.k > 0 && p.alpha != 0) {
+  if (!packed && takes_gemv(p, kernels) && p.k > 0 && p.alpha != 0) {
     gemv_epilogue(p, kernels, EpilogueHook{&program, kernels.epilogue_f32});
     return;
   }
@@ -690,7 +714,8 @@ namespace {
 template <class T>
 bool batch_takes_small_kernel(const GemmProblem& p, const cpu::GemmKernels& ks) {
   const Operands<T> o = typed<T>(p);
-  if (!ks.small<T>() || o.k == 0 || o.alpha == T(0) || o.c_cs != 1 || takes_gemv(p)) return false;
+  if (!ks.small<T>() || o.k == 0 || o.alpha == T(0) || o.c_cs != 1 || takes_gemv(p, ks))
+    return false;
   const cpu::GemmMicroKernel<T>& uk = ks.get<T>();
   return small_shape(o, block_sizes(uk.mr, uk.nr, sizeof(T), cache_sizes()));
 }

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "gemm/epilogue.h"
 #include "gemm/gemm.h"
 #include "gemm/gemv.h"
 #include "gemm_test_util.h"
@@ -426,6 +427,41 @@ TEST(GemvEngine, TinyMOrNGemmMatchesReferenceAndIsThreadInvariant) {
     for (size_t e = 0; e < r.size(); ++e) EXPECT_NEAR(c1[e], r[e], 1e-5 * k) << m << "x" << n;
   }
   set_num_threads(saved);
+}
+
+// Products with few rows take the small kernel when it holds them whole (m, n, k <= 64) and
+// the GEMV kernels otherwise; both sum k in order with FMA, so the choice never changes a bit
+// (the epilogue's GEMV form relies on it too).
+TEST(GemvEngine, FewRowProductsHaveTheSameBitsOnTheSmallKernelAndTheGemv) {
+  std::mt19937 rng(8);
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  const cpu::GemmKernels& ks = detail::default_gemm_kernels();
+  if (!ks.small_sgemm) GTEST_SKIP() << "no small kernel on " << ks.isa;
+  for (auto [m, n, k, small] :
+       {std::tuple{4, 4, 4, true}, std::tuple{1, 16, 16, true}, std::tuple{4, 64, 64, true},
+        std::tuple{3, 8, 64, true}, std::tuple{1, 64, 512, false}, std::tuple{2, 48, 300, false}}) {
+    SCOPED_TRACE(fmt::format("{}x{}x{}", m, n, k));
+    std::vector<float> a(static_cast<size_t>(m * k)), b(static_cast<size_t>(k * n));
+    for (auto& v : a) v = dist(rng);
+    for (auto& v : b) v = dist(rng);
+    std::vector<float> got(static_cast<size_t>(m * n), NAN), by_small = got, by_gemv = got;
+    GemmProblem p;
+    p.m = m, p.n = n, p.k = k;
+    p.a = a.data(), p.a_rs = k, p.a_cs = 1;
+    p.b = b.data(), p.b_rs = n, p.b_cs = 1;
+    p.c = got.data(), p.c_rs = n, p.c_cs = 1;
+    gemm(p);
+    ks.small_sgemm(m, n, k, 1.0f, a.data(), k, 1, b.data(), n, 0.0f, by_small.data(), n);
+    GemvProblem g;  // W = B^T, the rows of A the vectors
+    g.n = n, g.k = k, g.nx = m;
+    g.w = b.data(), g.w_rs = 1, g.w_cs = n;
+    g.x = a.data(), g.x_ld = k, g.x_inc = 1;
+    g.y = by_gemv.data(), g.y_ld = n, g.y_inc = 1;
+    gemv(g);
+    const size_t bytes = got.size() * sizeof(float);
+    EXPECT_EQ(0, std::memcmp(got.data(), by_small.data(), bytes));
+    EXPECT_EQ(0, std::memcmp(got.data(), by_gemv.data(), bytes));
+  }
 }
 
 }  // namespace

@@ -261,7 +261,7 @@ void check_kernels_vs_lapack(int64_t m, int64_t n) {
   // The same factorization through column-major strides is bitwise the same.
   std::vector<T> a_cm = transposed(values<T>(A), m, n), tau_cm(static_cast<size_t>(k));
   ld::geqrf(m, n, a_cm.data(), int64_t{1}, m, tau_cm.data());
-  EXPECT_TRUE(equal(from_values(transposed(a_cm, n, m), m, n), got));
+  EXPECT_TRUE(equal(from_values(transposed(a_cm, n, m), m, n), got)) << dtype_name(dt);
   // Q from k, and from fewer, reflectors (m >= n only), against LAPACK's orgqr and the
   // reference.
   if (m < n) return;
