@@ -47,6 +47,29 @@ TEST(GemmOps, MmOnStridedViews) {
   }
 }
 
+// mm runs the engine in one call for the dtypes it takes as they are (no batch views): empty
+// sizes, zero-stride (expanded) operands and a column-major result of t() still follow the
+// reference, and the dtypes it does not take still go through the batch path.
+TEST(GemmOps, MmEdgesOnTheDirectPath) {
+  manual_seed(3);
+  for (ScalarType t : {kFloat32, kFloat64, kComplex128}) {
+    EXPECT_EQ(mm(randn({0, 4}, t), randn({4, 5}, t)).sizes(), IntArrayRef({0, 5}));
+    EXPECT_EQ(mm(randn({3, 4}, t), randn({4, 0}, t)).sizes(), IntArrayRef({3, 0}));
+    EXPECT_TRUE(equal(mm(randn({3, 0}, t), randn({0, 5}, t)), zeros({3, 5}, t)));
+    const Tensor row = randn({1, 6}, t).expand({4, 6});  // stride 0 down the rows
+    const Tensor col = randn({6, 1}, t).expand({6, 3});  // stride 0 across the columns
+    const Tensor got = mm(row, col);
+    EXPECT_EQ(got.dtype(), t);
+    if (is_complex(t)) {  // the reference is real: against the same product of copies
+      EXPECT_TRUE(allclose(got, mm(row.contiguous(), col.contiguous()), 0, tol(kFloat64, 6)));
+    } else {
+      EXPECT_TRUE(allclose(got.to(kFloat64), reference_mm(row, col), 0, tol(t, 6)));
+    }
+  }
+  const Tensor i = arange(12, kInt64).view({3, 4}), j = arange(8, kInt64).view({4, 2});
+  EXPECT_TRUE(equal(mm(i, j), tensor<int64_t>({28, 34, 76, 98, 124, 162}).view({3, 2})));
+}
+
 TEST(GemmOps, BmmExpandedAndTransposed) {
   manual_seed(2);
   const Tensor a = randn({1, 7, 9}).expand({5, 7, 9});  // batch stride 0
