@@ -3,6 +3,8 @@
 // with nothing written, and a sharded embedding table looked up with one-sided gets. The
 // shm binary runs them on shm at world sizes 1-4; the mpi binary on the mpi backend at
 // mpirun's size. Rank r's window holds 100 + 17 r elements: sizes differ per rank on purpose.
+#include <atomic>
+#include <cstring>
 #include <random>
 
 #include "dist_test_util.h"
@@ -376,6 +378,67 @@ TEST(WindowBackends, OthersRefuse) {
                 std::string::npos)
           << e.what();
     }
+  });
+}
+
+// A transport whose next put fails on the window's thread (a peer lost mid-operation, say):
+// nothing else in the tests can make a queued operation fail.
+class FailingWindow : public dist::Window {
+ public:
+  explicit FailingWindow(std::shared_ptr<dist::Backend> b) : Window(std::move(b), kTestTimeout) {}
+  ~FailingWindow() override { stop_async(); }
+  std::atomic<bool> fail_next_put{false};
+
+ protected:
+  Handle prepare(const Tensor&) override { return Handle(kHandleWords, 0); }
+  void attach(const std::vector<Handle>&) override {}
+  void detach() override {}
+  void do_put(const void* src, int, int64_t offset, int64_t count) override {
+    if (fail_next_put.exchange(false))
+      TS_THROW(distributed::DistBackendError, "injected: peer lost");
+    std::memcpy(get_tensor().data_ptr<float>() + offset, src, sizeof(float) * size_t(count));
+  }
+  void do_get(void*, int, int64_t, int64_t) override {}
+  void do_accumulate(const Tensor&, int, int64_t) override {}
+  void do_signal(int) override {}
+  void do_wait_signal(int, uint64_t, dist::Clock::time_point, dist::Milliseconds) override {}
+  void do_flush() override {}
+  bool async_capable() const override { return true; }
+};
+
+// An asynchronous put that fails on the window's thread fails its own Work, and the next
+// flush reports it, naming the operation and the cause, once; later operations run as usual.
+TEST(WindowBackends, AsyncFailureReachesTheWorkAndTheNextFlushOnce) {
+  run_ranks(BackendCase{"shm", 1}, [&](int, dist::Backend& b) {
+    FailingWindow w(b.shared_from_this());
+    w.tensor_register(zeros({8}, TensorOptions(kFloat32)));
+    w.fail_next_put = true;
+    dist::WorkPtr failed = w.put(ones({4}, TensorOptions(kFloat32)), 0, 0, /*async_op=*/true);
+    try {
+      w.flush();
+      ADD_FAILURE() << "flush passed over a failed put";
+    } catch (const dist::DistBackendError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("flush(): window (rank 0 of 1, backend 'shm')"), std::string::npos)
+          << what;
+      EXPECT_NE(what.find("an asynchronous operation failed: injected: peer lost"),
+                std::string::npos)
+          << what;
+    }
+    EXPECT_TRUE(failed->is_completed());
+    EXPECT_FALSE(failed->is_success());
+    EXPECT_TRUE(failed->exception() != nullptr);
+    EXPECT_NO_THROW(w.flush());  // reported once
+    dist::WorkPtr ok = w.put(full({2}, 5.0, TensorOptions(kFloat32)), 0, 6, /*async_op=*/true);
+    w.flush();
+    EXPECT_TRUE(ok->is_success());
+    EXPECT_EQ(values(w.get_tensor()), (std::vector<double>{0, 0, 0, 0, 0, 0, 5, 5}));
+    // fence reports one too (after its barrier), and nothing of the failed put was written.
+    w.fail_next_put = true;
+    w.put(ones({4}, TensorOptions(kFloat32)), 0, 0, /*async_op=*/true);
+    EXPECT_THROW(w.fence(), dist::DistBackendError);
+    EXPECT_EQ(values(w.get_tensor()), (std::vector<double>{0, 0, 0, 0, 0, 0, 5, 5}));
+    w.tensor_deregister();
   });
 }
 
