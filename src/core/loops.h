@@ -78,26 +78,39 @@ void cpu_kernel(TensorIterator& iter, Op op, int64_t grain = kGrainSize) {
 
 namespace detail {
 
-// A non-temporal store of one whole vector at a vector-aligned address, and the fence that
-// orders such stores before the loop's results are handed to another thread. The generic ISA
-// stores plainly.
+// Whether store_row streams outputs of dtype S: its compute type itself (float32, float64), or
+// float16/bfloat16 converted from float lanes where the ISA has non-temporal stores.
+template <class S>
+inline constexpr bool kStreamable = std::is_same_v<S, compute_t<S>>
+#if defined(__AVX512F__) || defined(__AVX2__)
+                                    || std::is_same_v<S, BFloat16> || std::is_same_v<S, Half>
+#endif
+    ;
+
+// A non-temporal store of one whole vector at a vector-aligned address (float16/bfloat16: the
+// converted half-width vector at its own alignment), and the fence that orders such stores
+// before the loop's results are handed to another thread. The generic ISA stores plainly.
 template <class V, class C>
 inline void stream_store(const V& r, C* p) {
+  if constexpr (std::is_same_v<C, BFloat16> || std::is_same_v<C, Half>) {
+    r.stream_convert(p);
+  } else {
 #if defined(__AVX512F__)
-  if constexpr (std::is_same_v<C, float>) {
-    _mm512_stream_ps(p, r.v);
-  } else {
-    _mm512_stream_pd(p, r.v);
-  }
+    if constexpr (std::is_same_v<C, float>) {
+      _mm512_stream_ps(p, r.v);
+    } else {
+      _mm512_stream_pd(p, r.v);
+    }
 #elif defined(__AVX2__)
-  if constexpr (std::is_same_v<C, float>) {
-    _mm256_stream_ps(p, r.v);
-  } else {
-    _mm256_stream_pd(p, r.v);
-  }
+    if constexpr (std::is_same_v<C, float>) {
+      _mm256_stream_ps(p, r.v);
+    } else {
+      _mm256_stream_pd(p, r.v);
+    }
 #else
-  r.store(p);
+    r.store(p);
 #endif
+  }
 }
 
 inline void stream_fence() {
@@ -107,22 +120,23 @@ inline void stream_fence() {
 }
 
 // Writes out[0, n) = compute(i, cnt), a Vec<compute_t<S>> whose first cnt lanes are valid
-// (cnt == W but at the tail). With `stream`, whole vectors of a float32/float64 output at
-// vector-aligned addresses go around the cache (outputs too large for it: their lines are not
-// read for ownership first); the caller fences with stream_fence() before handing the output
-// to another thread. Other dtypes ignore `stream`.
+// (cnt == W but at the tail). With `stream`, whole vectors of a streamable output (kStreamable:
+// float32, float64, and float16/bfloat16 on AVX2/AVX-512) at aligned addresses go around the
+// cache (outputs too large for it: their lines are not read for ownership first); the caller
+// fences with stream_fence() before handing the output to another thread. Other dtypes
+// ignore `stream`.
 template <class S, class Compute>
 inline void store_row(S* out, int64_t n, bool stream, Compute&& compute) {
   using C = compute_t<S>;
   constexpr int W = Vec<C>::kSize;
   int64_t i = 0;
-  if constexpr (std::is_same_v<S, C>) {
-    constexpr uintptr_t kAlign = sizeof(S) * W;
+  if constexpr (kStreamable<S>) {
+    constexpr uintptr_t kAlign = sizeof(S) * W;  // one stored vector's bytes
     const auto addr = reinterpret_cast<uintptr_t>(out);
     if (stream && addr % sizeof(S) == 0) {
       const auto head =
           std::min<int64_t>(n, static_cast<int64_t>((kAlign - addr % kAlign) % kAlign / sizeof(S)));
-      if (head > 0) compute(0, static_cast<int>(head)).store(out, static_cast<int>(head));
+      if (head > 0) compute(0, static_cast<int>(head)).store_convert(out, static_cast<int>(head));
       for (i = head; i + W <= n; i += W) stream_store(compute(i, W), out + i);
     }
   }

@@ -84,6 +84,14 @@ struct Vec<float> {
   void store_convert(Half* p, int n) const {
     _mm256_mask_storeu_epi16(p, mask(n), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
+  // Non-temporal store_convert at a 32-byte aligned p (core/loops.h's streamed rows).
+  void stream_convert(BFloat16* p) const {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p), to_bf16_bits());
+  }
+  void stream_convert(Half* p) const {
+    _mm256_stream_si256(reinterpret_cast<__m256i*>(p),
+                        _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
   void store_convert(float* p) const { store(p); }
   void store_convert(float* p, int n) const { store(p, n); }
 
@@ -293,6 +301,13 @@ struct Vec<float> {
   }
   void store_convert(Half* p) const {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  // Non-temporal store_convert at a 16-byte aligned p (core/loops.h's streamed rows).
+  void stream_convert(BFloat16* p) const {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p), to_bf16_bits());
+  }
+  void stream_convert(Half* p) const {
+    _mm_stream_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
   template <class T>
   void store_convert(T* p, int n) const {

@@ -447,8 +447,15 @@ void run_plan(const GemmProblem& p, const EpiloguePlan& plan, const cpu::GemmKer
     }
   }
   for (auto& s : stores) {
-    s.stream = s.dtype == ScalarType::Float32 && s.cs == 1 && s.data != acc &&
-               p.m * p.n * static_cast<int64_t>(sizeof(float)) >= kStreamOutputBytes &&
+    const int64_t esize = static_cast<int64_t>(element_size(s.dtype));
+    // float16/bfloat16 stream half-width vectors (32 bytes on AVX-512): only where every row
+    // starts on a cache line and a tile row is whole lines, so that one tile row's stores
+    // fill its lines and no partial line leaves the write-combining buffers.
+    const bool lines = s.dtype == ScalarType::Float32 ||
+                       ((s.dtype == ScalarType::BFloat16 || s.dtype == ScalarType::Float16) &&
+                        reinterpret_cast<uintptr_t>(s.data) % 64 == 0 && (s.rs * esize) % 64 == 0 &&
+                        (ks.sgemm.nr * esize) % 64 == 0);
+    s.stream = lines && s.cs == 1 && s.data != acc && p.m * p.n * esize >= kStreamOutputBytes &&
                !plan_reads(p, plan, s);
   }
   const cpu::EpilogueProgram program{instrs.data(),  static_cast<int32_t>(instrs.size()),

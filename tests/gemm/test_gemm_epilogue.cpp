@@ -17,6 +17,7 @@
 #include "tessera/core/error.h"
 #include "tessera/core/half.h"
 #include "tessera/core/parallel.h"
+#include "tessera/tessera.h"
 
 namespace tessera::gemm::testing {
 namespace {
@@ -382,6 +383,30 @@ TEST(GemmEpilogue, OutputsPastTheCacheAreStreamedExactly) {
       plan.store(plan.accumulator(), fused.data(), fused.rs, fused.cs);
       gemm_epilogue(p, plan, nk.kernels);
       EXPECT_TRUE(fused.buf == plain.buf) << nk.isa << ", " << t << " thread(s)";
+    }
+  }
+  // bfloat16 of 32 MiB or more with rows on cache lines (n = 4096) streams too; it holds the
+  // cast of gemm()'s float32 bits.
+  const int64_t mb = 4100, nb = 4096;
+  ASSERT_GE(mb * nb * 2, int64_t{32} << 20);
+  const Tensor x = randn({mb, k}), y = randn({k, nb});
+  GemmProblem q;
+  q.m = mb, q.n = nb, q.k = k;
+  q.a = x.data_ptr(), q.a_rs = k, q.a_cs = 1;
+  q.b = y.data_ptr(), q.b_rs = nb, q.b_cs = 1;
+  for (const auto& nk : runnable_kernels()) {
+    Tensor c = empty({mb, nb}, kFloat32);
+    GemmProblem pc = q;
+    pc.c = c.data_ptr(), pc.c_rs = nb, pc.c_cs = 1;
+    gemm(pc, nk.kernels);
+    const Tensor want = c.to(kBFloat16);
+    for (int t : {1, 2}) {
+      set_num_threads(t);
+      Tensor d = full({mb, nb}, 0.0, kBFloat16);
+      EpiloguePlan plan(mb, nb);
+      plan.store(plan.accumulator(), d.data_ptr(), nb, 1, kBFloat16);
+      gemm_epilogue(q, plan, nk.kernels);
+      EXPECT_TRUE(equal(d, want)) << nk.isa << ", bfloat16, " << t << " thread(s)";
     }
   }
   set_num_threads(saved);

@@ -176,6 +176,18 @@ TEST(PointwiseMath, LargeStreamedOutputsAreExact) {
     const Tensor r = relu(neg(d));
     const double* p = r.data_ptr<double>();
     for (int64_t i : {int64_t{0}, int64_t{1}, n / 4, n / 2 + 2}) EXPECT_EQ(p[i], double(i));
+    // bfloat16 and float16 (32 MiB is 16M elements): half-width vectors streamed from a
+    // 2-byte offset, the same bits as the cached path's conversion of the float results.
+    const int64_t h = (int64_t{32} << 20) / 2 + 21;
+    for (ScalarType t : {kBFloat16, kFloat16}) {
+      Tensor x = (arange(h, kFloat32) * (1.0 / 1024)).remainder(64.0).to(t);
+      Tensor hb = full({h + 1}, -7.0, t);
+      Tensor ho = hb.narrow(0, 1, h);
+      add_out(ho, x, x);
+      EXPECT_EQ(hb[0].item<float>(), -7.0f) << dtype_name(t);
+      const Tensor want = (x.to(kFloat32) + x.to(kFloat32)).to(t);  // float32 math, then cast
+      EXPECT_TRUE(equal(ho, want)) << dtype_name(t) << ", " << threads << " threads";
+    }
   }
   set_num_threads(saved);
 }

@@ -72,16 +72,16 @@ void load_row(const void* p, ScalarType t, int64_t off, int n, float* dst) {
   }
 }
 
-// Row `src` (padded to whole vectors) into n elements of dtype t at p + off; float32 rows of a
+// Row `src` (padded to whole vectors) into n elements of dtype t at p + off; the rows of a
 // streamed store go around the cache.
 void store_row(const float* src, void* p, ScalarType t, int64_t off, int n, bool stream) {
   const auto row = [src](int64_t j, int) { return V::load(src + j); };
   switch (t) {
     case ScalarType::BFloat16:
-      detail::store_row(static_cast<BFloat16*>(p) + off, n, false, row);
+      detail::store_row(static_cast<BFloat16*>(p) + off, n, stream, row);
       break;
     case ScalarType::Float16:
-      detail::store_row(static_cast<Half*>(p) + off, n, false, row);
+      detail::store_row(static_cast<Half*>(p) + off, n, stream, row);
       break;
     default:
       detail::store_row(static_cast<float*>(p) + off, n, stream, row);
