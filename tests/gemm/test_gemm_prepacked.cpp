@@ -54,14 +54,15 @@ TEST(GemmPrepacked, SameBitsAsUnpackedOnEveryIsa) {
 
 // Products of at most 64 x 64 with k within one KC block run the unpacked small kernel
 // (driver.cpp); a prepacked B never does. Both give the same bits, within the oracle's bound,
-// on every ISA, at every edge of the small kernel's 4-row, two-vector tiles.
+// on every ISA, at every edge of the small kernel's 4-row, two-vector tiles and of its
+// half-width tiles (AVX-512: at most 8 float / 4 double columns left).
 TEST(GemmPrepacked, SmallKernelHasThePackedBits) {
   std::mt19937_64 rng(13);
   for (const auto& nk : runnable_kernels()) {
     SCOPED_TRACE(nk.isa);
     for (Shape s : {Shape{5, 5, 1}, Shape{7, 9, 7}, Shape{8, 8, 8}, Shape{16, 16, 16},
                     Shape{17, 31, 64}, Shape{33, 48, 300}, Shape{64, 64, 64}, Shape{63, 61, 129},
-                    Shape{5, 64, 3}, Shape{64, 5, 2}}) {
+                    Shape{5, 64, 3}, Shape{64, 5, 2}, Shape{9, 3, 11}, Shape{12, 20, 16}}) {
       check_prepacked<float>(*nk.kernels, s, Layout::RowMajor, 1, 0, rng);
       check_prepacked<float>(*nk.kernels, s, Layout::RowMajor, 0.75, -1.5, rng);
       check_prepacked<double>(*nk.kernels, s, Layout::RowMajor, -0.5, 2, rng);

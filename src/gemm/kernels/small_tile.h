@@ -21,6 +21,10 @@
 
 #include "core/vec.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
 namespace tessera::cpu::TS_ISA {
 
 // Rows [0, MR) and columns [0, cols) of C, cols in ((NV - 1) L, NV L].
@@ -68,6 +72,66 @@ inline void small_tile(int64_t k, T alpha, const T* a, int64_t a_rs, int64_t a_c
   }
 }
 
+#if defined(__AVX512F__)
+// Half-width (256-bit) registers for a tile of at most half a vector of columns. Zen 4 runs a
+// 512-bit FMA as two 256-bit halves, so a masked 512-bit tile of 8 float columns cost as much
+// as 16, where two 256-bit FMAs issue per cycle.
+template <class T>
+struct Half256;
+template <>
+struct Half256<float> {
+  using R = __m256;
+  static R zero() { return _mm256_setzero_ps(); }
+  static R set1(float x) { return _mm256_set1_ps(x); }
+  static R load(const float* p, int n) {
+    return _mm256_maskz_loadu_ps(static_cast<__mmask8>((1u << n) - 1u), p);
+  }
+  static void store(float* p, R v, int n) {
+    _mm256_mask_storeu_ps(p, static_cast<__mmask8>((1u << n) - 1u), v);
+  }
+  static R fmadd(R a, R b, R c) { return _mm256_fmadd_ps(a, b, c); }
+  static R mul(R a, R b) { return _mm256_mul_ps(a, b); }
+};
+template <>
+struct Half256<double> {
+  using R = __m256d;
+  static R zero() { return _mm256_setzero_pd(); }
+  static R set1(double x) { return _mm256_set1_pd(x); }
+  static R load(const double* p, int n) {
+    return _mm256_maskz_loadu_pd(static_cast<__mmask8>((1u << n) - 1u), p);
+  }
+  static void store(double* p, R v, int n) {
+    _mm256_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1u), v);
+  }
+  static R fmadd(R a, R b, R c) { return _mm256_fmadd_pd(a, b, c); }
+  static R mul(R a, R b) { return _mm256_mul_pd(a, b); }
+};
+
+// small_tile<T, MR, 1> for cols <= L / 2 on half-width registers: the same operations per
+// element (an FMA chain over p from zero, alpha * acc, + beta * C), so the same bits.
+template <class T, int MR>
+inline void small_tile_half(int64_t k, T alpha, const T* a, int64_t a_rs, int64_t a_cs, const T* b,
+                            int64_t b_rs, T beta, T* c, int64_t c_rs, int cols) {
+  using H = Half256<T>;
+  typename H::R acc[MR];
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) acc[i] = H::zero();
+  for (int64_t p = 0; p < k; ++p) {
+    const typename H::R bv = H::load(b + p * b_rs, cols);
+#pragma GCC unroll 8
+    for (int i = 0; i < MR; ++i) acc[i] = H::fmadd(H::set1(a[i * a_rs + p * a_cs]), bv, acc[i]);
+  }
+  const typename H::R va = H::set1(alpha), vb = H::set1(beta);
+#pragma GCC unroll 8
+  for (int i = 0; i < MR; ++i) {
+    T* row = c + i * c_rs;
+    typename H::R r = H::mul(acc[i], va);
+    if (beta != T(0)) r = H::fmadd(vb, H::load(row, cols), r);
+    H::store(row, r, cols);
+  }
+}
+#endif
+
 // Rows [0, MR) of C, every column: blocks of two vectors, then one or two for the rest.
 template <class T, int MR>
 inline void small_rows(int64_t n, int64_t k, T alpha, const T* a, int64_t a_rs, int64_t a_cs,
@@ -80,6 +144,12 @@ inline void small_rows(int64_t n, int64_t k, T alpha, const T* a, int64_t a_rs, 
   if (rest > L) {
     small_tile<T, MR, 2>(k, alpha, a, a_rs, a_cs, b + j, b_rs, beta, c + j, c_rs, rest);
   } else if (rest > 0) {
+#if defined(__AVX512F__)
+    if (rest <= L / 2) {
+      small_tile_half<T, MR>(k, alpha, a, a_rs, a_cs, b + j, b_rs, beta, c + j, c_rs, rest);
+      return;
+    }
+#endif
     small_tile<T, MR, 1>(k, alpha, a, a_rs, a_cs, b + j, b_rs, beta, c + j, c_rs, rest);
   }
 }
