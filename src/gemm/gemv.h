@@ -51,7 +51,8 @@ struct GemvProblem {
 // Whether a product with `few` rows (or columns) of output against `many` of the other should
 // run on the GEMV path instead of a packed GEMM: up to 4 always, up to 8 beside more than 64
 // (eight vectors share one pass over the weight; a tiny square product is the small kernel's).
-// gemm(), the bfloat16/float16 products and linear() all choose with this.
+// gemm(), the bfloat16/float16 products and linear() all choose with this (gemm() keeps the
+// float32 products that its small kernel holds whole, m, n, k <= 64, off the GEMV path).
 bool gemv_pays(int64_t few, int64_t many);
 
 // Validates p (throws tessera::Error naming `op`, the argument, expected and given) and runs it
