@@ -827,8 +827,8 @@ inline void chan_merge(double& n, double& mean, double& m2, double nb, double me
 // where sum ran at 92-99%). s2 = M2_b + n (mean_b - shift)^2, so M2_b loses bits to
 // cancellation only when the shift lies far from the block's mean: when more than two bits
 // would go (s2 > 4 M2_b, a shift over sqrt(3) standard deviations away; NaN and infinities
-// land here too) the block, still in cache, is redone exactly: its mean, then the squared
-// deviations around it. Blocks merge with Chan's formula in double.
+// land here too) the block, still in cache, is redone by the corrected two-pass method: the
+// same pass around the block's own (float) mean. Blocks merge with Chan's formula in double.
 template <class T>
 struct MomentBlocks {
   using C = float_acc_t<T>;
@@ -899,22 +899,23 @@ Partial moments_contig(const T* x, int64_t n) {
   for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
     const int64_t nb = std::min(kBlock, n - b0);
     const T* p = x + b0;
-    const C shift = b0 == 0 ? static_cast<C>(p[0]) : static_cast<C>(mean);
-    const auto [s1, s2] = typename B::Deviations(shift).total(p, nb, pf);
     const double dn = static_cast<double>(nb);
-    const double d1 = static_cast<double>(s1), d2 = static_cast<double>(s2);
-    double block_mean = static_cast<double>(shift) + d1 / dn;
-    double block_m2 = d2 - d1 * d1 / dn;
-    if (!(d2 <= 4 * block_m2)) {  // cancellation, NaN or infinity: exactly, around the mean
-      // The corrected two-pass: the mean, then deviations around it and their squares (the
-      // deviations' sum corrects the mean's rounding, which the sum of large values carries).
-      const C c = typename B::Sum().total(p, nb) / static_cast<C>(nb);
-      const auto [e1, e2] = typename B::Deviations(c).total(p, nb, false);
-      const double f1 = static_cast<double>(e1);
-      block_mean = static_cast<double>(c) + f1 / dn;
-      block_m2 = static_cast<double>(e2) - f1 * f1 / dn;
+    // The block's mean and M2 from one pass around `shift`, and that pass's sum of squares.
+    struct Around {
+      double mean, m2, squares;
+    };
+    auto around = [&](C shift, bool prefetch) {
+      const auto [s1, s2] = typename B::Deviations(shift).total(p, nb, prefetch);
+      const double d1 = static_cast<double>(s1), d2 = static_cast<double>(s2);
+      return Around{static_cast<double>(shift) + d1 / dn, d2 - d1 * d1 / dn, d2};
+    };
+    Around r = around(b0 == 0 ? static_cast<C>(p[0]) : static_cast<C>(mean), pf);
+    if (!(r.squares <= 4 * r.m2)) {  // cancellation, NaN or infinity
+      // Around the block's own mean: the deviations' sum then corrects that mean's rounding
+      // (a float sum of large values carries it).
+      r = around(typename B::Sum().total(p, nb) / static_cast<C>(nb), false);
     }
-    chan_merge(cnt, mean, m2, dn, block_mean, block_m2);
+    chan_merge(cnt, mean, m2, dn, r.mean, r.m2);
   }
   return Partial{mean, m2, 0, static_cast<int64_t>(cnt)};
 }
