@@ -161,12 +161,14 @@ inline void vec_row(char** p, const int64_t* s, int64_t n, ScalarOp& sop, VecOp&
     is_bcast[k] = s[k + 1] == 0;
     if (is_bcast[k]) bcast[k] = V(static_cast<C>(in[k][0]));
   }
+  const bool prefetch = stream && stream_prefetch_pays();
   auto load = [&](int k, int64_t i, int cnt) -> V {
     if (is_bcast[k]) return bcast[k];
-    // Large (streamed) rows also prefetch their inputs 2 KiB ahead: for ops with real
-    // arithmetic (gelu) the hardware prefetchers alone left the loads waiting (measured 45 ->
-    // 32 ms for gelu over 64M float32 on one Xeon core). It may lie past the row's end.
-    if (stream) __builtin_prefetch(ahead(in[k] + i, 2048));
+    // Large (streamed) rows also prefetch their inputs 2 KiB ahead where that pays (not on
+    // AMD, core/prefetch.h): for ops with real arithmetic (gelu) the hardware prefetchers alone
+    // left the loads waiting (measured 45 -> 32 ms for gelu over 64M float32 on one Xeon core).
+    // It may lie past the row's end.
+    if (prefetch) __builtin_prefetch(ahead(in[k] + i, 2048));
     return cnt == W ? V::load_convert(in[k] + i) : V::load_convert(in[k] + i, cnt);
   };
   store_row(reinterpret_cast<S*>(p[0]), n, stream, [&](int64_t i, int cnt) -> V {

@@ -5,9 +5,10 @@
 // vectors keeps R * nx vector accumulators; each step loads two vectors of x per activation,
 // decodes two vectors of each of the R rows (AVX-512 float8/NVFP4 decoders fill both in one
 // full-width pass) and issues 2 R nx FMAs, so R weight streams are in flight at once, each
-// also prefetched kPrefetchBytes ahead. R = 4 for one activation vector, 2 for 2..8; a tile
-// whose registers would not hold two steps' x vectors takes one vector per step. Rows left over at
-// the end run as tiles of one row, with the same arithmetic per row; each lane accumulates its p
+// also prefetched kPrefetchBytes ahead where that pays (stream_prefetch_pays(), not on AMD).
+// R = 4 (8 for 16-bit weights on AVX-512) for one activation vector, 2 for 2..8; a tile whose
+// registers would not hold two steps' x vectors takes one vector per step. Rows left over at the
+// end run as tiles of one row, with the same arithmetic per row; each lane accumulates its p
 // values in ascending order.
 //
 // Column kernels (W column-major, the x^T B form with B row-major): a block of up to kBlock
@@ -19,6 +20,7 @@
 
 #include <algorithm>
 
+#include "core/prefetch.h"
 #include "gemm/formats/decode_vec.h"
 
 #define TS_GEMV_STR2(x) #x
@@ -113,6 +115,7 @@ void row_tile(const GemvArgs& a, int64_t i0) {
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < MX; ++m) acc[r][m] = V(0.0f);
   const int64_t k = a.k;
+  const bool pf = stream_prefetch_pays();
   int64_t p = 0;
   // Two vectors per step (same per-lane order as one at a time) where the accumulators, both
   // x vectors of every activation and the row values fit the vector registers.
@@ -124,7 +127,7 @@ void row_tile(const GemvArgs& a, int64_t i0) {
       x1[m] = V::load(a.x + m * a.x_ld + p + kLanes);
     }
     for (int r = 0; r < R; ++r) {
-      __builtin_prefetch(rows[r] + gemm::format_bytes(F, p) + kPrefetchBytes);
+      if (pf) __builtin_prefetch(ahead(rows[r] + gemm::format_bytes(F, p), kPrefetchBytes));
       V w0, w1;
       load_row2<F>(rows[r], scales[r], p, w0, w1);
       for (int m = 0; m < MX; ++m) {
@@ -137,8 +140,8 @@ void row_tile(const GemvArgs& a, int64_t i0) {
     V xv[MX];
     for (int m = 0; m < MX; ++m) xv[m] = V::load(a.x + m * a.x_ld + p);
     for (int r = 0; r < R; ++r) {
-      if constexpr (!kPairSteps)  // the main loop then: it prefetches as the pair loop does
-        __builtin_prefetch(rows[r] + gemm::format_bytes(F, p) + kPrefetchBytes);
+      if (!kPairSteps && pf)  // the main loop then: it prefetches as the pair loop does
+        __builtin_prefetch(ahead(rows[r] + gemm::format_bytes(F, p), kPrefetchBytes));
       const V w = load_row<F>(rows[r], scales[r], p);
       for (int m = 0; m < MX; ++m) acc[r][m] = V::fmadd(w, xv[m], acc[r][m]);
     }
@@ -163,9 +166,17 @@ void row_tile(const GemvArgs& a, int64_t i0) {
 // divides the x traffic (from L2 once the activations outgrow L1). Eight activations take two
 // rows in one-vector steps (16 accumulators, 8 x vectors): one row with two-vector steps read
 // W at 6.4 GB/s (k = n = 4096, one thread), bound by 16 x loads per two W vectors.
+//
+// One activation takes four rows, or eight of a 16-bit format on AVX-512 (26 of the 32
+// registers): more weight streams in flight. On the Zen 4 VM, one thread, an 8192x8192
+// bfloat16 weight read at 18-19 GB/s with four rows and at 21-22 with eight (a standalone loop
+// of the same arithmetic, alternating); float32 rows gained nothing from eight (19 GB/s both).
+template <WeightFormat F>
+constexpr bool kSixteenBit = F == WeightFormat::BFloat16 || F == WeightFormat::Float16;
+
 template <WeightFormat F, int MX>
 void rows_kernel(const GemvArgs& a) {
-  constexpr int R = MX == 1 ? 4 : 2;
+  constexpr int R = MX == 1 ? (kSixteenBit<F> && kLanes >= 16 ? 8 : 4) : 2;
   int64_t i = 0;
   for (; i + R <= a.rows; i += R) row_tile<F, R, MX>(a, i);
   for (; i < a.rows; ++i) row_tile<F, 1, MX>(a, i);

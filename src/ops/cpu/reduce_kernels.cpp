@@ -59,16 +59,8 @@ constexpr DtypeMask kKernelReal = dtype_bit(kBool) | kIntegralTypes | kKernelFlo
 // The helpers are always_inline (see core/prefetch.h); addresses ahead come from `ahead`.
 
 // Contiguous loops touch the lines kStreamAhead bytes ahead of the `elements` they load next,
-// into L1, where `on` (stream_prefetch()). On an AMD EPYC (Zen 5) VM the same loops ran faster
-// without them (64M float32, both builds alternating, medians of 7 runs, GB/s without / with:
-// amax 36.0 / 33.5 and var 28.3 / 23.4 on one thread, 73.4 / 70.2 and 60.2 / 43.4 on two;
-// sum 31.4 / 29.2 on one thread over 5 runs): its prefetchers keep up alone and the extra
-// instructions only cost. So they run everywhere but on AMD.
+// into L1, where `on` (stream_prefetch_pays(), core/prefetch.h: not on AMD).
 constexpr int64_t kStreamAhead = 2048;
-inline bool stream_prefetch() {
-  static const bool on = !cpu_features().amd;
-  return on;
-}
 template <class T>
 [[gnu::always_inline]] inline void prefetch_stream(const T* p, int64_t elements, bool on) {
   if (!on) return;
@@ -228,7 +220,7 @@ void with_float_ops(ReduceKind kind, double p, F&& f) {
 // block searched for a NaN, which is the result. Eight accumulators keep loads in flight.
 template <class T, class Map, class Comb>
 float_acc_t<T> extreme_contig(const T* x, int64_t n, const Map& map, const Comb& comb) {
-  const bool pf = stream_prefetch();
+  const bool pf = stream_prefetch_pays();
   using C = float_acc_t<T>;
   using V = Vec<C>;
   constexpr int W = V::kSize;
@@ -273,7 +265,7 @@ float_acc_t<T> extreme_contig(const T* x, int64_t n, const Map& map, const Comb&
 // merged pairwise by a binary counter (the cascade in the file comment).
 template <class T, class Map, class Comb>
 float_acc_t<T> cascade_contig(const T* x, int64_t n, const Map& map, const Comb& comb) {
-  const bool pf = stream_prefetch();
+  const bool pf = stream_prefetch_pays();
   using C = float_acc_t<T>;
   using V = Vec<C>;
   constexpr int W = V::kSize;
@@ -591,7 +583,7 @@ inline bool better(C v, C best) {
 // block whose extreme beats the running one is rescanned, from L1, for its first position.
 template <bool kMax, class T>
 Partial arg_contig_float(const T* x, int64_t n) {
-  const bool pf = stream_prefetch();
+  const bool pf = stream_prefetch_pays();
   using C = float_acc_t<T>;
   using V = Vec<C>;
   constexpr int W = V::kSize;
@@ -891,7 +883,7 @@ struct MomentBlocks {
 
 template <class T>
 Partial moments_contig(const T* x, int64_t n) {
-  const bool pf = stream_prefetch();
+  const bool pf = stream_prefetch_pays();
   using B = MomentBlocks<T>;
   using C = typename B::C;
   constexpr int64_t kBlock = 4096;
