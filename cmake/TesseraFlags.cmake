@@ -15,6 +15,9 @@ set(TESSERA_ISA_FLAGS_avx512 -mavx512f -mavx512bw -mavx512vl -mavx512dq -mavx2 -
     # GCC 12 reports false "(may be) used uninitialized" inside its own AVX-512 intrinsic
     # headers (the _mm512_undefined_* pass-through operands), at -O2 -g with sanitizers too.
     -Wno-maybe-uninitialized -Wno-uninitialized)
+# One more build of the GEMV kernels only (src/CMakeLists.txt), chosen at run time where cpuid
+# reports AVX512_VBMI: float8_e4m3fn weights decode by byte-table permutes there.
+set(TESSERA_ISA_FLAGS_avx512vbmi ${TESSERA_ISA_FLAGS_avx512} -mavx512vbmi)
 
 add_library(tessera_sanitize INTERFACE)
 if(TESSERA_SANITIZE)

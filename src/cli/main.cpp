@@ -9,6 +9,7 @@
 #include "cli/bench_util.h"
 #include "cli/demo.h"
 #include "cli/train.h"
+#include "gemm/gemv.h"
 #include "gemm/lowp.h"
 #include "tessera/distributed/flight_recorder.h"
 #include "tessera/distributed/launch.h"
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
     const auto& bf16 = tessera::gemm::bf16_path();
     std::printf("bf16 GEMM:    %s (%s)\n", bf16.pairs ? "vdpbf16ps pair kernel" : "float32 kernel",
                 bf16.reason.c_str());
+    std::printf("GEMV kernels: %s\n", tessera::gemm::default_gemv_kernels().isa);
   });
 
   auto* demo = app.add_subcommand("demo", "Run the showcase of the tensor library");

@@ -44,6 +44,7 @@ CpuFeatures detect() {
       f.avx512bw = (b >> 30) & 1;
       f.avx512vl = (b >> 31) & 1;
       f.avx512_vnni = (c >> 11) & 1;
+      f.avx512_vbmi = (c >> 1) & 1;
     }
   }
   if (zmm_state && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512_bf16 = (a >> 5) & 1;

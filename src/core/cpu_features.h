@@ -11,9 +11,9 @@ enum class CpuIsa : int { Generic = 0, Avx2 = 1, Avx512 = 2 };
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false;
-  bool avx512_bf16 = false, avx512_vnni = false;
+  bool avx512_bf16 = false, avx512_vnni = false, avx512_vbmi = false;
   // cpuid vendor "AuthenticAMD". Its hardware prefetchers follow a contiguous stream on their
-  // own, and software prefetches of that stream only cost (reduce_kernels.cpp).
+  // own, and software prefetches of that stream only cost (core/prefetch.h).
   bool amd = false;
 };
 

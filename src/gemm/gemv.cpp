@@ -186,10 +186,18 @@ void validate(const GemvProblem& p, std::string_view op) {
 }  // namespace
 
 const cpu::GemvKernels& gemv_kernels_for(std::string_view isa) {
+  if (isa == "avx512vbmi") return cpu::avx512vbmi::gemv_kernels();
   if (isa == "avx512") return cpu::avx512::gemv_kernels();
   if (isa == "avx2") return cpu::avx2::gemv_kernels();
   if (isa == "generic") return cpu::generic::gemv_kernels();
-  return TS_DISPATCH(gemv_kernels);
+  return default_gemv_kernels();
+}
+
+const cpu::GemvKernels& default_gemv_kernels() {
+  static const cpu::GemvKernels& table = cpu_isa() == CpuIsa::Avx512 && cpu_features().avx512_vbmi
+                                             ? cpu::avx512vbmi::gemv_kernels()
+                                             : TS_DISPATCH(gemv_kernels);
+  return table;
 }
 
 void gemv_run(const GemvProblem& p, const cpu::GemvKernels& kernels, bool allow_threads) {
@@ -208,7 +216,7 @@ bool gemv_pays(int64_t few, int64_t many) {
 
 void gemv(const GemvProblem& p, const cpu::GemvKernels* kernels, std::string_view op) {
   validate(p, op);
-  gemv_run(p, kernels ? *kernels : TS_DISPATCH(gemv_kernels), true);
+  gemv_run(p, kernels ? *kernels : default_gemv_kernels(), true);
 }
 
 void gemv_reference(const GemvProblem& p) {

@@ -60,8 +60,13 @@ bool gemv_pays(int64_t few, int64_t many);
 void gemv(const GemvProblem& p, const cpu::GemvKernels* kernels = nullptr,
           std::string_view op = "gemv");
 
-// The table of the named ISA ("avx512", "avx2", "generic"); the default one otherwise.
+// The table of the named build ("avx512vbmi", "avx512", "avx2", "generic"; the caller checks
+// that the CPU runs it); the default one otherwise.
 const cpu::GemvKernels& gemv_kernels_for(std::string_view isa);
+
+// The table gemv() runs by default: the ISA chosen at start-up, in its AVX512_VBMI build where
+// the CPU has that.
+const cpu::GemvKernels& default_gemv_kernels();
 
 // Runs an already validated problem; `allow_threads` false keeps it on the calling thread
 // (batched GEMMs that are already split by problem).

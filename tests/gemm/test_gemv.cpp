@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cpu_features.h"
 #include "gemm/epilogue.h"
 #include "gemm/gemm.h"
 #include "gemm/gemv.h"
@@ -38,6 +39,8 @@ struct NamedGemv {
 std::vector<NamedGemv> runnable_gemv() {
   std::vector<NamedGemv> out;
   for (const auto& [isa, table] : TS_RUNNABLE_TABLES(gemv_kernels)) out.push_back({isa, table});
+  if (best_isa() == CpuIsa::Avx512 && cpu_features().avx512_vbmi)
+    out.push_back({"avx512vbmi", &gemv_kernels_for("avx512vbmi")});
   return out;
 }
 
@@ -296,6 +299,18 @@ TEST(Gemv, EightVectorsPerPassKeepEachOutputsBits) {
   }
 }
 
+// W x (alpha 1, beta 0) on `kernels` (gemv()'s default when null): nx x n, contiguous.
+std::vector<float> products(const Weights& w, const Activations& x,
+                            const cpu::GemvKernels* kernels = nullptr) {
+  std::vector<float> y(static_cast<size_t>(x.nx * w.n));
+  GemvProblem p;
+  w.into(p);
+  x.into(p);
+  p.y = y.data(), p.y_ld = w.n;
+  gemv(p, kernels);
+  return y;
+}
+
 TEST(Gemv, OneAndTwoThreadsBitwiseEqual) {
   std::mt19937 rng(4);
   const int saved = get_num_threads();
@@ -305,20 +320,32 @@ TEST(Gemv, OneAndTwoThreadsBitwiseEqual) {
         if (f == WeightFormat::NVFP4 && layout == Layout::Col) continue;
         const Weights w(f, 1000, f == WeightFormat::NVFP4 ? 2048 : 1031, layout, rng);
         const Activations x(kFloat32, nx, w.k, 1, rng);
-        std::vector<float> y1(static_cast<size_t>(nx * w.n)), y2(y1.size());
-        GemvProblem p;
-        w.into(p);
-        x.into(p);
-        p.y_ld = w.n;
-        for (auto [threads, y] : {std::pair{1, &y1}, std::pair{2, &y2}}) {
-          set_num_threads(threads);
-          p.y = y->data();
-          gemv(p);
-        }
+        set_num_threads(1);
+        const std::vector<float> y1 = products(w, x);
+        set_num_threads(2);
+        const std::vector<float> y2 = products(w, x);
         EXPECT_EQ(0, std::memcmp(y1.data(), y2.data(), y1.size() * sizeof(float)))
             << format_name(f) << " nx=" << nx;
       }
   set_num_threads(saved);
+}
+
+// The avx512vbmi build decodes float8_e4m3fn by table, four vectors per step; it must give
+// the bits of the plain AVX-512 build (the same values, the same per-lane order), for every
+// number of activation vectors and with k not a multiple of the step.
+TEST(Gemv, Float8TableDecodeHasTheBitsOfTheAvx512Build) {
+  if (!(best_isa() == CpuIsa::Avx512 && cpu_features().avx512_vbmi))
+    GTEST_SKIP() << "this CPU has no AVX512_VBMI";
+  std::mt19937 rng(11);
+  for (WeightFormat f : {WeightFormat::Float8_e4m3fn, WeightFormat::Float8_e5m2})
+    for (int64_t nx : {1, 2, 3, 4, 5, 8}) {
+      const Weights w(f, 37, 1000, Layout::Row, rng);
+      const Activations x(kFloat32, nx, w.k, 1, rng);
+      const std::vector<float> plain = products(w, x, &gemv_kernels_for("avx512"));
+      const std::vector<float> table = products(w, x, &gemv_kernels_for("avx512vbmi"));
+      EXPECT_EQ(0, std::memcmp(plain.data(), table.data(), plain.size() * sizeof(float)))
+          << format_name(f) << " nx=" << nx;
+    }
 }
 
 // Every float8 code (and every float4 code with a block scale) decodes exactly as the
@@ -326,27 +353,31 @@ TEST(Gemv, OneAndTwoThreadsBitwiseEqual) {
 TEST(Gemv, DecodesEveryCodeExactly) {
   for (const auto& [isa, kernels] : runnable_gemv()) {
     SCOPED_TRACE(isa);
-    for (WeightFormat f : {WeightFormat::Float8_e4m3fn, WeightFormat::Float8_e5m2}) {
-      std::vector<uint8_t> codes(256);
-      for (int c = 0; c < 256; ++c) codes[c] = static_cast<uint8_t>(c);
-      const float one = 1.0f;
-      std::vector<float> y(256);
-      GemvProblem p;
-      p.format = f, p.n = 256, p.k = 1;
-      p.w = codes.data(), p.w_rs = 1, p.w_cs = 1;
-      p.x = &one, p.y = y.data();
-      gemv(p, kernels);
-      for (int c = 0; c < 256; ++c) {
-        const float want = f == WeightFormat::Float8_e4m3fn
-                               ? float(Float8_e4m3fn(from_bits, static_cast<uint8_t>(c)))
-                               : float(Float8_e5m2(from_bits, static_cast<uint8_t>(c)));
-        if (std::isnan(want)) {
-          EXPECT_TRUE(std::isnan(y[c])) << format_name(f) << " code " << c;
-        } else {
-          EXPECT_EQ(want, y[c]) << format_name(f) << " code " << c;
+    // Row c holds code c at column (7 c) % k and zeros elsewhere, so with x = 1 output c is
+    // code c's value. k = 1 decodes on the tail path, 32 in two-vector steps, 64 and 192 in
+    // the widest steps a kernel has (four vectors at once where the decoder can).
+    for (WeightFormat f : {WeightFormat::Float8_e4m3fn, WeightFormat::Float8_e5m2})
+      for (int64_t k : {1, 32, 64, 192}) {
+        std::vector<uint8_t> codes(static_cast<size_t>(256 * k), 0);
+        for (int c = 0; c < 256; ++c) codes[c * k + (7 * c) % k] = static_cast<uint8_t>(c);
+        const std::vector<float> ones(static_cast<size_t>(k), 1.0f);
+        std::vector<float> y(256);
+        GemvProblem p;
+        p.format = f, p.n = 256, p.k = k;
+        p.w = codes.data(), p.w_rs = k, p.w_cs = 1;
+        p.x = ones.data(), p.y = y.data();
+        gemv(p, kernels);
+        for (int c = 0; c < 256; ++c) {
+          const float want = f == WeightFormat::Float8_e4m3fn
+                                 ? float(Float8_e4m3fn(from_bits, static_cast<uint8_t>(c)))
+                                 : float(Float8_e5m2(from_bits, static_cast<uint8_t>(c)));
+          if (std::isnan(want)) {
+            EXPECT_TRUE(std::isnan(y[c])) << format_name(f) << " k " << k << " code " << c;
+          } else {
+            EXPECT_EQ(want, y[c]) << format_name(f) << " k " << k << " code " << c;
+          }
         }
       }
-    }
     // NVFP4: row r holds code r % 16 in all 16 values, block scale code 0x38 + r / 16.
     std::vector<uint8_t> w(64 * 8), scales(64);
     for (int r = 0; r < 64; ++r) {

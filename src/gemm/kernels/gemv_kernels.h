@@ -55,3 +55,8 @@ struct GemvKernels {
 }  // namespace tessera::cpu
 
 TS_DECLARE_ISA_TABLE(GemvKernels, gemv_kernels)
+
+// The same kernels built for AVX-512 with AVX512_VBMI (float8_e4m3fn rows decode by table).
+namespace tessera::cpu::avx512vbmi {
+const GemvKernels& gemv_kernels();
+}
