@@ -150,7 +150,9 @@ TEST(GemmEngine, SmallBlocksExerciseAllLoops) {
   std::mt19937_64 rng(5);
   for (const auto& nk : runnable_kernels()) {
     SCOPED_TRACE(nk.isa);
-    for (Shape s : {Shape{100, 150, 70}, Shape{67, 131, 33}, Shape{5, 200, 47}}) {
+    // m <= MC (the last two) runs the rank-KC loop outside, B packed in column chunks.
+    for (Shape s :
+         {Shape{100, 150, 70}, Shape{67, 131, 33}, Shape{5, 200, 47}, Shape{20, 150, 70}}) {
       for (const AlphaBeta& ab : {AlphaBeta{1, 0}, AlphaBeta{0.5, -2}}) {
         run_case<float>(nk.kernels, s, Layout::RowMajor, Layout::ColMajor, Layout::RowMajor, ab,
                         rng, ab.beta == 0);
