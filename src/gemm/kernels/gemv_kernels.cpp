@@ -7,9 +7,10 @@
 // full-width pass) and issues 2 R nx FMAs, so R weight streams are in flight at once, each
 // also prefetched kPrefetchBytes ahead where that pays (stream_prefetch_pays(), not on AMD).
 // R = 4 (8 for 16-bit weights on AVX-512) for one activation vector, 2 for 2..8; a tile whose
-// registers would not hold two steps' x vectors takes one vector per step. Rows left over at the
-// end run as tiles of one row, with the same arithmetic per row; each lane accumulates its p
-// values in ascending order.
+// registers would not hold two steps' x vectors takes one vector per step. A decoder with a
+// four-vector form (float8_e4m3fn by table in the avx512vbmi build) runs four-vector steps
+// first. Rows left over at the end run as tiles of one row, with the same arithmetic per row;
+// each lane accumulates its p values in ascending order.
 //
 // Column kernels (W column-major, the x^T B form with B row-major): a block of up to kBlock
 // outputs is accumulated in a buffer (L2 for up to four activations, L1 for eight, see
