@@ -191,7 +191,7 @@ void row_tile(const GemvArgs& a, int64_t i0) {
 //
 // One activation takes four rows, or eight of a 16-bit format on AVX-512 (26 of the 32
 // registers): more weight streams in flight. On the Zen 4 VM, one thread, an 8192x8192
-// bfloat16 weight read at 18-19 GB/s with four rows and at 21-22 with eight (a standalone loop
+// bfloat16 weight read at 18 GB/s with four rows and at 20-22 with eight (a standalone loop
 // of the same arithmetic, alternating); float32 rows gained nothing from eight (19 GB/s both).
 template <WeightFormat F>
 constexpr bool kSixteenBit = F == WeightFormat::BFloat16 || F == WeightFormat::Float16;
