@@ -87,32 +87,8 @@ inline constexpr bool kStreamable = std::is_same_v<S, compute_t<S>>
 #endif
     ;
 
-// A non-temporal store of one whole vector at a vector-aligned address (float16/bfloat16: the
-// converted half-width vector at its own alignment), and the fence that orders such stores
-// before the loop's results are handed to another thread. The generic ISA stores plainly.
-template <class V, class C>
-inline void stream_store(const V& r, C* p) {
-  if constexpr (std::is_same_v<C, BFloat16> || std::is_same_v<C, Half>) {
-    r.stream_convert(p);
-  } else {
-#if defined(__AVX512F__)
-    if constexpr (std::is_same_v<C, float>) {
-      _mm512_stream_ps(p, r.v);
-    } else {
-      _mm512_stream_pd(p, r.v);
-    }
-#elif defined(__AVX2__)
-    if constexpr (std::is_same_v<C, float>) {
-      _mm256_stream_ps(p, r.v);
-    } else {
-      _mm256_stream_pd(p, r.v);
-    }
-#else
-    r.store(p);
-#endif
-  }
-}
-
+// Orders store_row's non-temporal stores (Vec::stream_convert) before the loop's results are
+// handed to another thread.
 inline void stream_fence() {
 #if defined(__AVX512F__) || defined(__AVX2__)
   _mm_sfence();
@@ -137,7 +113,7 @@ inline void store_row(S* out, int64_t n, bool stream, Compute&& compute) {
       const auto head =
           std::min<int64_t>(n, static_cast<int64_t>((kAlign - addr % kAlign) % kAlign / sizeof(S)));
       if (head > 0) compute(0, static_cast<int>(head)).store_convert(out, static_cast<int>(head));
-      for (i = head; i + W <= n; i += W) stream_store(compute(i, W), out + i);
+      for (i = head; i + W <= n; i += W) compute(i, W).stream_convert(out + i);
     }
   }
   for (; i + W <= n; i += W) compute(i, W).store_convert(out + i);

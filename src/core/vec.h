@@ -84,7 +84,9 @@ struct Vec<float> {
   void store_convert(Half* p, int n) const {
     _mm256_mask_storeu_epi16(p, mask(n), _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
-  // Non-temporal store_convert at a 32-byte aligned p (core/loops.h's streamed rows).
+  // Non-temporal store_convert at an aligned p (64 bytes; 32 for the half-width dtypes), for
+  // core/loops.h's streamed rows.
+  void stream_convert(float* p) const { _mm512_stream_ps(p, v); }
   void stream_convert(BFloat16* p) const {
     _mm256_stream_si256(reinterpret_cast<__m256i*>(p), to_bf16_bits());
   }
@@ -188,6 +190,7 @@ struct Vec<double> {
   static Vec load_convert(const double* p) { return load(p); }
   static Vec load_convert(const double* p, int n) { return load(p, n); }
   void store(double* p) const { _mm512_storeu_pd(p, v); }
+  void stream_convert(double* p) const { _mm512_stream_pd(p, v); }  // p 64-byte aligned
   void store(double* p, int n) const { _mm512_mask_storeu_pd(p, mask(n), v); }
   void store_convert(double* p) const { store(p); }
   void store_convert(double* p, int n) const { store(p, n); }
@@ -302,7 +305,9 @@ struct Vec<float> {
   void store_convert(Half* p) const {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
   }
-  // Non-temporal store_convert at a 16-byte aligned p (core/loops.h's streamed rows).
+  // Non-temporal store_convert at an aligned p (32 bytes; 16 for the half-width dtypes), for
+  // core/loops.h's streamed rows.
+  void stream_convert(float* p) const { _mm256_stream_ps(p, v); }
   void stream_convert(BFloat16* p) const {
     _mm_stream_si128(reinterpret_cast<__m128i*>(p), to_bf16_bits());
   }
@@ -398,6 +403,7 @@ struct Vec<double> {
   static Vec load_convert(const double* p) { return load(p); }
   static Vec load_convert(const double* p, int n) { return load(p, n); }
   void store(double* p) const { _mm256_storeu_pd(p, v); }
+  void stream_convert(double* p) const { _mm256_stream_pd(p, v); }  // p 32-byte aligned
   void store(double* p, int n) const { _mm256_maskstore_pd(p, detail::tail_mask64(n), v); }
   void store_convert(double* p) const { store(p); }
   void store_convert(double* p, int n) const { store(p, n); }
@@ -513,6 +519,7 @@ struct GenericVec {
   }
   static GenericVec load_convert(const T* p, int n) { return load(p, n); }
   void store(T* p) const { std::memcpy(p, v, sizeof(v)); }
+  void stream_convert(T* p) const { store(p); }  // no non-temporal stores here: plain
   void store(T* p, int n) const { std::memcpy(p, v, sizeof(T) * n); }
   template <class S>
   void store_convert(S* p) const {
