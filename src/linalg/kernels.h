@@ -51,6 +51,10 @@ void trsm_left_unblocked(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int6
 template <class T>
 void gemm_minus(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs, const T* b,
                 int64_t b_rs, int64_t b_cs, bool conj_b, T* c, int64_t c_rs, int64_t c_cs);
+// C (m x n) = A (m x k) * B (k x n), strided, through the GEMM engine.
+template <class T>
+void gemm_product(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs,
+                  const T* b, int64_t b_rs, int64_t b_cs, T* c, int64_t c_rs, int64_t c_cs);
 
 // ---- Cholesky ----------------------------------------------------------------------------------
 

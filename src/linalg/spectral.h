@@ -7,9 +7,9 @@
 //
 // Which algorithm runs (docs/linalg.md):
 //   heev   n <= kJacobiMaxOrder: cyclic two-sided Jacobi with a threshold strategy
-//          (jacobi_eigh.cpp); larger: Householder tridiagonalization, implicit QL with
-//          Wilkinson shifts whose rotations are applied to the eigenvectors in cache-sized
-//          column blocks (tridiagonal.cpp).
+//          (jacobi_eigh.cpp); larger: Householder tridiagonalization (tridiagonal.cpp), then
+//          implicit QL with Wilkinson shifts for values only, divide and conquer with vectors
+//          (divide_conquer.cpp).
 //   gesvd  min(m, n) <= kJacobiMaxOrder: one-sided (Hestenes) Jacobi, preconditioned by a
 //          Householder QR when m > n (jacobi_svd.cpp); larger: Householder bidiagonalization
 //          and the implicit-shift bidiagonal QR of Golub and Kahan (bidiagonal.cpp).
@@ -22,6 +22,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <string_view>
 #include <vector>
 
@@ -49,6 +50,10 @@ void apply_householder(int64_t n, const T* v_tail, T tau, T* x, bool conj_tau);
 // Blocked: orgqr (qr_internal.h) on the trailing (n-1) x (n-1) block.
 template <class T>
 void form_shifted_q(int64_t n, int64_t count, const T* tails, int64_t ld_tails, const T* tau, T* z);
+// C (n x ncols row-major) := Q C for the same Q, without forming it (the blocked ormqr).
+template <class T>
+void apply_shifted_q(int64_t n, int64_t count, const T* tails, int64_t ld_tails, const T* tau,
+                     int64_t ncols, T* c);
 
 // Throws LinAlgError for the first batch element whose info is nonzero (the iteration did not
 // converge), in PyTorch's words; `repeated` is "eigenvalues" or "singular values" (eigh.cpp).
@@ -163,6 +168,24 @@ template <class T>
 int64_t heev_jacobi(int64_t n, T* a, real_t<T>* w, T* v);
 template <class T>
 int64_t heev_tridiagonal(int64_t n, T* a, real_t<T>* w, T* v);
+
+// Receives a batch of plane rotations, in order, from an iteration that records them.
+template <class R>
+using RotationSink = std::function<void(const std::vector<PlaneRotation<R>>&)>;
+
+// Implicit QL with Wilkinson shifts (tql2 / steqr) on the real symmetric tridiagonal matrix
+// with diagonal d[0 .. n) and off-diagonal e[0 .. n-1) (e[n-1] is neither read nor written;
+// e is scratch): d gets the eigenvalues, unsorted. The rotations of each sweep act on
+// (columns i, i+1 of) the eigenvector matrix; they go to `sink` in batches when it is set.
+// Returns 0, or l + 1 when value l did not converge in 30 iterations.
+template <class R>
+int64_t tridiagonal_ql(int64_t n, R* d, R* e, const RotationSink<R>& sink);
+
+// The same matrix by Cuppen's divide and conquer (divide_conquer.cpp, LAPACK's stedc): d gets
+// the eigenvalues ascending and z (n x n row-major) the eigenvectors as columns; e is scratch.
+// Returns 0, or a value > 0 when a leaf's QL iteration did not converge.
+template <class R>
+int64_t stedc(int64_t n, R* d, R* e, R* z);
 
 // ---- svd --------------------------------------------------------------------------------------
 

@@ -7,17 +7,15 @@
 //    A22 := H_k^H A22 H_k as a rank-2 update:
 //      y = tau A22 v,   y += -(tau / 2) (y^H v) v,   A22 -= v y^H + y v^H.
 //    A = Q T Q^H with Q = H_0 H_1 ... H_{n-3}.
-// 2. Z := Q, kept as columns-as-rows (row j of zc is column j of Z), formed by the blocked
-//    orgqr (form_shifted_q).
-// 3. QL (the tql2 / steqr iteration): deflate where |e_m| <= eps ||T||; otherwise an
-//    implicit QL sweep with the Wilkinson shift from the leading 2 x 2 block. Each sweep's
-//    plane rotations act on columns (i, i+1) of Z; they are recorded and applied in batches by
-//    RotatedRows, which holds zc in 512-byte column blocks and sweeps each through a batch.
-// 4. Eigenvalues sorted ascending with their vectors.
+// 2. Values only: QL (the tql2 / steqr iteration, tridiagonal_ql): deflate where
+//    |e_m| <= eps ||T||; otherwise an implicit QL sweep with the Wilkinson shift from the
+//    leading 2 x 2 block.
+// 3. With vectors: T = Z diag(w) Z^T by divide and conquer (stedc, divide_conquer.cpp, whose
+//    leaves run the same QL with their rotations applied), and the eigenvectors Q Z with Q
+//    applied by its reflectors (the blocked ormqr, apply_shifted_q), never formed.
 #include <algorithm>
 #include <cmath>
 #include <limits>
-#include <optional>
 #include <vector>
 
 #include "core/cached_vector.h"
@@ -178,39 +176,22 @@ void tridiagonalize_blocked(int64_t n, T* a, T* d, T* e, cached_vector<T>& vs,
 
 }  // namespace
 
-template <class T>
-int64_t heev_tridiagonal(int64_t n, T* a, real_t<T>* w, T* v) {
-  using R = real_t<T>;
+template <class R>
+int64_t tridiagonal_ql(int64_t n, R* d, R* e, const RotationSink<R>& sink) {
   if (n == 0) return 0;
-  std::vector<R> e(static_cast<size_t>(n));
-  cached_vector<T> vs, taus;
-  if constexpr (kIsComplex<T>) {
-    tridiagonalize(n, a, w, e.data(), vs, taus);
-  } else {
-    tridiagonalize_blocked(n, a, w, e.data(), vs, taus);
-  }
-  // Z = Q as columns-as-rows: row j = Q e_j = H_0 (H_1 (... e_j)); H_k leaves e_j alone for
-  // j <= k.
-  cached_vector<T> zc;
-  if (v) {
-    zc.resize(static_cast<size_t>(n * n));
-    form_shifted_q(n, n - 1, vs.data(), n, taus.data(), zc.data());
-  }
   const R eps = std::numeric_limits<R>::epsilon();
   std::vector<PlaneRotation<R>> rots;
   const size_t flush_at = static_cast<size_t>(std::max<int64_t>(4 * n, 256));
-  std::optional<RotatedRows<T>> z;
-  if (v) z.emplace(zc.data(), n, n, n);
   auto flush = [&] {
-    if (v) z->apply(rots);
+    if (sink && !rots.empty()) sink(rots);
     rots.clear();
   };
-  R* d = w;
   // Deflation is absolute, as EISPACK's tql2: |e_m| <= eps ||T||. (A relative test alone,
   // eps (|d_m| + |d_m+1|), stalls inside a cluster of zero eigenvalues, where rounding from the
   // large entries keeps e_m at eps ||T||.)
   R tnorm = 0;
-  for (int64_t i = 0; i < n; ++i) tnorm = std::max(tnorm, std::abs(d[i]) + std::abs(e[i]));
+  for (int64_t i = 0; i + 1 < n; ++i) tnorm = std::max(tnorm, std::abs(d[i]) + std::abs(e[i]));
+  tnorm = std::max(tnorm, std::abs(d[n - 1]));
   for (int64_t l = 0; l < n; ++l) {
     int iter = 0;
     int64_t m;
@@ -236,7 +217,7 @@ int64_t heev_tridiagonal(int64_t n, T* a, real_t<T>* w, T* v) {
         e[i + 1] = r;
         if (r == R(0)) {  // recover from underflow
           d[i + 1] -= p;
-          e[m] = 0;
+          if (m < n - 1) e[m] = 0;
           underflow = true;
           break;
         }
@@ -247,26 +228,48 @@ int64_t heev_tridiagonal(int64_t n, T* a, real_t<T>* w, T* v) {
         p = s * r;
         d[i + 1] = g + p;
         g = c * r - b;
-        if (v) rots.push_back({static_cast<int32_t>(i), static_cast<int32_t>(i + 1), c, s});
+        if (sink) rots.push_back({static_cast<int32_t>(i), static_cast<int32_t>(i + 1), c, s});
       }
       if (underflow) continue;
       d[l] -= p;
       e[l] = g;
-      e[m] = 0;
+      if (m < n - 1) e[m] = 0;
       if (rots.size() >= flush_at) flush();
     } while (m != l);
   }
   flush();
-  if (v) z->finish();
-  sort_with_rows<R, T>(n, w, /*ascending=*/true, v ? zc.data() : nullptr, n, nullptr, 0);
-  if (v)
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < n; ++j) v[i * n + j] = zc[j * n + i];
+  return 0;
+}
+
+template <class T>
+int64_t heev_tridiagonal(int64_t n, T* a, real_t<T>* w, T* v) {
+  using R = real_t<T>;
+  if (n == 0) return 0;
+  std::vector<R> e(static_cast<size_t>(n));
+  cached_vector<T> vs, taus;
+  if constexpr (kIsComplex<T>) {
+    tridiagonalize(n, a, w, e.data(), vs, taus);
+  } else {
+    tridiagonalize_blocked(n, a, w, e.data(), vs, taus);
+  }
+  if (!v) {
+    const int64_t info = tridiagonal_ql<R>(n, w, e.data(), {});
+    std::sort(w, w + n);
+    return info;
+  }
+  // T = Z diag(w) Z^T by divide and conquer, then the eigenvectors of A are Q Z.
+  cached_vector<R> z(static_cast<size_t>(n * n));
+  if (const int64_t info = stedc<R>(n, w, e.data(), z.data()); info != 0) return info;
+  // The eigenvectors of A: Q Z, Q applied by its reflectors (LAPACK's ormtr).
+  std::copy(z.begin(), z.end(), v);
+  apply_shifted_q(n, n - 1, vs.data(), n, taus.data(), n, v);
   return 0;
 }
 
 #define TS_LINALG_INSTANTIATE(T) template int64_t heev_tridiagonal<T>(int64_t, T*, real_t<T>*, T*);
 TS_LINALG_FOR_EACH_TYPE(TS_LINALG_INSTANTIATE)
 #undef TS_LINALG_INSTANTIATE
+template int64_t tridiagonal_ql<float>(int64_t, float*, float*, const RotationSink<float>&);
+template int64_t tridiagonal_ql<double>(int64_t, double*, double*, const RotationSink<double>&);
 
 }  // namespace tessera::linalg::detail

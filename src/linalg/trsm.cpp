@@ -52,6 +52,21 @@ void gemm_minus_loops(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs,
   }
 }
 
+// C = alpha A B + beta C on the engine.
+template <class T>
+void engine_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs,
+                 const T* b, int64_t b_rs, int64_t b_cs, T* c, int64_t c_rs, int64_t c_cs,
+                 double alpha, double beta) {
+  gemm::GemmProblem p;
+  p.dtype = scalar_type_of<T>;
+  p.m = m, p.n = n, p.k = k;
+  p.a = a, p.a_rs = a_rs, p.a_cs = a_cs;
+  p.b = b, p.b_rs = b_rs, p.b_cs = b_cs;
+  p.c = c, p.c_rs = c_rs, p.c_cs = c_cs;
+  p.alpha = alpha, p.beta = beta;
+  gemm::gemm(p, nullptr, "linalg");
+}
+
 // The substitution itself, on the ISA chosen at start-up (linalg/leaf/leaf_kernels.h).
 template <class T>
 void trsm_leaf(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs, bool lower,
@@ -76,14 +91,14 @@ void gemm_minus(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64
     b = conj_copy(k, n, b, b_rs, b_cs, ws);
     b_rs = n, b_cs = 1;
   }
-  gemm::GemmProblem p;
-  p.dtype = scalar_type_of<T>;
-  p.m = m, p.n = n, p.k = k;
-  p.a = a, p.a_rs = a_rs, p.a_cs = a_cs;
-  p.b = b, p.b_rs = b_rs, p.b_cs = b_cs;
-  p.c = c, p.c_rs = c_rs, p.c_cs = c_cs;
-  p.alpha = -1, p.beta = 1;
-  gemm::gemm(p, nullptr, "linalg");
+  engine_gemm(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs, /*alpha=*/-1, /*beta=*/1);
+}
+
+template <class T>
+void gemm_product(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs,
+                  const T* b, int64_t b_rs, int64_t b_cs, T* c, int64_t c_rs, int64_t c_cs) {
+  if (m == 0 || n == 0) return;
+  engine_gemm(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs, /*alpha=*/1, /*beta=*/0);
 }
 
 template <class T>
@@ -152,6 +167,8 @@ void trsm_left(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs, 
 #define TS_LINALG_INSTANTIATE(T)                                                                 \
   template void gemm_minus<T>(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*,   \
                               int64_t, int64_t, bool, T*, int64_t, int64_t);                     \
+  template void gemm_product<T>(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*, \
+                                int64_t, int64_t, T*, int64_t, int64_t);                         \
   template void trsm_left_unblocked<T>(int64_t, int64_t, const T*, int64_t, int64_t, bool, bool, \
                                        bool, T*, int64_t, int64_t);                              \
   template void trsm_left<T>(int64_t, int64_t, const T*, int64_t, int64_t, bool, bool, bool, T*, \

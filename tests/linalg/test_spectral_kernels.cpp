@@ -104,6 +104,110 @@ TEST(SpectralKernels, EighEveryPathMatchesLapackAndReference) {
   }
 }
 
+// Tridiagonal matrices that exercise divide and conquer's deflation and secular equation.
+enum class TriKind {
+  kRandom,
+  kWilkinson,
+  kGluedWilkinson,
+  kToeplitz,
+  kZeroDiagonal,
+  kSplit,
+  kGraded,
+  kEqualDiagonal
+};
+const TriKind kTriKinds[] = {TriKind::kRandom,   TriKind::kWilkinson,    TriKind::kGluedWilkinson,
+                             TriKind::kToeplitz, TriKind::kZeroDiagonal, TriKind::kSplit,
+                             TriKind::kGraded,   TriKind::kEqualDiagonal};
+
+template <class R>
+void tridiagonal_of(TriKind kind, int64_t n, std::vector<R>& d, std::vector<R>& e) {
+  d.assign(static_cast<size_t>(n), R(0));
+  e.assign(static_cast<size_t>(n), R(0));
+  const std::vector<double> g = to_vector<double>(randn({2 * n}, kFloat64));
+  for (int64_t i = 0; i < n; ++i) {
+    switch (kind) {
+      case TriKind::kRandom:
+        d[i] = R(g[i]), e[i] = R(g[n + i]);
+        break;
+      case TriKind::kWilkinson:  // W+: pairs of eigenvalues agreeing to many digits
+        d[i] = R(std::abs(double(i) - double(n - 1) / 2)), e[i] = 1;
+        break;
+      case TriKind::kGluedWilkinson:  // W21+ blocks glued by 1e-7: tight clusters
+        d[i] = R(std::abs(double(i % 21) - 10)), e[i] = i % 21 == 20 ? R(1e-7) : R(1);
+        break;
+      case TriKind::kToeplitz:  // 2, -1: eigenvalues 2 - 2 cos(k pi / (n + 1))
+        d[i] = 2, e[i] = -1;
+        break;
+      case TriKind::kZeroDiagonal:  // +-pairs
+        d[i] = 0, e[i] = R(1 + 0.1 * g[n + i]);
+        break;
+      case TriKind::kSplit:  // zero and tiny couplings, signs mixed
+        d[i] = R(g[i]), e[i] = i % 7 == 3 ? R(0) : (i % 5 == 2 ? R(1e-30) : R(g[n + i]));
+        break;
+      case TriKind::kGraded:
+        d[i] = R(std::pow(10.0, -12.0 * double(i) / double(n))),
+        e[i] = R(0.5 * std::pow(10.0, -12.0 * (double(i) + 0.5) / double(n)));
+        break;
+      case TriKind::kEqualDiagonal:  // one value, weak couplings: nearly everything deflates
+        d[i] = 1, e[i] = R(1e-9 * g[n + i]);
+        break;
+    }
+  }
+  e[n - 1] = 0;
+}
+
+TEST(SpectralKernels, DivideAndConquerOnHardTridiagonals) {
+  manual_seed(43);
+  for (ScalarType dt : {kFloat32, kFloat64}) {
+    for (int64_t n : {1, 2, 31, 33, 64, 97, 200, 333}) {
+      for (TriKind kind : kTriKinds) {
+        SCOPED_TRACE(fmt::format("{} n={} kind={}", dt, n, int(kind)));
+        with_type(dt, [&]<class R>() {
+          if constexpr (!kIsComplex<R>) {
+            std::vector<R> d, e;
+            tridiagonal_of(kind, n, d, e);
+            std::vector<R> full(static_cast<size_t>(n * n), R(0));
+            long double norm2 = 0;
+            for (int64_t i = 0; i < n; ++i) {
+              full[i * n + i] = d[i];
+              norm2 += (long double)d[i] * d[i];
+              if (i + 1 < n) {
+                full[i * n + i + 1] = full[(i + 1) * n + i] = e[i];
+                norm2 += 2 * (long double)e[i] * e[i];
+              }
+            }
+            const std::vector<R> wl = lapack_eigvalsh<R>(int(n), full);
+            std::vector<R> w = d, scratch = e, z(static_cast<size_t>(n * n));
+            ASSERT_EQ(stedc<R>(n, w.data(), scratch.data(), z.data()), 0);
+            EXPECT_TRUE(std::is_sorted(w.begin(), w.end()));
+            const double unit = double(n) * eps_of(dt);
+            const double scale = std::max(double(std::sqrt(norm2)), 1e-300);
+            EXPECT_LE(max_abs_diff(w, wl), 20 * unit * scale);
+            // ||T Z - Z W||_F and ||Z^T Z - I||_F in long double.
+            long double res = 0, orth = 0;
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                long double t = ((long double)d[i] - w[j]) * z[i * n + j];
+                if (i > 0) t += (long double)e[i - 1] * z[(i - 1) * n + j];
+                if (i + 1 < n) t += (long double)e[i] * z[(i + 1) * n + j];
+                res += t * t;
+              }
+            for (int64_t a = 0; a < n; ++a)
+              for (int64_t b = a; b < n; ++b) {
+                long double dot = 0;
+                for (int64_t i = 0; i < n; ++i) dot += (long double)z[i * n + a] * z[i * n + b];
+                if (a == b) dot -= 1;
+                orth += (a == b ? 1 : 2) * dot * dot;
+              }
+            EXPECT_LE(double(std::sqrt(res)), 20 * unit * scale);
+            EXPECT_LE(double(std::sqrt(orth)), 20 * unit);
+          }
+        });
+      }
+    }
+  }
+}
+
 // (s, U, V) of a tall m x n matrix through one of the two cores, as tensors.
 template <class T>
 void check_tall_core(const std::string& name, const Tensor& a, int64_t m, int64_t n, bool full,
