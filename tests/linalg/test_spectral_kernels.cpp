@@ -208,6 +208,25 @@ TEST(SpectralKernels, DivideAndConquerOnHardTridiagonals) {
   }
 }
 
+TEST(SpectralKernels, DivideAndConquerBitsDoNotDependOnThreads) {
+  manual_seed(44);
+  const int64_t n = 300;
+  std::vector<double> d, e;
+  tridiagonal_of(TriKind::kRandom, n, d, e);
+  const int saved = get_num_threads();
+  std::vector<double> w[2], z[2];
+  for (int t = 0; t < 2; ++t) {
+    set_num_threads(t + 1);
+    w[t] = d;
+    std::vector<double> scratch = e;
+    z[t].resize(static_cast<size_t>(n * n));
+    ASSERT_EQ(stedc<double>(n, w[t].data(), scratch.data(), z[t].data()), 0);
+  }
+  set_num_threads(saved);
+  EXPECT_EQ(w[0], w[1]);
+  EXPECT_EQ(z[0], z[1]);
+}
+
 // (s, U, V) of a tall m x n matrix through one of the two cores, as tensors.
 template <class T>
 void check_tall_core(const std::string& name, const Tensor& a, int64_t m, int64_t n, bool full,
