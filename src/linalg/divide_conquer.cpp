@@ -13,16 +13,10 @@
 //    matrix by <= tol are rotated into one, and the other keeps its column. tol = 8 eps
 //    max(|D|, |z|) on T scaled to norm 1.
 // 2. The k remaining values: the roots lambda_i of the secular equation
-//      f(x) = 1 + rho sum_j z_j^2 / (d_j - x) = 0,
-//    one in each (d_i, d_i+1) and the last in (d_k-1, d_k-1 + rho |z|^2) (laed4). Each is
-//    found relative to its nearer pole (origin o, lambda = d_o + tau), so that every
-//    difference d_j - lambda_i = (d_j - d_o) - tau keeps its relative accuracy; the step is
-//    the root of a model with the two poles around the root fitted to f and f' of the sums on
-//    either side (Li's "middle way"), safeguarded by a bracket. In double for float data.
-// 3. Eigenvectors by Gu and Eisenstat: z is replaced by the vector for which the computed
-//    lambdas are exact (Loewner's formula, zhat_j^2 = prod_i (lambda_i - d_j) /
-//    (rho prod_{i != j} (d_i - d_j))), and u_i = (zhat_j / (d_j - lambda_i))_j / norm is then
-//    orthogonal to working precision however close the lambdas are.
+//      f(x) = 1 + rho sum_j z_j^2 / (d_j - x) = 0
+//    (laed4; secular.h: each relative to its nearer pole), in double for float data.
+// 3. Eigenvectors by Gu and Eisenstat: u_i = (zhat_j / (d_j - lambda_i))_j / norm with zhat
+//    the vector for which the computed lambdas are exact (secular.h).
 // 4. The new vectors Q U by two engine GEMMs: Q's columns are grouped as from Q1 only, mixed
 //    (a deflation rotation joined a Q1 and a Q2 column) and from Q2 only, so that the top rows
 //    multiply only the first two groups and the bottom rows the last two.
@@ -35,6 +29,7 @@
 #include <vector>
 
 #include "core/cached_vector.h"
+#include "linalg/secular.h"
 #include "linalg/spectral.h"
 #include "tessera/core/parallel.h"
 
@@ -43,11 +38,6 @@ namespace tessera::linalg::detail {
 namespace {
 
 constexpr int64_t kLeafOrder = 32;
-constexpr int kMaxSecularIterations = 100;
-
-// The working precision of the secular equation and of the vector formula.
-template <class R>
-using secular_t = std::conditional_t<std::is_same_v<R, float>, double, R>;
 
 template <class R>
 void rotate_rows(const std::vector<PlaneRotation<R>>& rots, R* zc, int64_t ncols) {
@@ -58,88 +48,6 @@ void rotate_rows(const std::vector<PlaneRotation<R>>& rots, R* zc, int64_t ncols
   } else {
     k.rotate_f64(rots.data(), count, zc, ncols, ncols);
   }
-}
-
-// Root i of 1 + sum_j w_j / (d_j - x) (d increasing, w_j = rho z_j^2 > 0). Returns tau with
-// lambda = d[origin] + tau, and delta[j] = d_j - lambda computed as (d_j - d_origin) - tau.
-template <class W>
-W secular_root(int64_t k, const W* d, const W* w, int64_t i, int64_t& origin, W* delta) {
-  if (k == 1) {
-    origin = 0;
-    delta[0] = -w[0];
-    return w[0];
-  }
-  W lo, hi;
-  if (i < k - 1) {
-    const W gap = d[i + 1] - d[i], mid = gap / 2;
-    W f = 1;
-    for (int64_t j = 0; j < k; ++j) f += w[j] / ((d[j] - d[i]) - mid);
-    if (f >= 0) {
-      origin = i, lo = 0, hi = mid;
-    } else {
-      origin = i + 1, lo = mid - gap, hi = 0;
-    }
-  } else {
-    origin = k - 1, lo = 0, hi = 0;
-    for (int64_t j = 0; j < k; ++j) hi += w[j];
-  }
-  for (int64_t j = 0; j < k; ++j) delta[j] = d[j] - d[origin];  // d_j - d_origin for now
-  // The two poles around the root: left = j <= split, right = j > split.
-  const int64_t split = std::min(i, k - 2);
-  const W eps = std::numeric_limits<W>::epsilon();
-  W tau = lo / 2 + hi / 2;
-  for (int iter = 0; iter < kMaxSecularIterations; ++iter) {
-    W psi = 0, dpsi = 0, phi = 0, dphi = 0;
-    for (int64_t j = 0; j <= split; ++j) {
-      const W inv = 1 / (delta[j] - tau);
-      const W t = w[j] * inv;
-      psi += t;
-      dpsi += t * inv;
-    }
-    for (int64_t j = split + 1; j < k; ++j) {
-      const W inv = 1 / (delta[j] - tau);
-      const W t = w[j] * inv;
-      phi += t;
-      dphi += t * inv;
-    }
-    const W f = 1 + psi + phi;
-    // psi <= 0 <= phi: |psi| + |phi| bounds the terms' magnitudes summed.
-    if (std::abs(f) <= 8 * eps * (1 + phi - psi)) break;
-    if (f < 0) {
-      lo = tau;
-    } else {
-      hi = tau;
-    }
-    if (hi - lo <= 2 * eps * std::max(std::abs(lo), std::abs(hi))) break;
-    // Model: c + s / (dl - eta) + S / (dr - eta) with the poles' distances dl, dr from tau,
-    // s and S fitted to psi' and phi', c to f; its root eta is the step.
-    const W dl = delta[split] - tau, dr = delta[split + 1] - tau;
-    const W s = dpsi * dl * dl, S = dphi * dr * dr;
-    const W c = f - s / dl - S / dr;
-    const W b = c * (dl + dr) + s + S, cc = f * dl * dr;
-    W next = tau;
-    bool found = false;
-    auto accept = [&](W eta) {
-      const bool inside = i < k - 1 ? (eta > dl && eta < dr) : eta > dr;
-      if (!found && std::isfinite(eta) && inside) {
-        next = tau + eta;
-        found = true;
-      }
-    };
-    if (c == 0) {
-      accept(cc / b);
-    } else {
-      const W sq = std::sqrt(std::max<W>(b * b - 4 * c * cc, 0));
-      const W r1 = b >= 0 ? (b + sq) / (2 * c) : (b - sq) / (2 * c);
-      accept(r1);
-      if (r1 != 0) accept(cc / (c * r1));
-    }
-    if (!found || !(next > lo && next < hi)) next = lo / 2 + hi / 2;
-    if (next == tau) break;
-    tau = next;
-  }
-  for (int64_t j = 0; j < k; ++j) delta[j] -= tau;
-  return tau;
 }
 
 template <class R>
@@ -264,76 +172,37 @@ void DivideConquer<R>::merge(int64_t lo, int64_t m1, int64_t m2, R beta) {
     for (int64_t r = 0; r < s; ++r) out[r * s + k + c] = q(lo, r, j);
   }
   if (k > 0) {
-    // 2. The secular equation, rows of delta (k x k): delta[i k + j] = d_j - lambda_i.
-    std::vector<W> dk(static_cast<size_t>(k)), wk(static_cast<size_t>(k));
-    cached_vector<W> delta(static_cast<size_t>(k * k));
+    // 2-3. The roots of the secular equation of D + rho z z^T (as (D + rho z z^T) / rho... in
+    // z scaled by sqrt(rho)) and zhat.
+    std::vector<W> dk(static_cast<size_t>(k)), zk(static_cast<size_t>(k));
+    std::vector<int> kinds(static_cast<size_t>(k));
     for (int64_t i = 0; i < k; ++i) {
       dk[i] = D[kept[i]];
-      wk[i] = W(rho) * W(z[kept[i]]) * W(z[kept[i]]);
+      zk[i] = std::sqrt(W(rho)) * W(z[kept[i]]);
+      kinds[i] = kind[kept[i]];
     }
-    std::vector<int64_t> origin(static_cast<size_t>(k));
-    // Each row of delta costs O(k) per iteration: rows, then columns, split over the pool.
-    const int64_t grain = std::max<int64_t>(1, 4096 / k);
-    parallel_for(0, k, grain, [&](int64_t i0, int64_t i1) {
-      for (int64_t i = i0; i < i1; ++i) {
-        const W tau = secular_root<W>(k, dk.data(), wk.data(), i, origin[i], delta.data() + i * k);
-        w[i] = static_cast<R>(dk[origin[i]] + tau);
-      }
-    });
-    // 3. zhat (Loewner), accumulated along delta's rows for a range of j at a time.
-    std::vector<W> zhat(static_cast<size_t>(k));
-    parallel_for(0, k, grain, [&](int64_t j0, int64_t j1) {
-      for (int64_t j = j0; j < j1; ++j) zhat[j] = -delta[j * k + j] / W(rho);
-      for (int64_t i = 0; i < k; ++i) {
-        const W* row = delta.data() + i * k;
-        for (int64_t j = j0; j < j1; ++j)
-          if (i != j) zhat[j] *= -row[j] / (dk[i] - dk[j]);
-      }
-      for (int64_t j = j0; j < j1; ++j)
-        zhat[j] = std::copysign(std::sqrt(std::max<W>(zhat[j], 0)), W(z[kept[j]]));
-    });
-    // u_i = (zhat_j / delta_ij)_j / norm, as row i of ut with its entries in kind order
-    // (1, 2, 3), so that ut^T is U with its rows grouped for the GEMMs.
-    std::vector<int64_t> rows;  // kept indices in kind order
-    for (int kd = 1; kd <= 3; ++kd)
-      for (int64_t j = 0; j < k; ++j)
-        if (kind[kept[j]] == kd) rows.push_back(j);
-    int64_t count[4] = {0, 0, 0, 0};
-    for (int64_t j = 0; j < k; ++j) ++count[kind[kept[j]]];
+    SecularSolution<W> sol;
+    solve_secular<W>(
+        k, zk.data(), [&](int64_t a, int64_t b) { return dk[a] - dk[b]; }, sol);
+    for (int64_t i = 0; i < k; ++i) w[i] = static_cast<R>(dk[sol.origin[i]] + sol.tau[i]);
+    // u_i = (zhat_j / delta_ij)_j / norm as row i of ut.
     cached_vector<R> ut(static_cast<size_t>(k * k));
+    const int64_t grain = std::max<int64_t>(1, 4096 / k);
     parallel_for(0, k, grain, [&](int64_t i0, int64_t i1) {
       std::vector<W> col(static_cast<size_t>(k));
       for (int64_t i = i0; i < i1; ++i) {
         W norm2 = 0;
         for (int64_t j = 0; j < k; ++j) {
-          col[j] = zhat[j] / delta[i * k + j];
+          col[j] = sol.zhat[j] / sol.delta[i * k + j];
           norm2 += col[j] * col[j];
         }
         const W inv = 1 / std::sqrt(norm2);
-        for (int64_t r = 0; r < k; ++r) ut[i * k + r] = static_cast<R>(col[rows[r]] * inv);
+        for (int64_t j = 0; j < k; ++j) ut[i * k + j] = static_cast<R>(col[j] * inv);
       }
     });
-    // 4. top (m1 x k) = Q[0:m1, kinds 1-2] U[kinds 1-2], bottom (m2 x k) = Q[m1:s, kinds 2-3]
-    // U[kinds 2-3], written into out's first k columns.
-    const int64_t top_cols = count[1] + count[2], bottom_first = count[1];
-    const int64_t bottom_cols = count[2] + count[3];
-    cached_vector<R> qg(static_cast<size_t>(s * std::max(top_cols, bottom_cols)));
-    if (top_cols > 0) {
-      for (int64_t r = 0; r < m1; ++r)
-        for (int64_t c = 0; c < top_cols; ++c) qg[r * top_cols + c] = q(lo, r, kept[rows[c]]);
-      gemm_product<R>(m1, k, top_cols, qg.data(), top_cols, 1, ut.data(), 1, k, out.data(), s, 1);
-    } else {
-      for (int64_t r = 0; r < m1; ++r) std::fill_n(out.data() + r * s, k, R(0));
-    }
-    if (bottom_cols > 0) {
-      for (int64_t r = 0; r < m2; ++r)
-        for (int64_t c = 0; c < bottom_cols; ++c)
-          qg[r * bottom_cols + c] = q(lo, m1 + r, kept[rows[bottom_first + c]]);
-      gemm_product<R>(m2, k, bottom_cols, qg.data(), bottom_cols, 1, ut.data() + bottom_first, 1, k,
-                      out.data() + m1 * s, s, 1);
-    } else {
-      for (int64_t r = m1; r < s; ++r) std::fill_n(out.data() + r * s, k, R(0));
-    }
+    // 4. The new vectors Q[:, kept] U into out's first k columns.
+    grouped_product<R>(s, m1, &q(lo, 0, 0), n_, kept.data(), kinds.data(), k, ut.data(), out.data(),
+                       s);
   }
   // Ascending values with their columns back into the block.
   std::iota(order.begin(), order.end(), 0);
@@ -344,6 +213,36 @@ void DivideConquer<R>::merge(int64_t lo, int64_t m1, int64_t m2, R beta) {
 }
 
 }  // namespace
+
+template <class R>
+void grouped_product(int64_t rows, int64_t split, const R* q, int64_t ldq, const int64_t* cols,
+                     const int* kind, int64_t k, const R* xt, R* out, int64_t ld_out) {
+  std::vector<int64_t> order;  // X's rows (kept indices) in kind order 1, 2, 3
+  int64_t count[4] = {0, 0, 0, 0};
+  for (int kd = 1; kd <= 3; ++kd)
+    for (int64_t j = 0; j < k; ++j)
+      if (kind[j] == kd) order.push_back(j), ++count[kd];
+  cached_vector<R> xg(static_cast<size_t>(k * k));  // X with its rows in kind order
+  for (int64_t r = 0; r < k; ++r)
+    for (int64_t i = 0; i < k; ++i) xg[r * k + i] = xt[i * k + order[r]];
+  const int64_t top_cols = count[1] + count[2], bottom_first = count[1];
+  const int64_t bottom_cols = count[2] + count[3];
+  cached_vector<R> qg(static_cast<size_t>(rows * std::max<int64_t>(top_cols, bottom_cols)));
+  auto part = [&](int64_t r0, int64_t r1, int64_t first, int64_t ncols) {
+    if (r1 <= r0) return;
+    if (ncols == 0) {
+      for (int64_t r = r0; r < r1; ++r) std::fill_n(out + r * ld_out, k, R(0));
+      return;
+    }
+    for (int64_t r = r0; r < r1; ++r)
+      for (int64_t c = 0; c < ncols; ++c)
+        qg[(r - r0) * ncols + c] = q[r * ldq + cols[order[first + c]]];
+    gemm_product<R>(r1 - r0, k, ncols, qg.data(), ncols, 1, xg.data() + first * k, k, 1,
+                    out + r0 * ld_out, ld_out, 1);
+  };
+  part(0, split, 0, top_cols);
+  part(split, rows, bottom_first, bottom_cols);
+}
 
 template <class R>
 int64_t stedc(int64_t n, R* d, R* e, R* z) {
@@ -364,6 +263,10 @@ int64_t stedc(int64_t n, R* d, R* e, R* z) {
   return info;
 }
 
+template void grouped_product<float>(int64_t, int64_t, const float*, int64_t, const int64_t*,
+                                     const int*, int64_t, const float*, float*, int64_t);
+template void grouped_product<double>(int64_t, int64_t, const double*, int64_t, const int64_t*,
+                                      const int*, int64_t, const double*, double*, int64_t);
 template int64_t stedc<float>(int64_t, float*, float*, float*);
 template int64_t stedc<double>(int64_t, double*, double*, double*);
 

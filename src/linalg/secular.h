@@ -1,0 +1,167 @@
+// The rank-one eigenproblem at the heart of divide and conquer, shared by eigh's tridiagonal
+// merges (divide_conquer.cpp) and svd's bidiagonal merges (bidiagonal_dc.cpp):
+//
+//   eigenvalues lambda_i and vectors of diag(p) + z z^T,  p_0 < p_1 < ... < p_k-1,  z_j != 0,
+//
+// are the roots of the secular equation 1 + sum_j z_j^2 / (p_j - x) = 0, one in each
+// (p_i, p_i+1) and the last in (p_k-1, p_k-1 + |z|^2). Each root is found relative to its
+// nearer pole (lambda_i = p_origin + tau_i) so that every difference p_j - lambda_i =
+// (p_j - p_origin) - tau_i keeps its relative accuracy; the caller supplies those pole
+// differences (`diff(a, b)` = p_a - p_b) computed as accurately as it can: eigh's poles are
+// values, svd's are squares d_j^2 with (d_a - d_b)(d_a + d_b). The step is the root of a
+// model with the two poles around the root fitted to f and f' of the sums on either side
+// (Li's "middle way"), safeguarded by a bracket.
+//
+// Then zhat, the vector for which the computed lambdas are exact (Loewner's formula,
+// zhat_j^2 = prod_i (lambda_i - p_j) / prod_{i != j} (p_i - p_j), Gu and Eisenstat), with z's
+// signs: vectors built from zhat, (zhat_j / (p_j - lambda_i))_j, are orthogonal to working
+// precision however close the lambdas are.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "core/cached_vector.h"
+#include "tessera/core/parallel.h"
+
+namespace tessera::linalg::detail {
+
+inline constexpr int kMaxSecularIterations = 100;
+
+// The working precision of the secular equation and of the vector formulas: double for float
+// data.
+template <class R>
+using secular_t = std::conditional_t<std::is_same_v<R, float>, double, R>;
+
+// Root i of 1 + sum_j w_j / (p_j - x) (w_j = z_j^2 > 0). Returns tau with lambda = p_origin +
+// tau, and delta[j] = p_j - lambda computed as diff(j, origin) - tau.
+template <class W, class Diff>
+W secular_root(int64_t k, const W* w, const Diff& diff, int64_t i, int64_t& origin, W* delta) {
+  if (k == 1) {
+    origin = 0;
+    delta[0] = -w[0];
+    return w[0];
+  }
+  W lo, hi;
+  if (i < k - 1) {
+    const W gap = diff(i + 1, i), mid = gap / 2;
+    W f = 1;
+    for (int64_t j = 0; j < k; ++j) f += w[j] / (diff(j, i) - mid);
+    if (f >= 0) {
+      origin = i, lo = 0, hi = mid;
+    } else {
+      origin = i + 1, lo = mid - gap, hi = 0;
+    }
+  } else {
+    origin = k - 1, lo = 0, hi = 0;
+    for (int64_t j = 0; j < k; ++j) hi += w[j];
+  }
+  for (int64_t j = 0; j < k; ++j) delta[j] = diff(j, origin);  // p_j - p_origin for now
+  // The two poles around the root: left = j <= split, right = j > split.
+  const int64_t split = std::min(i, k - 2);
+  const W eps = std::numeric_limits<W>::epsilon();
+  W tau = lo / 2 + hi / 2;
+  for (int iter = 0; iter < kMaxSecularIterations; ++iter) {
+    W psi = 0, dpsi = 0, phi = 0, dphi = 0;
+    for (int64_t j = 0; j <= split; ++j) {
+      const W inv = 1 / (delta[j] - tau);
+      const W t = w[j] * inv;
+      psi += t;
+      dpsi += t * inv;
+    }
+    for (int64_t j = split + 1; j < k; ++j) {
+      const W inv = 1 / (delta[j] - tau);
+      const W t = w[j] * inv;
+      phi += t;
+      dphi += t * inv;
+    }
+    const W f = 1 + psi + phi;
+    // psi <= 0 <= phi: |psi| + |phi| bounds the terms' magnitudes summed.
+    if (std::abs(f) <= 8 * eps * (1 + phi - psi)) break;
+    if (f < 0) {
+      lo = tau;
+    } else {
+      hi = tau;
+    }
+    if (hi - lo <= 2 * eps * std::max(std::abs(lo), std::abs(hi))) break;
+    // Model: c + s / (dl - eta) + S / (dr - eta) with the poles' distances dl, dr from tau,
+    // s and S fitted to psi' and phi', c to f; its root eta is the step.
+    const W dl = delta[split] - tau, dr = delta[split + 1] - tau;
+    const W s = dpsi * dl * dl, S = dphi * dr * dr;
+    const W c = f - s / dl - S / dr;
+    const W b = c * (dl + dr) + s + S, cc = f * dl * dr;
+    W next = tau;
+    bool found = false;
+    auto accept = [&](W eta) {
+      const bool inside = i < k - 1 ? (eta > dl && eta < dr) : eta > dr;
+      if (!found && std::isfinite(eta) && inside) {
+        next = tau + eta;
+        found = true;
+      }
+    };
+    if (c == 0) {
+      accept(cc / b);
+    } else {
+      const W sq = std::sqrt(std::max<W>(b * b - 4 * c * cc, 0));
+      const W r1 = b >= 0 ? (b + sq) / (2 * c) : (b - sq) / (2 * c);
+      accept(r1);
+      if (r1 != 0) accept(cc / (c * r1));
+    }
+    if (!found || !(next > lo && next < hi)) next = lo / 2 + hi / 2;
+    if (next == tau) break;
+    tau = next;
+  }
+  for (int64_t j = 0; j < k; ++j) delta[j] -= tau;
+  return tau;
+}
+
+// Every root of the problem above with its row of differences, and zhat.
+template <class W>
+struct SecularSolution {
+  std::vector<int64_t> origin;  // lambda_i = p_origin[i] + tau[i]
+  std::vector<W> tau;
+  cached_vector<W> delta;  // delta[i k + j] = p_j - lambda_i
+  std::vector<W> zhat;     // with z's signs
+};
+
+// z: the k components (signs and magnitudes; w_j = z_j^2). Roots, then zhat, each split over
+// the pool (rows of delta for the roots, ranges of j for zhat); the same bits on any number
+// of threads.
+template <class W, class Diff>
+void solve_secular(int64_t k, const W* z, const Diff& diff, SecularSolution<W>& out) {
+  std::vector<W> w(static_cast<size_t>(k));
+  for (int64_t j = 0; j < k; ++j) w[j] = z[j] * z[j];
+  out.origin.assign(static_cast<size_t>(k), 0);
+  out.tau.assign(static_cast<size_t>(k), W(0));
+  out.delta.resize(static_cast<size_t>(k * k));
+  out.zhat.assign(static_cast<size_t>(k), W(0));
+  const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(k, 1));
+  parallel_for(0, k, grain, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i)
+      out.tau[i] = secular_root<W>(k, w.data(), diff, i, out.origin[i], out.delta.data() + i * k);
+  });
+  parallel_for(0, k, grain, [&](int64_t j0, int64_t j1) {
+    W* zh = out.zhat.data();
+    for (int64_t j = j0; j < j1; ++j) zh[j] = -out.delta[j * k + j];
+    for (int64_t i = 0; i < k; ++i) {
+      const W* row = out.delta.data() + i * k;
+      for (int64_t j = j0; j < j1; ++j)
+        if (i != j) zh[j] *= -row[j] / diff(i, j);
+    }
+    for (int64_t j = j0; j < j1; ++j) zh[j] = std::copysign(std::sqrt(std::max<W>(zh[j], 0)), z[j]);
+  });
+}
+
+// out (rows x k, ld_out) = Q[:, cols] X for a block Q (ld ldq) whose column cols[j] is nonzero
+// only in rows [0, split) when kind[j] == 1, only in [split, rows) when kind[j] == 3, and
+// anywhere when 2; X (k x k) is given transposed, xt[i k + j] = X(j, i). Two engine GEMMs on
+// the columns grouped by kind: the top rows multiply kinds 1 and 2, the bottom rows 2 and 3.
+template <class R>
+void grouped_product(int64_t rows, int64_t split, const R* q, int64_t ldq, const int64_t* cols,
+                     const int* kind, int64_t k, const R* xt, R* out, int64_t ld_out);
+
+}  // namespace tessera::linalg::detail
