@@ -8,12 +8,14 @@
 //    P = G_0 .. G_{n-2}, B upper bidiagonal and real.
 // 2. U := Q (its first n columns, or all m for full_matrices), V := P, as columns-as-rows,
 //    formed by the blocked orgqr.
-// 3. QR sweeps on the unreduced blocks of B: negligible superdiagonals (|e_i| <= eps ||B||, the
-//    normwise test: this path is normwise accurate) are set to zero; a zero diagonal entry is
-//    chased out of its row (or column, for the last one) by rotations; otherwise one Golub-Kahan
-//    step with the Wilkinson shift of the trailing 2 x 2 block of B^T B chases the bulge down.
-//    Rotations on the right act on V's columns, those on the left on U's; both are recorded and
-//    applied in batches.
+// 3. With vectors and n > kBidiagonalLeafOrder: B = Ub S Vb^T by divide and conquer (bdsdc,
+//    bidiagonal_dc.cpp, whose leaves come back here), then U := Q Ub, V := P Vb by the engine.
+//    Otherwise QR sweeps on the unreduced blocks of B: negligible superdiagonals (|e_i| <= eps
+//    ||B||, the normwise test: this path is normwise accurate) are set to zero; a zero diagonal
+//    entry is chased out of its row (or column, for the last one) by rotations; otherwise one
+//    Golub-Kahan step with the Wilkinson shift of the trailing 2 x 2 block of B^T B chases the
+//    bulge down. Rotations on the right act on V's columns, those on the left on U's; both are
+//    recorded and applied in batches.
 // 4. Signs made positive (V's column negated), values sorted descending with the vectors.
 // U's columns are products of reflectors and rotations: orthonormal also for rank-deficient A.
 #include <algorithm>
@@ -39,6 +41,29 @@ void givens(R y, R z, R& c, R& s, R& r) {
   }
   c = y / r;
   s = -z / r;
+}
+
+// With the vectors U = Q (uc, its first n rows rotate) and V = P (vc) formed: B = Ub S Vb^T by
+// divide and conquer, then U's first n columns := Q Ub, V := P Vb (columns as rows: rows :=
+// Ub^T rows, by the engine), values descending.
+template <class T>
+int64_t bidiagonal_vectors_dc(int64_t m, int64_t n, real_t<T>* d, real_t<T>* e, real_t<T>* sv,
+                              T* uc, T* vc) {
+  using R = real_t<T>;
+  cached_vector<R> ub(static_cast<size_t>(n * n)), vb(static_cast<size_t>(n * n));
+  if (const int64_t info = bdsdc<R>(n, d, e, ub.data(), vb.data()); info != 0) return info;
+  cached_vector<T> at(static_cast<size_t>(n * n)), tmp(static_cast<size_t>(n * m));
+  // Row i of the result: column n-1-i of Ub (descending values).
+  auto rows_times = [&](const cached_vector<R>& f, T* rows, int64_t len) {
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t l = 0; l < n; ++l) at[i * n + l] = T(f[l * n + (n - 1 - i)]);
+    gemm_product<T>(n, len, n, at.data(), n, 1, rows, len, 1, tmp.data(), len, 1);
+    std::copy(tmp.begin(), tmp.begin() + n * len, rows);
+  };
+  rows_times(ub, uc, m);
+  rows_times(vb, vc, n);
+  for (int64_t i = 0; i < n; ++i) sv[i] = d[n - 1 - i];
+  return 0;
 }
 
 }  // namespace
@@ -104,6 +129,8 @@ int64_t svd_bidiagonal_tall(int64_t m, int64_t n, T* ac, real_t<T>* sv, T* uc, i
     std::copy(ac, ac + n * m, uc);
     orgqr(m, ucount, n, uc, int64_t{1}, m, tauq.data());
     form_shifted_q(n, n - 1, ps.data(), n, taup.data(), vc);
+    if (n > kBidiagonalLeafOrder)
+      return bidiagonal_vectors_dc(m, n, d.data(), e.data(), sv, uc, vc);
   }
 
   const R eps = std::numeric_limits<R>::epsilon();

@@ -61,18 +61,11 @@ class DivideConquer {
     const R beta = e_[lo + m1 - 1];
     d_[lo + m1 - 1] -= std::abs(beta);
     d_[lo + m1] -= std::abs(beta);
-    int64_t info[2] = {0, 0};
-    auto half = [&](int64_t h) {
-      info[h] = h == 0 ? solve(lo, m1, false) : solve(lo + m1, m2, false);
-    };
-    if (top && get_num_threads() > 1 && !in_parallel_region()) {
-      parallel_tasks(2, half);
-    } else {
-      half(0);
-      half(1);
-    }
-    if (info[0] != 0) return info[0];
-    if (info[1] != 0) return info[1];
+    if (const int64_t info = solve_halves(
+            top,
+            [&](int64_t h) { return h == 0 ? solve(lo, m1, false) : solve(lo + m1, m2, false); });
+        info != 0)
+      return info;
     merge(lo, m1, m2, beta);
     return 0;
   }

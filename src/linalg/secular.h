@@ -119,6 +119,21 @@ W secular_root(int64_t k, const W* w, const Diff& diff, int64_t i, int64_t& orig
   return tau;
 }
 
+// Solves the two halves of a split, solve_half(0) and solve_half(1), on the pool's threads when
+// `parallel` (the top split), and returns the first nonzero info.
+template <class Fn>
+int64_t solve_halves(bool parallel, const Fn& solve_half) {
+  int64_t info[2] = {0, 0};
+  auto run = [&](int64_t h) { info[h] = solve_half(h); };
+  if (parallel && get_num_threads() > 1 && !in_parallel_region()) {
+    parallel_tasks(2, run);
+  } else {
+    run(0);
+    run(1);
+  }
+  return info[0] != 0 ? info[0] : info[1];
+}
+
 // Every root of the problem above with its row of differences, and zhat.
 template <class W>
 struct SecularSolution {

@@ -187,6 +187,16 @@ int64_t tridiagonal_ql(int64_t n, R* d, R* e, const RotationSink<R>& sink);
 template <class R>
 int64_t stedc(int64_t n, R* d, R* e, R* z);
 
+// The real upper bidiagonal n x n matrix B (diagonal d[0 .. n), superdiagonal e[0 .. n-1)) by
+// divide and conquer (bidiagonal_dc.cpp, LAPACK's bdsdc): B = U diag(d) V^T with d ascending
+// (>= 0), u and v n x n row-major; e is scratch. Returns 0, or a value > 0 when a leaf did not
+// converge.
+template <class R>
+int64_t bdsdc(int64_t n, R* d, R* e, R* u, R* v);
+// Leaves of bdsdc, and the largest n for which svd_bidiagonal_tall keeps its QR sweeps with
+// vectors.
+inline constexpr int64_t kBidiagonalLeafOrder = 32;
+
 // ---- svd --------------------------------------------------------------------------------------
 
 // A = U diag(s) V^H of the m x n matrix a (row-major, ld lda; read only), k = min(m, n):

@@ -225,6 +225,106 @@ TEST(SpectralKernels, DivideAndConquerBitsDoNotDependOnThreads) {
   set_num_threads(saved);
   EXPECT_EQ(w[0], w[1]);
   EXPECT_EQ(z[0], z[1]);
+  // The bidiagonal one alike.
+  std::vector<double> s[2], u[2], v[2];
+  for (int t = 0; t < 2; ++t) {
+    set_num_threads(t + 1);
+    s[t] = d;
+    std::vector<double> scratch = e;
+    u[t].resize(static_cast<size_t>(n * n));
+    v[t].resize(static_cast<size_t>(n * n));
+    ASSERT_EQ(bdsdc<double>(n, s[t].data(), scratch.data(), u[t].data(), v[t].data()), 0);
+  }
+  set_num_threads(saved);
+  EXPECT_EQ(s[0], s[1]);
+  EXPECT_EQ(u[0], u[1]);
+  EXPECT_EQ(v[0], v[1]);
+}
+
+// Upper bidiagonal matrices for the bidiagonal divide and conquer: random, graded, equal
+// diagonal with weak couplings (clusters), zero diagonal entries, split (zero couplings),
+// tiny diagonal entries, constant.
+const char* const kBidiagonalKinds[] = {"random", "graded", "cluster", "zero-d",
+                                        "split",  "tiny-d", "constant"};
+
+template <class R>
+void bidiagonal_of(const std::string& kind, int64_t n, std::vector<R>& d, std::vector<R>& e) {
+  d.assign(static_cast<size_t>(n), R(0));
+  e.assign(static_cast<size_t>(n), R(0));
+  const std::vector<double> g = to_vector<double>(randn({2 * n}, kFloat64));
+  for (int64_t i = 0; i < n; ++i) {
+    d[i] = R(g[i]), e[i] = R(g[n + i]);
+    if (kind == "graded") {
+      d[i] = R(std::pow(10.0, -12.0 * double(i) / double(n))), e[i] = d[i] * R(0.3);
+    } else if (kind == "cluster") {
+      d[i] = 1, e[i] = R(1e-9 * g[n + i]);
+    } else if (kind == "zero-d") {
+      if (i % 9 == 4) d[i] = 0;
+    } else if (kind == "split") {
+      if (i % 7 == 3) e[i] = 0;
+    } else if (kind == "tiny-d") {
+      if (i % 5 == 1) d[i] = R(1e-30);
+    } else if (kind == "constant") {
+      d[i] = 1, e[i] = 1;
+    }
+  }
+  e[n - 1] = 0;
+}
+
+TEST(SpectralKernels, BidiagonalDivideAndConquer) {
+  manual_seed(45);
+  for (ScalarType dt : {kFloat32, kFloat64}) {
+    for (int64_t n : {1, 2, 32, 33, 65, 100, 211, 300}) {
+      for (const char* kind : kBidiagonalKinds) {
+        SCOPED_TRACE(fmt::format("{} n={} {}", dt, n, kind));
+        with_type(dt, [&]<class R>() {
+          if constexpr (!kIsComplex<R>) {
+            std::vector<R> d, e;
+            bidiagonal_of<R>(kind, n, d, e);
+            std::vector<R> dense(static_cast<size_t>(n * n), R(0));
+            long double norm2 = 0;
+            for (int64_t i = 0; i < n; ++i) {
+              dense[i * n + i] = d[i];
+              if (i + 1 < n) dense[i * n + i + 1] = e[i];
+              norm2 += (long double)d[i] * d[i] + (long double)e[i] * e[i];
+            }
+            std::vector<R> sl = lapack_svdvals<R>(int(n), int(n), dense);
+            std::sort(sl.begin(), sl.end());
+            std::vector<R> s = d, scratch = e, u(static_cast<size_t>(n * n)),
+                           v(static_cast<size_t>(n * n));
+            ASSERT_EQ(bdsdc<R>(n, s.data(), scratch.data(), u.data(), v.data()), 0);
+            EXPECT_TRUE(std::is_sorted(s.begin(), s.end()));
+            EXPECT_GE(s[0], R(0));
+            const double unit = double(n) * eps_of(dt);
+            const double scale = std::max(double(std::sqrt(norm2)), 1e-300);
+            EXPECT_LE(max_abs_diff(s, sl), 20 * unit * scale);
+            // ||B V - U S||_F, ||U^T U - I||_F, ||V^T V - I||_F in long double.
+            long double res = 0, ou = 0, ov = 0;
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t j = 0; j < n; ++j) {
+                long double t = (long double)d[i] * v[i * n + j] - (long double)u[i * n + j] * s[j];
+                if (i + 1 < n) t += (long double)e[i] * v[(i + 1) * n + j];
+                res += t * t;
+              }
+            for (int64_t a = 0; a < n; ++a)
+              for (int64_t b = a; b < n; ++b) {
+                long double du = 0, dv = 0;
+                for (int64_t i = 0; i < n; ++i) {
+                  du += (long double)u[i * n + a] * u[i * n + b];
+                  dv += (long double)v[i * n + a] * v[i * n + b];
+                }
+                if (a == b) du -= 1, dv -= 1;
+                ou += (a == b ? 1 : 2) * du * du;
+                ov += (a == b ? 1 : 2) * dv * dv;
+              }
+            EXPECT_LE(double(std::sqrt(res)), 20 * unit * scale);
+            EXPECT_LE(double(std::sqrt(ou)), 20 * unit);
+            EXPECT_LE(double(std::sqrt(ov)), 20 * unit);
+          }
+        });
+      }
+    }
+  }
 }
 
 // (s, U, V) of a tall m x n matrix through one of the two cores, as tensors.
