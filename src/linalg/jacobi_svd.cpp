@@ -42,6 +42,13 @@ bool jacobi_columns(int64_t m, int64_t n, T* ac, T* vc) {
   using R = real_t<T>;
   using G = gram_t<R>;
   const G tol = std::numeric_limits<R>::epsilon() * std::sqrt(G(std::max<int64_t>(m, 1)));
+  // A column whose norm is below safmin / eps^2 (float: 8e-25) is at the floor where products
+  // with it go subnormal in R and lose their relative precision, so that no rotation makes it
+  // orthogonal to eps: it counts as converged (its U column is completed later). Zero for
+  // double, where the bound underflows.
+  const G floor = G(std::numeric_limits<R>::min()) / G(std::numeric_limits<R>::epsilon()) /
+                  G(std::numeric_limits<R>::epsilon());
+  const G floor2 = floor * floor;
   for (int sweep = 0; sweep < kMaxSweeps; ++sweep) {
     bool rotated = false;
     for (int64_t p = 0; p + 1 < n; ++p) {
@@ -66,7 +73,8 @@ bool jacobi_columns(int64_t m, int64_t n, T* ac, T* vc) {
         // orthogonal to anything (rank-deficient input shrinks a column geometrically until it
         // gets there, and rotating it on would cycle).
         const G g = std::abs(gamma);
-        if (!(alpha > 0 && beta > 0 && g > tol * std::sqrt(alpha) * std::sqrt(beta))) continue;
+        if (!(alpha > floor2 && beta > floor2 && g > tol * std::sqrt(alpha) * std::sqrt(beta)))
+          continue;
         rotated = true;
         if constexpr (!kIsComplex<T>) {
           // Real: the signed gamma absorbs the phase, and the rows rotate by (c, s).
