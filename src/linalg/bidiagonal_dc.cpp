@@ -61,8 +61,8 @@ class BidiagonalDivideConquer {
                                           });
         info != 0)
       return info;
-    merge(lo, n, sqre, k, alpha, beta);
-    return 0;
+    // A root of the merge that did not converge: the block fails as a whole.
+    return merge(lo, n, sqre, k, alpha, beta) == 0 ? 0 : lo + 1;
   }
 
  private:
@@ -96,7 +96,7 @@ class BidiagonalDivideConquer {
     return 0;
   }
 
-  void merge(int64_t lo, int64_t n, int64_t sqre, int64_t k, R alpha, R beta);
+  int64_t merge(int64_t lo, int64_t n, int64_t sqre, int64_t k, R alpha, R beta);
 
   int64_t n_;
   R* d_;
@@ -117,8 +117,8 @@ void rotate_columns(R* a, int64_t ld, int64_t rows, int64_t p, int64_t q, R c, R
 }
 
 template <class R>
-void BidiagonalDivideConquer<R>::merge(int64_t lo, int64_t n, int64_t sqre, int64_t k, R alpha,
-                                       R beta) {
+int64_t BidiagonalDivideConquer<R>::merge(int64_t lo, int64_t n, int64_t sqre, int64_t k, R alpha,
+                                          R beta) {
   using W = secular_t<R>;
   const int64_t m = n + sqre;
   R* D = d_ + lo;
@@ -224,8 +224,10 @@ void BidiagonalDivideConquer<R>::merge(int64_t lo, int64_t n, int64_t sqre, int6
     vk[i] = vkind[kept[i]];
   }
   SecularSolution<W> sol;
-  solve_secular<W>(
-      nk, zk.data(), [&](int64_t a, int64_t b) { return (dk[a] - dk[b]) * (dk[a] + dk[b]); }, sol);
+  if (solve_secular<W>(
+          nk, zk.data(), [&](int64_t a, int64_t b) { return (dk[a] - dk[b]) * (dk[a] + dk[b]); },
+          sol) != 0)
+    return 1;
   cached_vector<R> xt(static_cast<size_t>(nk * nk)), yt(static_cast<size_t>(nk * nk));
   const int64_t grain = std::max<int64_t>(1, 4096 / nk);
   parallel_for(0, nk, grain, [&](int64_t i0, int64_t i1) {
@@ -259,6 +261,7 @@ void BidiagonalDivideConquer<R>::merge(int64_t lo, int64_t n, int64_t sqre, int6
     for (int64_t c = 0; c < n; ++c) ub[r * n_ + c] = uo[r * n + idx[c]];
   for (int64_t r = 0; r < m; ++r)
     for (int64_t c = 0; c < n; ++c) vb[r * n_ + c] = vo[r * n + idx[c]];
+  return 0;
 }
 
 }  // namespace

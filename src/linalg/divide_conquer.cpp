@@ -66,8 +66,8 @@ class DivideConquer {
             [&](int64_t h) { return h == 0 ? solve(lo, m1, false) : solve(lo + m1, m2, false); });
         info != 0)
       return info;
-    merge(lo, m1, m2, beta);
-    return 0;
+    // A root of the merge that did not converge: the block fails as a whole.
+    return merge(lo, m1, m2, beta) == 0 ? 0 : lo + 1;
   }
 
  private:
@@ -86,7 +86,7 @@ class DivideConquer {
     return 0;
   }
 
-  void merge(int64_t lo, int64_t m1, int64_t m2, R beta);
+  int64_t merge(int64_t lo, int64_t m1, int64_t m2, R beta);
 
   int64_t n_;
   R* d_;
@@ -95,7 +95,7 @@ class DivideConquer {
 };
 
 template <class R>
-void DivideConquer<R>::merge(int64_t lo, int64_t m1, int64_t m2, R beta) {
+int64_t DivideConquer<R>::merge(int64_t lo, int64_t m1, int64_t m2, R beta) {
   using W = secular_t<R>;
   const int64_t s = m1 + m2;
   R* D = d_ + lo;
@@ -165,8 +165,7 @@ void DivideConquer<R>::merge(int64_t lo, int64_t m1, int64_t m2, R beta) {
     for (int64_t r = 0; r < s; ++r) out[r * s + k + c] = q(lo, r, j);
   }
   if (k > 0) {
-    // 2-3. The roots of the secular equation of D + rho z z^T (as (D + rho z z^T) / rho... in
-    // z scaled by sqrt(rho)) and zhat.
+    // 2-3. The roots of the secular equation of D + rho z z^T (given sqrt(rho) z) and zhat.
     std::vector<W> dk(static_cast<size_t>(k)), zk(static_cast<size_t>(k));
     std::vector<int> kinds(static_cast<size_t>(k));
     for (int64_t i = 0; i < k; ++i) {
@@ -175,8 +174,9 @@ void DivideConquer<R>::merge(int64_t lo, int64_t m1, int64_t m2, R beta) {
       kinds[i] = kind[kept[i]];
     }
     SecularSolution<W> sol;
-    solve_secular<W>(
-        k, zk.data(), [&](int64_t a, int64_t b) { return dk[a] - dk[b]; }, sol);
+    if (solve_secular<W>(
+            k, zk.data(), [&](int64_t a, int64_t b) { return dk[a] - dk[b]; }, sol) != 0)
+      return 1;
     for (int64_t i = 0; i < k; ++i) w[i] = static_cast<R>(dk[sol.origin[i]] + sol.tau[i]);
     // u_i = (zhat_j / delta_ij)_j / norm as row i of ut.
     cached_vector<R> ut(static_cast<size_t>(k * k));
@@ -203,6 +203,7 @@ void DivideConquer<R>::merge(int64_t lo, int64_t m1, int64_t m2, R beta) {
   for (int64_t c = 0; c < s; ++c) D[c] = w[order[c]];
   for (int64_t r = 0; r < s; ++r)
     for (int64_t c = 0; c < s; ++c) q(lo, r, c) = out[r * s + order[c]];
+  return 0;
 }
 
 }  // namespace

@@ -38,9 +38,12 @@ template <class R>
 using secular_t = std::conditional_t<std::is_same_v<R, float>, double, R>;
 
 // Root i of 1 + sum_j w_j / (p_j - x) (w_j = z_j^2 > 0). Returns tau with lambda = p_origin +
-// tau, and delta[j] = p_j - lambda computed as diff(j, origin) - tau.
+// tau, and delta[j] = p_j - lambda computed as diff(j, origin) - tau; `converged` is false when
+// max_iterations steps met neither test (then tau is the last point of the bracket).
 template <class W, class Diff>
-W secular_root(int64_t k, const W* w, const Diff& diff, int64_t i, int64_t& origin, W* delta) {
+W secular_root(int64_t k, const W* w, const Diff& diff, int64_t i, int64_t& origin, W* delta,
+               bool& converged, int max_iterations = kMaxSecularIterations) {
+  converged = true;
   if (k == 1) {
     origin = 0;
     delta[0] = -w[0];
@@ -65,7 +68,8 @@ W secular_root(int64_t k, const W* w, const Diff& diff, int64_t i, int64_t& orig
   const int64_t split = std::min(i, k - 2);
   const W eps = std::numeric_limits<W>::epsilon();
   W tau = lo / 2 + hi / 2;
-  for (int iter = 0; iter < kMaxSecularIterations; ++iter) {
+  converged = false;
+  for (int iter = 0; iter < max_iterations && !converged; ++iter) {
     W psi = 0, dpsi = 0, phi = 0, dphi = 0;
     for (int64_t j = 0; j <= split; ++j) {
       const W inv = 1 / (delta[j] - tau);
@@ -81,13 +85,19 @@ W secular_root(int64_t k, const W* w, const Diff& diff, int64_t i, int64_t& orig
     }
     const W f = 1 + psi + phi;
     // psi <= 0 <= phi: |psi| + |phi| bounds the terms' magnitudes summed.
-    if (std::abs(f) <= 8 * eps * (1 + phi - psi)) break;
+    if (std::abs(f) <= 8 * eps * (1 + phi - psi)) {
+      converged = true;
+      break;
+    }
     if (f < 0) {
       lo = tau;
     } else {
       hi = tau;
     }
-    if (hi - lo <= 2 * eps * std::max(std::abs(lo), std::abs(hi))) break;
+    if (hi - lo <= 2 * eps * std::max(std::abs(lo), std::abs(hi))) {
+      converged = true;
+      break;
+    }
     // Model: c + s / (dl - eta) + S / (dr - eta) with the poles' distances dl, dr from tau,
     // s and S fitted to psi' and phi', c to f; its root eta is the step.
     const W dl = delta[split] - tau, dr = delta[split + 1] - tau;
@@ -112,7 +122,7 @@ W secular_root(int64_t k, const W* w, const Diff& diff, int64_t i, int64_t& orig
       if (r1 != 0) accept(cc / (c * r1));
     }
     if (!found || !(next > lo && next < hi)) next = lo / 2 + hi / 2;
-    if (next == tau) break;
+    converged = next == tau;  // no representable progress: the root to working precision
     tau = next;
   }
   for (int64_t j = 0; j < k; ++j) delta[j] -= tau;
@@ -145,9 +155,10 @@ struct SecularSolution {
 
 // z: the k components (signs and magnitudes; w_j = z_j^2). Roots, then zhat, each split over
 // the pool (rows of delta for the roots, ranges of j for zhat); the same bits on any number
-// of threads.
+// of threads. Returns the number of roots that did not converge (the callers report it as
+// LAPACK's laed4 / lasd4 failures are: the factorization did not converge).
 template <class W, class Diff>
-void solve_secular(int64_t k, const W* z, const Diff& diff, SecularSolution<W>& out) {
+int64_t solve_secular(int64_t k, const W* z, const Diff& diff, SecularSolution<W>& out) {
   std::vector<W> w(static_cast<size_t>(k));
   for (int64_t j = 0; j < k; ++j) w[j] = z[j] * z[j];
   out.origin.assign(static_cast<size_t>(k), 0);
@@ -155,9 +166,14 @@ void solve_secular(int64_t k, const W* z, const Diff& diff, SecularSolution<W>& 
   out.delta.resize(static_cast<size_t>(k * k));
   out.zhat.assign(static_cast<size_t>(k), W(0));
   const int64_t grain = std::max<int64_t>(1, 4096 / std::max<int64_t>(k, 1));
+  std::vector<char> ok(static_cast<size_t>(k), 1);
   parallel_for(0, k, grain, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i)
-      out.tau[i] = secular_root<W>(k, w.data(), diff, i, out.origin[i], out.delta.data() + i * k);
+    for (int64_t i = i0; i < i1; ++i) {
+      bool converged = true;
+      out.tau[i] =
+          secular_root<W>(k, w.data(), diff, i, out.origin[i], out.delta.data() + i * k, converged);
+      ok[i] = converged ? 1 : 0;
+    }
   });
   parallel_for(0, k, grain, [&](int64_t j0, int64_t j1) {
     W* zh = out.zhat.data();
@@ -169,6 +185,7 @@ void solve_secular(int64_t k, const W* z, const Diff& diff, SecularSolution<W>& 
     }
     for (int64_t j = j0; j < j1; ++j) zh[j] = std::copysign(std::sqrt(std::max<W>(zh[j], 0)), z[j]);
   });
+  return static_cast<int64_t>(std::count(ok.begin(), ok.end(), 0));
 }
 
 // out (rows x k, ld_out) = Q[:, cols] X for a block Q (ld ldq) whose column cols[j] is nonzero

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "linalg/secular.h"
 #include "spectral_test_util.h"
 #include "test_support.h"
 
@@ -206,6 +207,49 @@ TEST(SpectralKernels, DivideAndConquerOnHardTridiagonals) {
       }
     }
   }
+}
+
+// The secular equation's roots are the eigenvalues of diag(p) + z z^T (LAPACK on the dense
+// matrix), each with its differences p_j - lambda_i; a root given too few steps says so.
+TEST(SpectralKernels, SecularRootsAreTheRankOneEigenvalues) {
+  manual_seed(46);
+  for (int64_t k : {1, 2, 7, 40}) {
+    SCOPED_TRACE(fmt::format("k={}", k));
+    const std::vector<double> g = to_vector<double>(randn({2 * k}, kFloat64));
+    std::vector<double> p(static_cast<size_t>(k)), z(static_cast<size_t>(k));
+    for (int64_t j = 0; j < k; ++j) p[j] = double(j) + 0.5 * std::abs(g[j]) / double(k + 1);
+    for (int64_t j = 0; j < k; ++j) z[j] = j % 3 == 1 ? 1e-6 * g[k + j] : g[k + j];
+    std::vector<double> dense(static_cast<size_t>(k * k));
+    for (int64_t a = 0; a < k; ++a)
+      for (int64_t b = 0; b < k; ++b) dense[a * k + b] = z[a] * z[b] + (a == b ? p[a] : 0.0);
+    const std::vector<double> lambda = lapack_eigvalsh<double>(int(k), dense);
+    double znorm2 = 0;
+    for (double v : z) znorm2 += v * v;
+    const double scale = double(k) + znorm2;
+    std::vector<double> w(static_cast<size_t>(k)), delta(static_cast<size_t>(k));
+    for (int64_t j = 0; j < k; ++j) w[j] = z[j] * z[j];
+    auto diff = [&](int64_t a, int64_t b) { return p[a] - p[b]; };
+    for (int64_t i = 0; i < k; ++i) {
+      int64_t origin = -1;
+      bool converged = false;
+      const double tau =
+          secular_root<double>(k, w.data(), diff, i, origin, delta.data(), converged);
+      EXPECT_TRUE(converged);
+      ASSERT_TRUE(origin == i || origin == i + 1);
+      EXPECT_LE(std::abs(p[origin] + tau - lambda[i]), 20 * k * 2.2e-16 * scale);
+      for (int64_t j = 0; j < k; ++j)
+        EXPECT_LE(std::abs(delta[j] - (p[j] - (p[origin] + tau))), 4 * 2.2e-16 * scale);
+    }
+  }
+  // One step is not enough for a root of a 40-term equation.
+  std::vector<double> p(40), w(40, 1.0), delta(40);
+  for (int j = 0; j < 40; ++j) p[j] = j;
+  int64_t origin = -1;
+  bool converged = true;
+  secular_root<double>(
+      40, w.data(), [&](int64_t a, int64_t b) { return p[a] - p[b]; }, 20, origin, delta.data(),
+      converged, /*max_iterations=*/1);
+  EXPECT_FALSE(converged);
 }
 
 TEST(SpectralKernels, DivideAndConquerBitsDoNotDependOnThreads) {
