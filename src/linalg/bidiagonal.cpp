@@ -57,7 +57,9 @@ R dot_real(int64_t n, const R* x, const R* y) {
 // date by the panel's earlier reflectors through
 //   Y = tauq (A^T v - corrections)  (n x nb, one column per left reflector v),
 //   X = taup (A u - corrections)    (m x nb, one column per right reflector u),
-// and the trailing matrix takes A -= V Y^T + X U^T as two engine GEMMs. Per column the
+// and the trailing matrix takes A -= V Y^T + X U^T as two engine GEMMs. The panel's right
+// reflectors are kept as contiguous rows (U), so that their products are axpys and dots
+// along memory (A's rows are strided in this storage). Per column the
 // trailing matrix is read twice (A^T v, A u; split over the pool), never written; the
 // unblocked form reads and writes it twice. Same outputs as the unblocked loop in
 // svd_bidiagonal_tall: d, e, tauq, taup, left reflector tails below the diagonal of ac's
@@ -68,10 +70,12 @@ template <class R>
 void bidiagonalize_blocked(int64_t m, int64_t n, R* ac, R* d, R* e, R* tauq, R* taup, R* ps) {
   constexpr int64_t kPanel = 32;
   auto col = [&](int64_t j) { return ac + j * m; };
-  cached_vector<R> xs(static_cast<size_t>(kPanel * m)), ys(static_cast<size_t>(kPanel * n));
+  cached_vector<R> xs(static_cast<size_t>(kPanel * m)), ys(static_cast<size_t>(kPanel * n)),
+      us(static_cast<size_t>(kPanel * n));
   std::vector<R> rowv(static_cast<size_t>(n)), t(static_cast<size_t>(kPanel + 1));
   R* X = xs.data();  // X(r, i) = X[i m + r]
   R* Y = ys.data();  // Y(q, i) = Y[i n + q]
+  R* U = us.data();  // the panel's right reflectors as rows: A(p + i, q) = U[i n + q], q > p + i
   for (int64_t p = 0; p < n; p += kPanel) {
     const int64_t nb = std::min(kPanel, n - p);
     for (int64_t i = 0; i < nb; ++i) {
@@ -80,7 +84,7 @@ void bidiagonalize_blocked(int64_t m, int64_t n, R* ac, R* d, R* e, R* tauq, R* 
       // A(c:m, c) -= A(c:m, p:c) Y(c, 0:i)^T + X(c:m, 0:i) A(p:c, c).
       for (int64_t j = 0; j < i; ++j) {
         axpy_real(len, -Y[j * n + c], col(p + j) + c, v);
-        axpy_real(len, -col(c)[p + j], X + j * m + c, v);
+        axpy_real(len, -U[j * n + c], X + j * m + c, v);
       }
       R alpha = v[0];
       tauq[c] = larfg(len - 1, alpha, v + 1, 1);
@@ -99,19 +103,18 @@ void bidiagonalize_blocked(int64_t m, int64_t n, R* ac, R* d, R* e, R* tauq, R* 
       for (int64_t j = 0; j < i; ++j) t[j] = dot_real(len, col(p + j) + c, v);
       for (int64_t j = 0; j < i; ++j) axpy_real(nr, -t[j], Y + j * n + c + 1, y);
       for (int64_t j = 0; j < i; ++j) t[j] = dot_real(len, X + j * m + c, v);
-      gemm_minus(nr, 1, i, col(c + 1) + p, m, int64_t{1}, t.data(), 1, 1, false, y, 1, 1);
+      for (int64_t j = 0; j < i; ++j) axpy_real(nr, -t[j], U + j * n + c + 1, y);
       for (int64_t q = 0; q < nr; ++q) y[q] *= tauq[c];
       // Row c: A(c, c+1:n) -= Y(c+1:n, 0:i+1) A(c, p:c+1)^T + A(p:c, c+1:n)^T X(c, 0:i)^T.
       for (int64_t q = 0; q < nr; ++q) rowv[q] = col(c + 1 + q)[c];
       for (int64_t j = 0; j <= i; ++j)
         axpy_real(nr, -col(p + j)[c], Y + j * n + c + 1, rowv.data());
-      for (int64_t j = 0; j < i; ++j) t[j] = X[j * m + c];
-      gemm_minus(nr, 1, i, col(c + 1) + p, m, int64_t{1}, t.data(), 1, 1, false, rowv.data(), 1, 1);
+      for (int64_t j = 0; j < i; ++j) axpy_real(nr, -X[j * m + c], U + j * n + c + 1, rowv.data());
       alpha = rowv[0];
       taup[c] = larfg(nr - 1, alpha, rowv.data() + 1, 1);
       e[c] = alpha;
       rowv[0] = 1;
-      for (int64_t q = 0; q < nr; ++q) col(c + 1 + q)[c] = rowv[q];
+      std::copy(rowv.begin(), rowv.begin() + nr, U + i * n + c + 1);
       std::copy(rowv.begin() + 1, rowv.begin() + nr, ps + c * n);
       // x = taup (A(c+1:m, c+1:n) u - A(c+1:m, p:c+1) (Y^T u) - X(c+1:m, 0:i) (A(p:c, :) u));
       // x^T = u^T B with row q of B column c+1+q of A: one row times a row-major matrix.
@@ -121,7 +124,7 @@ void bidiagonalize_blocked(int64_t m, int64_t n, R* ac, R* d, R* e, R* tauq, R* 
       gemm_product<R>(1, rows, nr, u, nr, 1, col(c + 1) + c + 1, m, 1, x, rows, 1);
       for (int64_t j = 0; j <= i; ++j) t[j] = dot_real(nr, Y + j * n + c + 1, u);
       for (int64_t j = 0; j <= i; ++j) axpy_real(rows, -t[j], col(p + j) + c + 1, x);
-      if (i > 0) gemm_product<R>(1, i, nr, u, nr, 1, col(c + 1) + p, m, 1, t.data(), i, 1);
+      for (int64_t j = 0; j < i; ++j) t[j] = dot_real(nr, U + j * n + c + 1, u);
       for (int64_t j = 0; j < i; ++j) axpy_real(rows, -t[j], X + j * m + c + 1, x);
       for (int64_t r = 0; r < rows; ++r) x[r] *= taup[c];
     }
@@ -131,8 +134,8 @@ void bidiagonalize_blocked(int64_t m, int64_t n, R* ac, R* d, R* e, R* tauq, R* 
       R* cblk = col(off) + off;
       gemm_minus(m - off, n - off, nb, col(p) + off, int64_t{1}, m, Y + off, n, int64_t{1}, false,
                  cblk, int64_t{1}, m);
-      gemm_minus(m - off, n - off, nb, X + off, int64_t{1}, m, col(off) + p, int64_t{1}, m, false,
-                 cblk, int64_t{1}, m);
+      gemm_minus(m - off, n - off, nb, X + off, int64_t{1}, m, U + off, n, int64_t{1}, false, cblk,
+                 int64_t{1}, m);
     }
   }
 }
