@@ -105,17 +105,6 @@ class BidiagonalDivideConquer {
   R* v_;
 };
 
-// Rotates columns (p, q) of the rows x ? block at `a` (ld): p := c p + s q, q := c q - s p.
-template <class R>
-void rotate_columns(R* a, int64_t ld, int64_t rows, int64_t p, int64_t q, R c, R s) {
-  for (int64_t r = 0; r < rows; ++r) {
-    R& x = a[r * ld + p];
-    R& y = a[r * ld + q];
-    const R xr = c * x + s * y, yr = c * y - s * x;
-    x = xr, y = yr;
-  }
-}
-
 template <class R>
 int64_t BidiagonalDivideConquer<R>::merge(int64_t lo, int64_t n, int64_t sqre, int64_t k, R alpha,
                                           R beta) {
@@ -253,14 +242,10 @@ int64_t BidiagonalDivideConquer<R>::merge(int64_t lo, int64_t n, int64_t sqre, i
   grouped_product<R>(m, k + 1, vb, n_, kept.data(), vk.data(), nk, yt.data(), vo.data(), n);
 
   // Ascending values with their columns back into the blocks (V's null column m-1 stays).
-  std::vector<int64_t> idx(static_cast<size_t>(n));
-  std::iota(idx.begin(), idx.end(), 0);
-  std::stable_sort(idx.begin(), idx.end(), [&](int64_t a, int64_t b) { return sv[a] < sv[b]; });
-  for (int64_t c = 0; c < n; ++c) D[c] = sv[idx[c]] * scale;
-  for (int64_t r = 0; r < n; ++r)
-    for (int64_t c = 0; c < n; ++c) ub[r * n_ + c] = uo[r * n + idx[c]];
-  for (int64_t r = 0; r < m; ++r)
-    for (int64_t c = 0; c < n; ++c) vb[r * n_ + c] = vo[r * n + idx[c]];
+  const std::vector<int64_t> up = ascending_order(sv);
+  for (int64_t c = 0; c < n; ++c) D[c] = sv[up[c]] * scale;
+  place_columns(uo.data(), n, up, ub, n_);
+  place_columns(vo.data(), m, up, vb, n_);
   return 0;
 }
 
@@ -271,19 +256,11 @@ int64_t bdsdc(int64_t n, R* d, R* e, R* u, R* v) {
   if (n == 0) return 0;
   std::fill_n(u, n * n, R(0));
   std::fill_n(v, n * n, R(0));
-  R norm = 0;
-  for (int64_t i = 0; i < n; ++i) norm = std::max(norm, std::abs(d[i]));
-  for (int64_t i = 0; i + 1 < n; ++i) norm = std::max(norm, std::abs(e[i]));
-  if (norm == 0) {
-    for (int64_t i = 0; i < n; ++i) u[i * n + i] = v[i * n + i] = 1;
-    std::fill_n(d, n, R(0));
-    return 0;
-  }
-  for (int64_t i = 0; i < n; ++i) d[i] /= norm;
-  for (int64_t i = 0; i + 1 < n; ++i) e[i] /= norm;
-  const int64_t info =
-      BidiagonalDivideConquer<R>(n, d, e, u, v).solve(0, n, /*sqre=*/0, /*top=*/true);
-  for (int64_t i = 0; i < n; ++i) d[i] *= norm;
+  for (int64_t i = 0; i < n; ++i) u[i * n + i] = v[i * n + i] = 1;  // the answer for B = 0
+  const int64_t info = solve_scaled(n, d, e, [&] {
+    return BidiagonalDivideConquer<R>(n, d, e, u, v).solve(0, n, /*sqre=*/0, /*top=*/true);
+  });
+  for (int64_t i = 0; i < n; ++i) d[i] = std::abs(d[i]);  // a zero matrix's -0 entries: +0
   return info;
 }
 

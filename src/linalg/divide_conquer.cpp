@@ -40,17 +40,6 @@ namespace {
 constexpr int64_t kLeafOrder = 32;
 
 template <class R>
-void rotate_rows(const std::vector<PlaneRotation<R>>& rots, R* zc, int64_t ncols) {
-  const auto& k = TS_DISPATCH(spectral_small_kernels);
-  const auto count = static_cast<int64_t>(rots.size());
-  if constexpr (std::is_same_v<R, float>) {
-    k.rotate_f32(rots.data(), count, zc, ncols, ncols);
-  } else {
-    k.rotate_f64(rots.data(), count, zc, ncols, ncols);
-  }
-}
-
-template <class R>
 class DivideConquer {
  public:
   DivideConquer(int64_t n, R* d, R* e, R* z) : n_(n), d_(d), e_(e), z_(z) {}
@@ -76,9 +65,10 @@ class DivideConquer {
   int64_t leaf(int64_t lo, int64_t size) {
     cached_vector<R> zc(static_cast<size_t>(size * size), R(0));
     for (int64_t i = 0; i < size; ++i) zc[i * size + i] = 1;
-    const int64_t info = tridiagonal_ql<R>(
-        size, d_ + lo, e_ + lo,
-        [&](const std::vector<PlaneRotation<R>>& rots) { rotate_rows(rots, zc.data(), size); });
+    const int64_t info =
+        tridiagonal_ql<R>(size, d_ + lo, e_ + lo, [&](const std::vector<PlaneRotation<R>>& rots) {
+          rotate_rows_real(rots.data(), static_cast<int64_t>(rots.size()), zc.data(), size, size);
+        });
     if (info != 0) return lo + info;
     sort_with_rows<R, R>(size, d_ + lo, /*ascending=*/true, zc.data(), size, nullptr, 0);
     for (int64_t i = 0; i < size; ++i)
@@ -136,12 +126,7 @@ int64_t DivideConquer<R>::merge(int64_t lo, int64_t m1, int64_t m2, R beta) {
       // Rotate (prev, j) so that z[prev] = 0: prev keeps its (rotated) column.
       z[j] = tau;
       z[prev] = 0;
-      for (int64_t r = 0; r < s; ++r) {
-        R& x = q(lo, r, prev);
-        R& y = q(lo, r, j);
-        const R xr = c * x + sn * y, yr = c * y - sn * x;
-        x = xr, y = yr;
-      }
+      rotate_columns(&q(lo, 0, 0), n_, s, prev, j, c, sn);
       const R dp = D[prev] * c * c + D[j] * sn * sn;
       D[j] = D[prev] * sn * sn + D[j] * c * c;
       D[prev] = dp;
@@ -198,11 +183,9 @@ int64_t DivideConquer<R>::merge(int64_t lo, int64_t m1, int64_t m2, R beta) {
                        s);
   }
   // Ascending values with their columns back into the block.
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return w[a] < w[b]; });
-  for (int64_t c = 0; c < s; ++c) D[c] = w[order[c]];
-  for (int64_t r = 0; r < s; ++r)
-    for (int64_t c = 0; c < s; ++c) q(lo, r, c) = out[r * s + order[c]];
+  const std::vector<int64_t> up = ascending_order(w);
+  for (int64_t c = 0; c < s; ++c) D[c] = w[up[c]];
+  place_columns(out.data(), s, up, &q(lo, 0, 0), n_);
   return 0;
 }
 
@@ -242,19 +225,8 @@ template <class R>
 int64_t stedc(int64_t n, R* d, R* e, R* z) {
   if (n == 0) return 0;
   std::fill_n(z, n * n, R(0));
-  // Scaled to norm 1 (deflation's tolerance and the secular equation assume it).
-  R norm = 0;
-  for (int64_t i = 0; i < n; ++i) norm = std::max(norm, std::abs(d[i]));
-  for (int64_t i = 0; i + 1 < n; ++i) norm = std::max(norm, std::abs(e[i]));
-  if (norm == 0) {
-    for (int64_t i = 0; i < n; ++i) z[i * n + i] = 1;
-    return 0;
-  }
-  for (int64_t i = 0; i < n; ++i) d[i] /= norm;
-  for (int64_t i = 0; i + 1 < n; ++i) e[i] /= norm;
-  const int64_t info = DivideConquer<R>(n, d, e, z).solve(0, n, /*top=*/true);
-  for (int64_t i = 0; i < n; ++i) d[i] *= norm;
-  return info;
+  for (int64_t i = 0; i < n; ++i) z[i * n + i] = 1;  // the answer for T = 0
+  return solve_scaled(n, d, e, [&] { return DivideConquer<R>(n, d, e, z).solve(0, n, true); });
 }
 
 template void grouped_product<float>(int64_t, int64_t, const float*, int64_t, const int64_t*,

@@ -1,5 +1,7 @@
-// The rank-one eigenproblem at the heart of divide and conquer, shared by eigh's tridiagonal
-// merges (divide_conquer.cpp) and svd's bidiagonal merges (bidiagonal_dc.cpp):
+// What the two divide and conquer solvers share, eigh's tridiagonal one (divide_conquer.cpp)
+// and svd's bidiagonal one (bidiagonal_dc.cpp): the scaling, the split into halves, the
+// column rotations and placement of a merge, the grouped GEMM, and the rank-one eigenproblem
+// at the heart of each merge:
 //
 //   eigenvalues lambda_i and vectors of diag(p) + z z^T,  p_0 < p_1 < ... < p_k-1,  z_j != 0,
 //
@@ -22,6 +24,7 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <numeric>
 #include <type_traits>
 #include <vector>
 
@@ -127,6 +130,52 @@ W secular_root(int64_t k, const W* w, const Diff& diff, int64_t i, int64_t& orig
   }
   for (int64_t j = 0; j < k; ++j) delta[j] -= tau;
   return tau;
+}
+
+// Runs solve() on the tridiagonal or bidiagonal matrix (d[0 .. n), e[0 .. n-1)) scaled so that
+// its largest entry has magnitude 1 (deflation's tolerances and the secular equation assume
+// it), then scales d back. A zero matrix is left as it is (d = 0) and solve() is not run.
+template <class R, class Fn>
+int64_t solve_scaled(int64_t n, R* d, R* e, const Fn& solve) {
+  R norm = 0;
+  for (int64_t i = 0; i < n; ++i) norm = std::max(norm, std::abs(d[i]));
+  for (int64_t i = 0; i + 1 < n; ++i) norm = std::max(norm, std::abs(e[i]));
+  if (norm == 0) return 0;
+  for (int64_t i = 0; i < n; ++i) d[i] /= norm;
+  for (int64_t i = 0; i + 1 < n; ++i) e[i] /= norm;
+  const int64_t info = solve();
+  for (int64_t i = 0; i < n; ++i) d[i] *= norm;
+  return info;
+}
+
+// Rotates columns (p, q) of the rows x ? block at a (ld): p := c p + s q, q := c q - s p.
+template <class R>
+void rotate_columns(R* a, int64_t ld, int64_t rows, int64_t p, int64_t q, R c, R s) {
+  for (int64_t r = 0; r < rows; ++r) {
+    R& x = a[r * ld + p];
+    R& y = a[r * ld + q];
+    const R xr = c * x + s * y, yr = c * y - s * x;
+    x = xr, y = yr;
+  }
+}
+
+// The indices of w in ascending order of its values (equal values keep their order).
+template <class R>
+std::vector<int64_t> ascending_order(const std::vector<R>& w) {
+  std::vector<int64_t> order(w.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return w[a] < w[b]; });
+  return order;
+}
+
+// block (rows x order.size(), ld) := the columns order[0], order[1], ... of out (rows x
+// order.size(), row-major).
+template <class R>
+void place_columns(const R* out, int64_t rows, const std::vector<int64_t>& order, R* block,
+                   int64_t ld) {
+  const auto ncols = static_cast<int64_t>(order.size());
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t c = 0; c < ncols; ++c) block[r * ld + c] = out[r * ncols + order[c]];
 }
 
 // Solves the two halves of a split, solve_half(0) and solve_half(1), on the pool's threads when

@@ -12,7 +12,8 @@
 //          (divide_conquer.cpp).
 //   gesvd  min(m, n) <= kJacobiMaxOrder: one-sided (Hestenes) Jacobi, preconditioned by a
 //          Householder QR when m > n (jacobi_svd.cpp); larger: Householder bidiagonalization
-//          and the implicit-shift bidiagonal QR of Golub and Kahan (bidiagonal.cpp).
+//          (bidiagonal.cpp), then the implicit-shift bidiagonal QR of Golub and Kahan for values
+//          only, divide and conquer with vectors (bidiagonal_dc.cpp).
 // Every path returns eigenvalues ascending / singular values descending with their vectors;
 // U and V have orthonormal columns also for rank-deficient input (null columns completed).
 //
@@ -133,17 +134,23 @@ R dot_axpy_real(int64_t n, const R* x, const R* v, R a, R* y) {
     return k.dot_axpy_f64(n, x, v, a, y);
   }
 }
+// Rotations rots[0 .. count) in order on the rows (ncols reals each, ld apart) of z.
+template <class R>
+void rotate_rows_real(const cpu::RowRotation<R>* rots, int64_t count, R* z, int64_t ncols,
+                      int64_t ld) {
+  const auto& k = TS_DISPATCH(spectral_small_kernels);
+  if constexpr (std::is_same_v<R, float>) {
+    k.rotate_f32(rots, count, z, ncols, ld);
+  } else {
+    k.rotate_f64(rots, count, z, ncols, ld);
+  }
+}
 // One rotation of two real rows (row_p := c row_p - s row_q, row_q := s row_p + c row_q).
 template <class R>
 void rotate_rows_real(int64_t n, R* x, R* y, R c, R s) {
-  const auto& k = TS_DISPATCH(spectral_small_kernels);
   // Rows x and y of a matrix whose "ld" is their distance: rotation (0, 1).
   const cpu::RowRotation<R> r{0, 1, c, s};
-  if constexpr (std::is_same_v<R, float>) {
-    k.rotate_f32(&r, 1, x, n, y - x);
-  } else {
-    k.rotate_f64(&r, 1, x, n, y - x);
-  }
+  rotate_rows_real(&r, 1, x, n, y - x);
 }
 
 // t = tan(theta) of the Jacobi rotation that diagonalizes [[a, g], [g, b]] (g != 0):
