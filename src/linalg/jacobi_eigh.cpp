@@ -107,7 +107,7 @@ int64_t heev(int64_t n, T* a, real_t<T>* w, T* v) {
   // rotations, and undoing it is exact.
   R amax = 0;
   for (int64_t i = 0; i < n * n; ++i) amax = std::max(amax, abs1(a[i]));
-  const R scale = amax > R(0) ? std::ldexp(R(1), -std::ilogb(amax)) : R(1);
+  const R scale = unit_scale(amax);
   for (int64_t i = 0; i < n; ++i) {
     for (int64_t j = 0; j < n; ++j) a[i * n + j] *= scale;
     a[i * n + i] = T(real_part(a[i * n + i]));

@@ -176,7 +176,7 @@ int64_t gesvd(int64_t m, int64_t n, const T* a, int64_t lda, real_t<T>* s, T* u,
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) amax = std::max(amax, abs1(a[i * lda + j]));
   // A power of two, so that max |a_ij| is in [1, 2): no over- or underflow in the squares.
-  const R scale = amax > R(0) ? std::ldexp(R(1), -std::ilogb(amax)) : R(1);
+  const R scale = unit_scale(amax);
   cached_vector<T> ac(static_cast<size_t>(M * N));
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < n; ++j) {

@@ -1,11 +1,14 @@
 // torch.linalg.qr, torch.geqrf and torch.linalg.householder_product: geqrf / orgqr
 // (qr_kernels.cpp) on a contiguous copy of every matrix, one matrix per task for batches of
 // small matrices (for_each_matrix), each large matrix with its GEMMs spread over the pool.
+// Batches of real matrices of at most kSmallMax rows and columns run the lane-interleaved
+// kernels instead (small/small_kernels.h: one matrix per SIMD lane).
 #include <algorithm>
 #include <cmath>
 
 #include "linalg/common.h"
 #include "linalg/qr_internal.h"
+#include "linalg/small_batch.h"
 #include "tessera/ops/factory.h"
 
 namespace tessera::linalg {
@@ -38,11 +41,25 @@ namespace detail {
 std::tuple<Tensor, Tensor> geqrf_work(const Tensor& A, std::string_view op) {
   const DimVector batch_dims = batch_shape(A);
   const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
-  Tensor a = contiguous_matrices(A, batch_dims);
-  Tensor tau = zeros(concat(batch_dims, {k}), A.dtype());
   const int64_t batch = numel_of(batch_dims);
-  if (k == 0) return {a, tau};
+  Tensor a, tau;
   visit_linalg_dtype(A.dtype(), op, [&]<class T>() {
+    if (k > 0 && use_small_kernels<T>(std::max(m, n), batch)) {
+      // Lane-interleaved: A read once, the factor written once.
+      const Tensor in = plain_matrices(A, batch) ? A : contiguous_matrices(A, batch_dims);
+      a = empty(concat(batch_dims, {m, n}), A.dtype());
+      tau = empty(concat(batch_dims, {k}), A.dtype());
+      const T* src = static_cast<const T*>(in.data_ptr());
+      T* dst = static_cast<T*>(a.data_ptr());
+      T* tb = static_cast<T*>(tau.data_ptr());
+      for_each_group<T>(batch, [&](int64_t b0, int64_t count) {
+        small_geqrf(m, n, count, src + b0 * m * n, dst + b0 * m * n, tb + b0 * k);
+      });
+      return;
+    }
+    a = contiguous_matrices(A, batch_dims);
+    tau = zeros(concat(batch_dims, {k}), A.dtype());
+    if (k == 0) return;
     T* ab = static_cast<T*>(a.data_ptr());
     T* tb = static_cast<T*>(tau.data_ptr());
     for_each_matrix(batch, qr_order(m, n),
@@ -53,15 +70,23 @@ std::tuple<Tensor, Tensor> geqrf_work(const Tensor& A, std::string_view op) {
 
 Tensor orgqr_work(const Tensor& a, const Tensor& tau, int64_t nq, std::string_view op) {
   const DimVector batch_dims = batch_shape(a);
-  const int64_t m = a.size(-2), k = tau.size(-1);
+  const int64_t m = a.size(-2), na = a.size(-1), k = tau.size(-1);
   Tensor q = empty(concat(batch_dims, {m, nq}), a.dtype());
   if (q.numel() == 0) return q;
-  if (k > 0) q.narrow(-1, 0, k).copy_(a.narrow(-1, 0, k));
   const Tensor t = tau.contiguous();
   const int64_t batch = numel_of(batch_dims);
   visit_linalg_dtype(a.dtype(), op, [&]<class T>() {
     T* qb = static_cast<T*>(q.data_ptr());
     const T* tb = static_cast<const T*>(t.data_ptr());
+    if (use_small_kernels<T>(std::max(m, na), batch)) {
+      const Tensor in = plain_matrices(a, batch) ? a : contiguous_matrices(a, batch_dims);
+      const T* src = static_cast<const T*>(in.data_ptr());
+      for_each_group<T>(batch, [&](int64_t b0, int64_t count) {
+        small_orgqr(m, na, nq, k, count, src + b0 * m * na, tb + b0 * k, qb + b0 * m * nq);
+      });
+      return;
+    }
+    if (k > 0) q.narrow(-1, 0, k).copy_(a.narrow(-1, 0, k));
     for_each_matrix(batch, qr_order(m, nq), [&](int64_t b) {
       orgqr(m, nq, k, qb + b * m * nq, nq, int64_t{1}, tb + b * k);
     });

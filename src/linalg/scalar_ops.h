@@ -8,6 +8,7 @@
 #include <cmath>
 #include <complex>
 #include <cstdint>
+#include <limits>
 #include <type_traits>
 #include <utility>
 
@@ -117,6 +118,17 @@ inline void transpose_into_plain(int64_t r, int64_t c, const T* src, int64_t lds
         for (int64_t i = i0; i < i1; ++i) dst[j * ldd + i] = src[i * lds + j];
     }
   }
+}
+
+// The power of two s that puts amax * s in [1, 2): the scaled entries' squares and sums of
+// squares neither overflow nor underflow, and undoing the scaling is exact. 1 for a zero or
+// non-finite amax. Below the normal range 2^-ilogb(amax) is not representable, so s stops at
+// 2^(max_exponent - 1) and amax * s lands below 1 (at least 2^-23 for float), still far from
+// underflow.
+template <class R>
+inline R unit_scale(R amax) {
+  if (!(amax > R(0)) || !std::isfinite(amax)) return R(1);
+  return std::ldexp(R(1), std::min(-std::ilogb(amax), std::numeric_limits<R>::max_exponent - 1));
 }
 
 }  // namespace tessera::linalg::detail

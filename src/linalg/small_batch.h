@@ -65,6 +65,20 @@ void small_getrs(int64_t n, int64_t k, int64_t count, const T* lu, const int32_t
   if constexpr (std::is_same_v<T, double>) kern.getrs_f64(n, k, count, lu, ipiv, b);
 }
 
+template <class T>
+void small_geqrf(int64_t m, int64_t n, int64_t count, const T* a, T* out, T* tau,
+                 const cpu::SmallLinalgKernels& k = small_kernels()) {
+  if constexpr (std::is_same_v<T, float>) k.geqrf_f32(m, n, count, a, out, tau);
+  if constexpr (std::is_same_v<T, double>) k.geqrf_f64(m, n, count, a, out, tau);
+}
+
+template <class T>
+void small_orgqr(int64_t m, int64_t na, int64_t nq, int64_t k, int64_t count, const T* a,
+                 const T* tau, T* q, const cpu::SmallLinalgKernels& kern = small_kernels()) {
+  if constexpr (std::is_same_v<T, float>) kern.orgqr_f32(m, na, nq, k, count, a, tau, q);
+  if constexpr (std::is_same_v<T, double>) kern.orgqr_f64(m, na, nq, k, count, a, tau, q);
+}
+
 // Whether the matrices of `t` (batch_dims x n x n) are the plain layout the lane kernels read:
 // row-major, n*n apart, none shared by broadcasting.
 inline bool plain_matrices(const Tensor& t, int64_t batch) {

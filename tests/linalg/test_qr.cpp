@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "linalg/qr_internal.h"
+#include "linalg/small_batch.h"
 #include "linalg_test_util.h"
 #include "test_support.h"
 
@@ -330,6 +331,136 @@ TEST(LinalgQrKernels, LarfgConventionAndTinyColumns) {
   std::vector<double> x = {0, 0};
   EXPECT_EQ(ld::larfg(int64_t{2}, alpha, x.data(), int64_t{1}), 0.0);
   EXPECT_EQ(alpha, -2.0);
+}
+
+// ---- batched small kernels (small/lane_qr.h)
+// ---------------------------------------------------------------------------------------------
+
+// Whether ||a - b||_F <= tol ||b||_F + slack for two same-size buffers.
+template <class T>
+::testing::AssertionResult buffers_close(const std::vector<T>& a, const std::vector<T>& b,
+                                         double tol, double slack = 0) {
+  long double d = 0, nb = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    d += std::norm(std::complex<long double>(a[i]) - std::complex<long double>(b[i]));
+    nb += std::norm(std::complex<long double>(b[i]));
+  }
+  d = std::sqrt(d), nb = std::sqrt(nb);
+  if (d <= tol * nb + slack) return ::testing::AssertionSuccess();
+  return ::testing::AssertionFailure() << "||a - b|| = " << double(d) << ", ||b|| = " << double(nb)
+                                       << ", relative " << double(d / nb) << " > " << tol;
+}
+
+// 37 m x n matrices (not a multiple of any lane count) of every kind, three scaled far from 1
+// (subnormal, tiny, and large enough that unscaled squares overflow), through one ISA's lane
+// geqrf and orgqr, each matrix against LAPACK: the factor (R and the reflectors) and tau within
+// tol of geqrf's where they are well determined (random, diagonal, identity and zero matrices:
+// an ill-conditioned or rank-deficient matrix's trailing R is rounding noise); Q from the lane
+// reflectors within tol of orgqr's on the same reflectors, for all k of them into k and into m
+// columns and for k / 2; ||A - Q R|| and ||Q^T Q - I|| small for every matrix. The subnormal
+// matrix's R is subnormal too, so it is compared with an absolute slack of a few of the
+// smallest subnormals per entry and its ||A - Q R|| is not checked.
+template <class T>
+void check_small_qr(const cpu::SmallLinalgKernels& table, int64_t m, int64_t n) {
+  const ScalarType dt = scalar_type_of<T>;
+  const bool dbl = std::is_same_v<T, double>;
+  constexpr int64_t kCount = 37, kSubnormal = 6;
+  const int subnormal_exp = dbl ? 1040 : 140;
+  const int64_t k = std::min(m, n), mn = m * n;
+  const double tol = 50.0 * double(std::max(m, n)) * eps_of(dt);
+  std::vector<Tensor> mats;
+  for (int64_t b = 0; b < kCount; ++b) {
+    Tensor a = make_rect(m, n, dt, kShapes[b % 6]);
+    if (b == kSubnormal) a = a.mul(std::ldexp(1.0, -subnormal_exp));
+    if (b == 12) a = a.mul(std::ldexp(1.0, dbl ? -600 : -70));
+    if (b == 18) a = a.mul(std::ldexp(1.0, dbl ? 1000 : 120));
+    mats.push_back(a);
+  }
+  const Tensor A = stack(mats);
+  const std::vector<T> in = values<T>(A.reshape({kCount * m, n}));
+  std::vector<T> fact(in.size(), T(-7)), tau(static_cast<size_t>(kCount * k), T(-7));
+  ld::small_geqrf(m, n, kCount, in.data(), fact.data(), tau.data(), table);
+  for (int64_t b = 0; b < kCount; ++b) {
+    SCOPED_TRACE(fmt::format("matrix {} ({})", b, shape_name(kShapes[b % 6])));
+    const std::vector<T> a(in.begin() + b * mn, in.begin() + (b + 1) * mn);
+    const std::vector<T> got(fact.begin() + b * mn, fact.begin() + (b + 1) * mn);
+    const std::vector<T> tg(tau.begin() + b * k, tau.begin() + (b + 1) * k);
+    // The subnormal matrix goes to LAPACK scaled into the normal range (exact) and its R is
+    // scaled back: LAPACK's own updates would round every intermediate column to the subnormal
+    // grid, where the lane kernel scales first.
+    const int up = b == kSubnormal ? subnormal_exp : 0;
+    std::vector<T> lap = transposed(a, m, n), tl(static_cast<size_t>(k));
+    for (T& x : lap) x = std::ldexp(x, up);
+    lapack_geqrf(int(m), int(n), lap.data(), tl.data());
+    lap = transposed(lap, n, m);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = i; j < n; ++j) lap[i * n + j] = std::ldexp(lap[i * n + j], -up);
+    const Shape shape = kShapes[b % 6];
+    const double slack = b == kSubnormal ? 16.0 * double(std::max(m, n) * std::max(m, n)) *
+                                               double(std::numeric_limits<T>::denorm_min())
+                                         : 0.0;
+    if (shape != Shape::kIllConditioned && shape != Shape::kRankDeficient) {
+      EXPECT_TRUE(buffers_close(got, lap, tol, slack));
+      EXPECT_TRUE(buffers_close(tg, tl, tol));
+    }
+  }
+  // Q from the lane factors: k reflectors into n columns (m >= n) or into m, and k / 2.
+  for (auto [nq, kk] : {std::pair<int64_t, int64_t>{k, k}, {m, k}, {m, k / 2}}) {
+    {
+      std::vector<T> q(static_cast<size_t>(kCount * m * nq), T(-7));
+      std::vector<T> tk(static_cast<size_t>(kCount * kk));
+      for (int64_t b = 0; b < kCount; ++b)
+        std::copy(tau.begin() + b * k, tau.begin() + b * k + kk, tk.begin() + b * kk);
+      ld::small_orgqr(m, n, nq, kk, kCount, fact.data(), tk.data(), q.data(), table);
+      for (int64_t b = 0; b < kCount; ++b) {
+        SCOPED_TRACE(fmt::format("matrix {}, Q {}x{} from {} reflectors", b, m, nq, kk));
+        std::vector<T> ql(static_cast<size_t>(m * nq), T(0));  // column-major, reflectors first
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < std::min(n, nq); ++j) ql[j * m + i] = fact[b * mn + i * n + j];
+        lapack_orgqr(int(m), int(nq), int(kk), ql.data(), tk.data() + b * kk);
+        const std::vector<T> qg(q.begin() + b * m * nq, q.begin() + (b + 1) * m * nq);
+        EXPECT_TRUE(buffers_close(qg, transposed(ql, nq, m), tol));
+        if (kk != k || nq != m) continue;
+        // ||A - Q R|| and ||Q^T Q - I|| with the complete Q.
+        std::vector<T> r(fact.begin() + b * mn, fact.begin() + (b + 1) * mn);
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < std::min(i, n); ++j) r[i * n + j] = T(0);
+        auto [fr, orth] = qr_residuals(mats[b], from_values(qg, m, m), from_values(r, m, n));
+        if (b != kSubnormal) {
+          EXPECT_LE(fr, 10.0);
+        }
+        EXPECT_LE(orth, 10.0);
+      }
+    }
+  }
+}
+
+TEST(LinalgQrSmallKernels, MatchLapackOnEveryIsa) {
+  manual_seed(55);
+  for (const auto& [isa, table] : TS_RUNNABLE_TABLES(small_linalg_kernels)) {
+    for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1},
+                        {2, 2},
+                        {3, 3},
+                        {4, 4},
+                        {5, 5},
+                        {7, 7},
+                        {8, 8},
+                        {9, 9},
+                        {16, 16},
+                        {17, 17},
+                        {31, 31},
+                        {32, 32},
+                        {5, 3},
+                        {3, 5},
+                        {32, 7},
+                        {7, 32},
+                        {20, 32},
+                        {32, 1}}) {
+      SCOPED_TRACE(fmt::format("{} {}x{}", isa, m, n));
+      check_small_qr<float>(*table, m, n);
+      check_small_qr<double>(*table, m, n);
+    }
+  }
 }
 
 // ---- qr

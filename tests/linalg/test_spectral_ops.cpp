@@ -108,6 +108,38 @@ TEST(SpectralOps, SvdOfFloat32WithTinyEntriesConverges) {
   }
 }
 
+// Matrices whose entries are all subnormal (largest below the normal range): the paths scale
+// by a power of two, which must stay representable (2^-ilogb of a subnormal is not), so the
+// values are finite and, scaled back up, those of the normal-range matrix. Batches (the lane
+// kernels), single small matrices (Jacobi) and n = 70 (the bidiagonal / tridiagonal paths).
+TEST(SpectralOps, SvdAndEighOfSubnormalMatrices) {
+  manual_seed(60);
+  for (ScalarType dt : {kFloat32, kFloat64}) {
+    const int e = dt == kFloat32 ? 140 : 1040;        // randn * 2^-e is subnormal
+    const double tol = dt == kFloat32 ? 1e-2 : 1e-9;  // the subnormal grid's resolution
+    for (auto [batch, n] : {std::pair<int64_t, int64_t>{3, 6}, {1, 6}, {1, 70}}) {
+      SCOPED_TRACE(fmt::format("{} batch {} n={}", dt, batch, n));
+      // Times 2^k in two steps: 2^140 is not a float.
+      auto times = [](const Tensor& t, int k) {
+        return t.mul(std::ldexp(1.0, k / 2)).mul(std::ldexp(1.0, k - k / 2));
+      };
+      const Tensor G = randn({batch, n, n}, dt);
+      const Tensor tiny = times(G, -e), stiny = times(G.add(G.transpose(1, 2)), -e);
+      const Tensor sv = times(la::svdvals(tiny), e);
+      const Tensor w = times(la::eigvalsh(stiny), e);
+      ASSERT_TRUE(isfinite(sv).all().item<bool>());
+      ASSERT_TRUE(isfinite(w).all().item<bool>());
+      // Compared with the values of the matrices as they were rounded to subnormals.
+      const Tensor sv_ref = la::svdvals(times(tiny, e));
+      const Tensor w_ref = la::eigvalsh(times(stiny, e));
+      EXPECT_LE(double(frob_diff(to_lmat(sv.reshape({-1, 1})), to_lmat(sv_ref.reshape({-1, 1})))),
+                tol * double(frob(to_lmat(sv_ref.reshape({-1, 1})))));
+      EXPECT_LE(double(frob_diff(to_lmat(w.reshape({-1, 1})), to_lmat(w_ref.reshape({-1, 1})))),
+                tol * double(frob(to_lmat(w_ref.reshape({-1, 1})))));
+    }
+  }
+}
+
 TEST(SpectralOps, SvdShapesResidualsAndOrthonormality) {
   manual_seed(52);
   for (ScalarType dt : kDtypes) {

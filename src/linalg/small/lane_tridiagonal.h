@@ -27,6 +27,7 @@
 #include <limits>
 
 #include "core/vec.h"
+#include "linalg/scalar_ops.h"
 
 namespace tessera::cpu::TS_ISA {
 
@@ -69,23 +70,21 @@ struct LanePair {
   LanePair sqrt() const { return {a.sqrt(), b.sqrt()}; }
 };
 
-// Scales every lane of the n x n matrices in `a` (element (i, j) at vector i * ld + j; only
-// the lower triangle when `lower`) by a power of two so that its largest |entry| is in [1, 2):
-// no overflow in the squares and sums below, and exact to undo. scale[l] is the factor (1 for
-// an all-zero lane).
+// Scales every lane of the m x n matrices in `a` (element (i, j) at vector i * ld + j; only
+// the lower triangle when `lower`) by a power of two so that its largest |entry| is in [1, 2)
+// (unit_scale): no overflow in the squares and sums below, and exact to undo. scale[l] is the
+// factor (1 for an all-zero lane).
 template <class T, class V>
-void scale_lanes_to_one(int64_t n, T* a, int64_t ld, bool lower, T* scale) {
+void scale_lanes_to_one(int64_t m, int64_t n, T* a, int64_t ld, bool lower, T* scale) {
   constexpr int W = V::kSize;
   auto each = [&](auto&& fn) {
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = 0; j < (lower ? i + 1 : n); ++j) fn(a + (i * ld + j) * W);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < (lower ? std::min(i + 1, n) : n); ++j) fn(a + (i * ld + j) * W);
   };
   V amax(T(0));
   each([&](T* x) { amax = V::max(amax, V::load(x).abs()); });
   amax.store(scale);
-  for (int l = 0; l < W; ++l)
-    scale[l] =
-        scale[l] > T(0) && std::isfinite(scale[l]) ? std::ldexp(T(1), -std::ilogb(scale[l])) : T(1);
+  for (int l = 0; l < W; ++l) scale[l] = linalg::detail::unit_scale(scale[l]);
   const V s = V::load(scale);
   each([&](T* x) { (V::load(x) * s).store(x); });
 }

@@ -8,12 +8,14 @@
 #include "linalg/small/small_kernels.h"
 
 #include <algorithm>
+#include <cmath>
 #include <limits>
 #include <type_traits>
 #include <vector>
 
 #include "core/vec.h"
 #include "linalg/small/interleave.h"
+#include "linalg/small/lane_qr.h"
 
 namespace tessera::cpu::TS_ISA {
 
@@ -389,13 +391,91 @@ void getrf_batch(int64_t n_, int64_t count, const T* a, T* out, int32_t* ipiv, i
   });
 }
 
+// Householder QR of one group (lane_qr.h); tau through a small interleaved buffer.
+template <class T, class M, class N>
+void geqrf_group(M m, N n, const T* a, T* out, T* tau, int used) {
+  using V = Vec<T>;
+  constexpr int W = V::kSize;
+  const int64_t kk = std::min<int64_t>(m, n);
+  thread_local std::vector<T> buf_tls;
+  std::vector<T>& buf = buf_tls;
+  buf.resize(static_cast<size_t>((m * n + kk + kLanePanel * m) * W));
+  T* x = buf.data();
+  T* t = x + m * n * W;
+  T* work = t + kk * W;
+  lanes_to_interleaved(a, m * n, used, x);  // the other lanes zero: tau 0, R 0
+  // The lanes are scaled (and R unscaled) only where one's largest |entry| is outside [lo, hi]
+  // or not finite: above hi a sum of squares could overflow; below lo a column tail that
+  // lane_reflector drops (squares summing below 64 safmin / eps) could exceed eps / 16 of it.
+  constexpr T kMin = std::numeric_limits<T>::min(), kEps = std::numeric_limits<T>::epsilon();
+  const T lo = std::sqrt(T(64) * kMin / kEps) / (kEps / T(16));
+  const T hi = std::sqrt(std::numeric_limits<T>::max()) / T(64);
+  V amax(T(0));
+  for (int64_t e = 0; e < m * n; ++e) amax = V::max_fast(V::load(x + e * W).abs(), amax);
+  alignas(64) T scale[W];
+  amax.store(scale);
+  const bool plain =
+      std::all_of(scale, scale + W, [&](T s) { return s == T(0) || (s >= lo && s <= hi); });
+  if (!plain) scale_lanes_to_one<T, V>(m, n, x, n, /*lower=*/false, scale);
+  geqr2_lanes<T, V>(m, n, x, t, work);
+  if (!plain) {
+    for (int l = 0; l < W; ++l) scale[l] = T(1) / scale[l];
+    const V undo = V::load(scale);
+    for (int64_t i = 0; i < kk; ++i)
+      for (int64_t j = i; j < n; ++j)
+        (V::load(x + (i * n + j) * W) * undo).store(x + (i * n + j) * W);
+  }
+  interleaved_to_lanes(x, m * n, used, out);
+  interleaved_to_lanes(t, kk, used, tau);
+}
+
+template <class T>
+void geqrf_batch(int64_t m, int64_t n, int64_t count, const T* a, T* out, T* tau) {
+  constexpr int W = Vec<T>::kSize;
+  const int64_t kk = std::min(m, n);
+  auto run = [&](auto mm, auto nn) {
+    for (int64_t g = 0; g < count; g += W) {
+      const int used = static_cast<int>(std::min<int64_t>(W, count - g));
+      geqrf_group(mm, nn, a + g * m * n, out + g * m * n, tau + g * kk, used);
+    }
+  };
+  if (m == n) return with_size(n, [&](auto nn) { run(nn, nn); });
+  run(m, n);
+}
+
+template <class T>
+void orgqr_batch(int64_t m, int64_t na, int64_t nq, int64_t k, int64_t count, const T* a,
+                 const T* tau, T* q) {
+  using V = Vec<T>;
+  constexpr int W = V::kSize;
+  thread_local std::vector<T> buf_tls;
+  std::vector<T>& buf = buf_tls;
+  buf.resize(static_cast<size_t>((m * na + m * nq + k + kLanePanel * m) * W));
+  T* refl = buf.data();
+  T* qb = refl + m * na * W;
+  T* t = qb + m * nq * W;
+  T* work = t + k * W;
+  auto run = [&](auto mm, auto nn) {
+    for (int64_t g = 0; g < count; g += W) {
+      const int used = static_cast<int>(std::min<int64_t>(W, count - g));
+      lanes_to_interleaved(a + g * m * na, m * na, used, refl);
+      lanes_to_interleaved(tau + g * k, k, used, t);
+      org2r_lanes<T, V>(mm, nn, k, refl, na, t, qb, work);
+      interleaved_to_lanes(qb, m * nq, used, q + g * m * nq);
+    }
+  };
+  if (m == nq) return with_size(m, [&](auto nn) { run(nn, nn); });
+  run(m, nq);
+}
+
 }  // namespace
 
 const SmallLinalgKernels& small_linalg_kernels() {
   static const SmallLinalgKernels k{potrf_batch<float>,  potrf_batch<double>, getrf_batch<float>,
                                     getrf_batch<double>, potrs_batch<float>,  potrs_batch<double>,
-                                    getrs_batch<float>,  getrs_batch<double>, Vec<float>::kSize,
-                                    Vec<double>::kSize};
+                                    getrs_batch<float>,  getrs_batch<double>, geqrf_batch<float>,
+                                    geqrf_batch<double>, orgqr_batch<float>,  orgqr_batch<double>,
+                                    Vec<float>::kSize,   Vec<double>::kSize};
   return k;
 }
 

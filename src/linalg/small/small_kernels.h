@@ -19,6 +19,14 @@
 //           n*n apart; the strict upper triangle is not read); B is n x k row-major, n*k apart.
 //   getrs   solves A X = B in place, P A = L U from getrf's factors lu and 1-based pivots ipiv
 //           (n apart); B as for potrs.
+//   geqrf   Householder QR of m x n matrices (m, n <= kSmallMax; row-major, m*n apart), LAPACK's
+//           geqr2 conventions (qr_internal.h): R on and above the diagonal of out, reflector k's
+//           tail below the diagonal of column k, tau[b * min(m, n) + k]. The lanes are scaled
+//           by powers of two first (exact), so tails whose squares would underflow are not lost;
+//           a tail below 8 sqrt(safmin / eps) times the lane's largest entry counts as zero.
+//   orgqr   Q's first nq columns (m x nq, row-major, m*nq apart; k <= nq <= m <= kSmallMax)
+//           from the k reflectors in the first k columns of the m x na matrices a (as geqrf
+//           left them, m*na apart) and tau (k apart): LAPACK's org2r.
 //   The solves are potrs / getrs ('N') of LAPACK: forward then backward substitution, each
 //   diagonal entry inverted once. A singular factor gives inf / NaN, as LAPACK's do (callers
 //   check info first).
@@ -56,6 +64,12 @@ struct SmallLinalgKernels {
                     float* b);
   void (*getrs_f64)(int64_t n, int64_t k, int64_t count, const double* lu, const int32_t* ipiv,
                     double* b);
+  void (*geqrf_f32)(int64_t m, int64_t n, int64_t count, const float* a, float* out, float* tau);
+  void (*geqrf_f64)(int64_t m, int64_t n, int64_t count, const double* a, double* out, double* tau);
+  void (*orgqr_f32)(int64_t m, int64_t na, int64_t nq, int64_t k, int64_t count, const float* a,
+                    const float* tau, float* q);
+  void (*orgqr_f64)(int64_t m, int64_t na, int64_t nq, int64_t k, int64_t count, const double* a,
+                    const double* tau, double* q);
   int lanes_f32, lanes_f64;  // W
 };
 

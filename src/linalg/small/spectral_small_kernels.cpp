@@ -146,7 +146,7 @@ void heev_tridiagonal_group(int64_t n, const T* a, bool upper, T* w, T* v, int u
   to_pairs(n, a, used, upper ? Part::kUpperAsLower : Part::kLower, abuf, ld);
   T* buf = abuf.data();  // its upper triangle is never read
   alignas(64) T scale[PW];
-  scale_lanes_to_one<T, P>(n, buf, ld, /*lower=*/true, scale);
+  scale_lanes_to_one<T, P>(n, n, buf, ld, /*lower=*/true, scale);
   scratch.resize(static_cast<size_t>(5 * n * PW));
   T* d = scratch.data();
   T* e = d + n * PW;
@@ -192,7 +192,7 @@ void svd_bidiagonal_group(int64_t n, const T* a, T* sv, T* u, T* vh, int used, i
   to_pairs(n, a, used, Part::kAll, abuf, ld);
   T* buf = abuf.data();
   alignas(64) T scale[PW];
-  scale_lanes_to_one<T, P>(n, buf, ld, /*lower=*/false, scale);
+  scale_lanes_to_one<T, P>(n, n, buf, ld, /*lower=*/false, scale);
   scratch.resize(static_cast<size_t>(8 * n * PW));
   T* d = scratch.data();
   T* e = d + n * PW;
@@ -272,7 +272,7 @@ void svd_group(int64_t n, const T* a, T* sv, T* u, T* vh, int used, int32_t* inf
   sbuf.resize(static_cast<size_t>(pairs * W));
   active.resize(static_cast<size_t>(pairs));
   alignas(64) T scale[W];
-  scale_lanes_to_one<T, V>(n, buf, n, /*lower=*/false, scale);  // the zero column stays zero
+  scale_lanes_to_one<T, V>(n, n, buf, n, /*lower=*/false, scale);  // the zero column stays zero
   auto col = [&](int64_t j) { return buf + j * n * W; };
   const V tol(std::numeric_limits<T>::epsilon() * std::sqrt(T(n)));
   const V one(T(1)), zero(T(0)), half(T(0.5));
