@@ -5,6 +5,7 @@
 // kernels instead (small/small_kernels.h: one matrix per SIMD lane).
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "linalg/common.h"
 #include "linalg/qr_internal.h"
@@ -101,7 +102,28 @@ std::tuple<Tensor, Tensor> qr(const Tensor& A, std::string_view mode) {
   check_no_grad(op, {A});
   check_matrix_input(op, A, "A");
   const QrMode md = parse_mode(op, mode);
-  const int64_t m = A.size(-2), k = std::min(m, A.size(-1));
+  const int64_t m = A.size(-2), n = A.size(-1), k = std::min(m, n);
+  const DimVector batch_dims = batch_shape(A);
+  const int64_t batch = numel_of(batch_dims);
+  const int64_t nq = md == QrMode::kComplete ? m : k;
+  // Batches of small real matrices: Q and R from one pass of the lane kernels.
+  std::optional<std::tuple<Tensor, Tensor>> lanes;
+  visit_linalg_dtype(A.dtype(), op, [&]<class T>() {
+    if (k == 0 || !use_small_kernels<T>(std::max(m, n), batch)) return;
+    const Tensor in = plain_matrices(A, batch) ? A : contiguous_matrices(A, batch_dims);
+    const bool want_q = md != QrMode::kR;
+    Tensor Q = want_q ? empty(concat(batch_dims, {m, nq}), A.dtype()) : empty({0}, A.dtype());
+    Tensor R = empty(concat(batch_dims, {nq, n}), A.dtype());
+    const T* src = static_cast<const T*>(in.data_ptr());
+    T* qd = want_q ? static_cast<T*>(Q.data_ptr()) : nullptr;
+    T* rd = static_cast<T*>(R.data_ptr());
+    for_each_group<T>(batch, [&](int64_t b0, int64_t count) {
+      small_qr(m, n, nq, nq, count, src + b0 * m * n, qd ? qd + b0 * m * nq : nullptr,
+               rd + b0 * nq * n);
+    });
+    lanes.emplace(Q, R);
+  });
+  if (lanes) return *lanes;
   auto [a, tau] = geqrf_work(A, op);
   const Tensor R = a.narrow(-2, 0, md == QrMode::kComplete ? m : k).triu().contiguous();
   if (md == QrMode::kR) return {empty({0}, A.dtype()), R};

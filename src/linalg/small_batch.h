@@ -79,6 +79,13 @@ void small_orgqr(int64_t m, int64_t na, int64_t nq, int64_t k, int64_t count, co
   if constexpr (std::is_same_v<T, double>) kern.orgqr_f64(m, na, nq, k, count, a, tau, q);
 }
 
+template <class T>
+void small_qr(int64_t m, int64_t n, int64_t nq, int64_t r_rows, int64_t count, const T* a, T* q,
+              T* r, const cpu::SmallLinalgKernels& k = small_kernels()) {
+  if constexpr (std::is_same_v<T, float>) k.qr_f32(m, n, nq, r_rows, count, a, q, r);
+  if constexpr (std::is_same_v<T, double>) k.qr_f64(m, n, nq, r_rows, count, a, q, r);
+}
+
 // Whether the matrices of `t` (batch_dims x n x n) are the plain layout the lane kernels read:
 // row-major, n*n apart, none shared by broadcasting.
 inline bool plain_matrices(const Tensor& t, int64_t batch) {

@@ -406,12 +406,27 @@ void check_small_qr(const cpu::SmallLinalgKernels& table, int64_t m, int64_t n) 
   }
   // Q from the lane factors: k reflectors into n columns (m >= n) or into m, and k / 2.
   for (auto [nq, kk] : {std::pair<int64_t, int64_t>{k, k}, {m, k}, {m, k / 2}}) {
-    {
-      std::vector<T> q(static_cast<size_t>(kCount * m * nq), T(-7));
-      std::vector<T> tk(static_cast<size_t>(kCount * kk));
+    std::vector<T> q(static_cast<size_t>(kCount * m * nq), T(-7));
+    std::vector<T> tk(static_cast<size_t>(kCount * kk));
+    for (int64_t b = 0; b < kCount; ++b)
+      std::copy(tau.begin() + b * k, tau.begin() + b * k + kk, tk.begin() + b * kk);
+    ld::small_orgqr(m, n, nq, kk, kCount, fact.data(), tk.data(), q.data(), table);
+    if (kk == k) {
+      // The one-pass qr gives the same Q bits, and R = the factor's upper rows (0 .. nq).
+      std::vector<T> q1(q.size(), T(-7)), r1(static_cast<size_t>(kCount * nq * n), T(-7));
+      std::vector<T> r2 = r1;
+      ld::small_qr(m, n, nq, nq, kCount, in.data(), q1.data(), r1.data(), table);
+      ld::small_qr(m, n, nq, nq, kCount, in.data(), static_cast<T*>(nullptr), r2.data(), table);
+      std::vector<T> r_want(r1.size());
       for (int64_t b = 0; b < kCount; ++b)
-        std::copy(tau.begin() + b * k, tau.begin() + b * k + kk, tk.begin() + b * kk);
-      ld::small_orgqr(m, n, nq, kk, kCount, fact.data(), tk.data(), q.data(), table);
+        for (int64_t i = 0; i < nq; ++i)
+          for (int64_t j = 0; j < n; ++j)
+            r_want[(b * nq + i) * n + j] = j >= i ? fact[b * mn + i * n + j] : T(0);
+      EXPECT_TRUE(equal(from_values(q1, kCount, m * nq), from_values(q, kCount, m * nq)));
+      EXPECT_TRUE(equal(from_values(r1, kCount, nq * n), from_values(r_want, kCount, nq * n)));
+      EXPECT_TRUE(equal(from_values(r2, kCount, nq * n), from_values(r_want, kCount, nq * n)));
+    }
+    {
       for (int64_t b = 0; b < kCount; ++b) {
         SCOPED_TRACE(fmt::format("matrix {}, Q {}x{} from {} reflectors", b, m, nq, kk));
         std::vector<T> ql(static_cast<size_t>(m * nq), T(0));  // column-major, reflectors first

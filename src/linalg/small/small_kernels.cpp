@@ -391,19 +391,15 @@ void getrf_batch(int64_t n_, int64_t count, const T* a, T* out, int32_t* ipiv, i
   });
 }
 
-// Householder QR of one group (lane_qr.h); tau through a small interleaved buffer.
+// Householder QR of one group (lane_qr.h) into x (the factor, m x n vectors), t (tau, min(m, n))
+// and work (kLanePanel m): the W matrices at a interleaved (lanes from `used` on zero: tau 0,
+// R 0), scaled where needed, factored, R scaled back.
 template <class T, class M, class N>
-void geqrf_group(M m, N n, const T* a, T* out, T* tau, int used) {
+void factor_group(M m, N n, const T* a, int used, T* x, T* t, T* work) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
   const int64_t kk = std::min<int64_t>(m, n);
-  thread_local std::vector<T> buf_tls;
-  std::vector<T>& buf = buf_tls;
-  buf.resize(static_cast<size_t>((m * n + kk + kLanePanel * m) * W));
-  T* x = buf.data();
-  T* t = x + m * n * W;
-  T* work = t + kk * W;
-  lanes_to_interleaved(a, m * n, used, x);  // the other lanes zero: tau 0, R 0
+  lanes_to_interleaved(a, m * n, used, x);
   // The lanes are scaled (and R unscaled) only where one's largest |entry| is outside [lo, hi]
   // or not finite: above hi a sum of squares could overflow; below lo a column tail that
   // lane_reflector drops (squares summing below 64 safmin / eps) could exceed eps / 16 of it.
@@ -425,22 +421,66 @@ void geqrf_group(M m, N n, const T* a, T* out, T* tau, int used) {
       for (int64_t j = i; j < n; ++j)
         (V::load(x + (i * n + j) * W) * undo).store(x + (i * n + j) * W);
   }
-  interleaved_to_lanes(x, m * n, used, out);
-  interleaved_to_lanes(t, kk, used, tau);
+}
+
+// The group scratch of the QR kernels: the factor, tau, the panel's reflectors and (qr) Q.
+template <class T>
+T* qr_scratch(int64_t m, int64_t n, int64_t nq) {
+  thread_local std::vector<T> buf;
+  buf.resize(
+      static_cast<size_t>((m * n + std::min(m, n) + kLanePanel * m + m * nq) * Vec<T>::kSize));
+  return buf.data();
+}
+
+// Calls f(m, n) with compile-time m = n for the square sizes with_size names.
+template <class F>
+void with_shape(int64_t m, int64_t n, F&& f) {
+  if (m == n) return with_size(n, [&](auto nn) { f(nn, nn); });
+  f(m, n);
 }
 
 template <class T>
 void geqrf_batch(int64_t m, int64_t n, int64_t count, const T* a, T* out, T* tau) {
   constexpr int W = Vec<T>::kSize;
   const int64_t kk = std::min(m, n);
-  auto run = [&](auto mm, auto nn) {
+  T* x = qr_scratch<T>(m, n, 0);
+  T* t = x + m * n * W;
+  T* work = t + kk * W;
+  with_shape(m, n, [&](auto mm, auto nn) {
     for (int64_t g = 0; g < count; g += W) {
       const int used = static_cast<int>(std::min<int64_t>(W, count - g));
-      geqrf_group(mm, nn, a + g * m * n, out + g * m * n, tau + g * kk, used);
+      factor_group(mm, nn, a + g * m * n, used, x, t, work);
+      interleaved_to_lanes(x, m * n, used, out + g * m * n);
+      interleaved_to_lanes(t, kk, used, tau + g * kk);
     }
-  };
-  if (m == n) return with_size(n, [&](auto nn) { run(nn, nn); });
-  run(m, n);
+  });
+}
+
+// A = Q R in one pass over the group: the factor stays interleaved while Q (m x nq, unless q is
+// null) is formed from it, then R (its first r_rows rows, zero below the diagonal) goes out.
+template <class T>
+void qr_batch(int64_t m, int64_t n, int64_t nq, int64_t r_rows, int64_t count, const T* a, T* q,
+              T* r) {
+  using V = Vec<T>;
+  constexpr int W = V::kSize;
+  const int64_t kk = std::min(m, n);
+  T* x = qr_scratch<T>(m, n, nq);
+  T* t = x + m * n * W;
+  T* work = t + kk * W;
+  T* qb = work + kLanePanel * m * W;
+  with_shape(m, n, [&](auto mm, auto nn) {
+    for (int64_t g = 0; g < count; g += W) {
+      const int used = static_cast<int>(std::min<int64_t>(W, count - g));
+      factor_group(mm, nn, a + g * m * n, used, x, t, work);
+      if (q) {
+        org2r_lanes<T, V>(mm, nq, kk, x, n, t, qb, work);
+        interleaved_to_lanes(qb, m * nq, used, q + g * m * nq);
+      }
+      for (int64_t i = 1; i < r_rows; ++i)
+        for (int64_t j = 0; j < std::min<int64_t>(i, n); ++j) V(T(0)).store(x + (i * n + j) * W);
+      interleaved_to_lanes(x, r_rows * n, used, r + g * r_rows * n);
+    }
+  });
 }
 
 template <class T>
@@ -448,14 +488,11 @@ void orgqr_batch(int64_t m, int64_t na, int64_t nq, int64_t k, int64_t count, co
                  const T* tau, T* q) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
-  thread_local std::vector<T> buf_tls;
-  std::vector<T>& buf = buf_tls;
-  buf.resize(static_cast<size_t>((m * na + m * nq + k + kLanePanel * m) * W));
-  T* refl = buf.data();
-  T* qb = refl + m * na * W;
-  T* t = qb + m * nq * W;
-  T* work = t + k * W;
-  auto run = [&](auto mm, auto nn) {
+  T* refl = qr_scratch<T>(m, na, nq);
+  T* t = refl + m * na * W;
+  T* work = t + std::min(m, na) * W;
+  T* qb = work + kLanePanel * m * W;
+  with_shape(m, nq, [&](auto mm, auto nn) {
     for (int64_t g = 0; g < count; g += W) {
       const int used = static_cast<int>(std::min<int64_t>(W, count - g));
       lanes_to_interleaved(a + g * m * na, m * na, used, refl);
@@ -463,19 +500,17 @@ void orgqr_batch(int64_t m, int64_t na, int64_t nq, int64_t k, int64_t count, co
       org2r_lanes<T, V>(mm, nn, k, refl, na, t, qb, work);
       interleaved_to_lanes(qb, m * nq, used, q + g * m * nq);
     }
-  };
-  if (m == nq) return with_size(m, [&](auto nn) { run(nn, nn); });
-  run(m, nq);
+  });
 }
 
 }  // namespace
 
 const SmallLinalgKernels& small_linalg_kernels() {
-  static const SmallLinalgKernels k{potrf_batch<float>,  potrf_batch<double>, getrf_batch<float>,
-                                    getrf_batch<double>, potrs_batch<float>,  potrs_batch<double>,
-                                    getrs_batch<float>,  getrs_batch<double>, geqrf_batch<float>,
-                                    geqrf_batch<double>, orgqr_batch<float>,  orgqr_batch<double>,
-                                    Vec<float>::kSize,   Vec<double>::kSize};
+  static const SmallLinalgKernels k{
+      potrf_batch<float>, potrf_batch<double>, getrf_batch<float>, getrf_batch<double>,
+      potrs_batch<float>, potrs_batch<double>, getrs_batch<float>, getrs_batch<double>,
+      geqrf_batch<float>, geqrf_batch<double>, orgqr_batch<float>, orgqr_batch<double>,
+      qr_batch<float>,    qr_batch<double>,    Vec<float>::kSize,  Vec<double>::kSize};
   return k;
 }
 

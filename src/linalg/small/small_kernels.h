@@ -27,6 +27,9 @@
 //   orgqr   Q's first nq columns (m x nq, row-major, m*nq apart; k <= nq <= m <= kSmallMax)
 //           from the k reflectors in the first k columns of the m x na matrices a (as geqrf
 //           left them, m*na apart) and tau (k apart): LAPACK's org2r.
+//   qr      geqrf then orgqr in one pass over each group: Q (m x nq, nq = min(m, n) or m;
+//           none when q is null) and R (its first r_rows rows, min(m, n) or m, zero below the
+//           diagonal), as torch.linalg.qr returns them.
 //   The solves are potrs / getrs ('N') of LAPACK: forward then backward substitution, each
 //   diagonal entry inverted once. A singular factor gives inf / NaN, as LAPACK's do (callers
 //   check info first).
@@ -70,6 +73,10 @@ struct SmallLinalgKernels {
                     const float* tau, float* q);
   void (*orgqr_f64)(int64_t m, int64_t na, int64_t nq, int64_t k, int64_t count, const double* a,
                     const double* tau, double* q);
+  void (*qr_f32)(int64_t m, int64_t n, int64_t nq, int64_t r_rows, int64_t count, const float* a,
+                 float* q, float* r);
+  void (*qr_f64)(int64_t m, int64_t n, int64_t nq, int64_t r_rows, int64_t count, const double* a,
+                 double* q, double* r);
   int lanes_f32, lanes_f64;  // W
 };
 
