@@ -59,6 +59,21 @@ template <int R, class V, class At, class C, class F>
   for (int r = 0; r < R; ++r) f(s[r]).store(at(i + r, j));
 }
 
+// Rows i .. i+R-1 of column j by forward substitution with the unit lower triangle of at: their
+// sums over the rows k < i (whose solutions c(k) are final) as R independent chains, then their
+// own R x R triangle; every sum in order of k.
+template <int R, class V, class At, class C>
+[[gnu::always_inline]] inline void forward_rows(const At& at, int64_t i, int64_t j, const C& c) {
+  V s[R];
+  for (int r = 0; r < R; ++r) s[r] = V::load(at(i + r, j));
+  dot_rows<R>(
+      s, i, [&](int r, int64_t k) { return V::load(at(i + r, k)); }, c);
+  for (int r = 0; r < R; ++r) {
+    for (int q = 0; q < r; ++q) s[r] = s[r] - V::load(at(i + r, i + q)) * s[q];
+    s[r].store(at(i + r, j));
+  }
+}
+
 // Column j's rows from `from` on, column_update over k < j in blocks of four rows.
 template <class V, class At, class C, class F>
 [[gnu::always_inline]] inline void column_rows(const At& at, int64_t from, int64_t n, int64_t j,
@@ -117,23 +132,52 @@ void potrf_group(N n, const T* a, T* out, int used, int32_t* info) {
   }
 }
 
-// Swaps `len` vectors at xj and xr in the lanes where p (a per-lane row index) equals r, for
-// every r in (j, rows): LU's row interchange of step j, on the factor or on right-hand sides.
+// Row j's vectors [k0, k0 + B) swapped, lane by lane, with those of the rows chosen[c] in the
+// lanes where take[c] is 1: row j's block stays in registers while each chosen row is read
+// once and written once (row j takes that row's lanes, the row takes row j's original ones).
+template <int B, class T, class Row>
+[[gnu::always_inline]] inline void swap_block(int64_t j, int64_t k0, const int64_t* chosen,
+                                              const Vec<T>* take, int count, const Row& row) {
+  using V = Vec<T>;
+  constexpr int W = V::kSize;
+  const V half(T(0.5));
+  T* xj = row(j) + k0 * W;
+  V orig[B], cur[B];
+  for (int t = 0; t < B; ++t) orig[t] = cur[t] = V::load(xj + t * W);
+  for (int c = 0; c < count; ++c) {
+    T* xr = row(chosen[c]) + k0 * W;
+    for (int t = 0; t < B; ++t) {
+      const V ar = V::load(xr + t * W);
+      cur[t] = V::select_lt(take[c], half, cur[t], ar);
+      V::select_lt(take[c], half, ar, orig[t]).store(xr + t * W);
+    }
+  }
+  for (int t = 0; t < B; ++t) cur[t].store(xj + t * W);
+}
+
+// Swaps `len` vectors of row j with those of row r in the lanes where p (a per-lane row index)
+// equals r, for every r in (j, rows): LU's row interchange of step j, on the factor or on
+// right-hand sides. Rows no lane chose are not touched; row j is read and written once per
+// block of eight vectors (swapping it with each chosen row in turn wrote it once per row, and
+// those stores bound a batch of 32 x 32 factorizations).
 template <class T, class Row>
 void swap_pivot_rows(Vec<T> p, int64_t j, int64_t rows, int64_t len, const Row& row) {
   using V = Vec<T>;
   const V zero(T(0)), one(T(1)), half(T(0.5));
+  int64_t chosen[kSmallMax];
+  V take[kSmallMax];
+  int count = 0;
   for (int64_t r = j + 1; r < rows; ++r) {
-    const V take = V::select_eq(p, V(T(r)), one, zero);
-    if (V::all_lt(take, half)) continue;  // no lane chose row r
-    T* xj = row(j);
-    T* xr = row(r);
-    for (int64_t k = 0; k < len; ++k) {
-      const V aj = V::load(xj + k * V::kSize), ar = V::load(xr + k * V::kSize);
-      V::select_lt(take, half, aj, ar).store(xj + k * V::kSize);
-      V::select_lt(take, half, ar, aj).store(xr + k * V::kSize);
-    }
+    const V t = V::select_eq(p, V(T(r)), one, zero);
+    if (V::all_lt(t, half)) continue;  // no lane chose row r
+    chosen[count] = r;
+    take[count++] = t;
   }
+  if (count == 0) return;
+  int64_t k = 0;
+  for (; k + 8 <= len; k += 8) swap_block<8, T>(j, k, chosen, take, count, row);
+  if (k + 4 <= len) swap_block<4, T>(j, k, chosen, take, count, row), k += 4;
+  for (; k < len; ++k) swap_block<1, T>(j, k, chosen, take, count, row);
 }
 
 // LU with partial pivoting of one group, left-looking (Crout order, as potrf_group): step j
@@ -156,7 +200,12 @@ void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info
   for (int64_t j = 0; j < n; ++j) {
     const auto u = [&](int64_t k) { return V::load(at(k, j)); };
     const auto keep = [](V x) { return x; };
-    for (int64_t i = 1; i < j; ++i) column_update<1, V>(at, i, j, i, u, keep);
+    // U(1 .. j-1, j) by forward substitution, four rows at a time: their sums over the rows
+    // already solved are four independent chains, then their own 4 x 4 triangle (one chain per
+    // row made each row wait on the last; the order of every sum is unchanged).
+    int64_t i = 1;
+    for (; i + 4 <= j; i += 4) forward_rows<4, V>(at, i, j, u);
+    for (; i < j; ++i) column_update<1, V>(at, i, j, i, u, keep);
     column_rows<V>(at, j, n, j, u, keep);
     // Pivot: the first row with the largest |a(i, j)| (a < b is false for NaN: kept).
     V best = V::load(at(j, j)).abs();
