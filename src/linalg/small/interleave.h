@@ -157,20 +157,21 @@ class UpperBlocks {
 
 }  // namespace interleave_detail
 
-// buf[e * W + l] = a[l * count + e] for e < count and lanes l < used, 0 in the other lanes: W
-// runs of `count` elements transposed into the interleaved layout (W x W blocks in registers on
-// AVX-512, element by element elsewhere). With lower_n > 0 each run is a row-major lower_n x
-// lower_n matrix whose strict upper triangle is not needed: blocks of W that lie wholly in it
-// are neither read nor written.
+// buf[e * W + l] = a[l * stride + e] for e < count and lanes l < used, 0 in the other lanes: W
+// runs of `count` elements (`stride` apart; 0: count, back to back) transposed into the
+// interleaved layout (W x W blocks in registers on AVX-512, element by element elsewhere). With
+// lower_n > 0 each run is a row-major lower_n x lower_n matrix whose strict upper triangle is
+// not needed: blocks of W that lie wholly in it are neither read nor written.
 template <class T>
 [[gnu::always_inline]] inline void lanes_to_interleaved(const T* a, int64_t count, int used, T* buf,
-                                                        int64_t lower_n = 0) {
+                                                        int64_t lower_n = 0, int64_t stride = 0) {
   constexpr int W = vec::TS_ISA::Vec<T>::kSize;
+  if (stride == 0) stride = count;
 #if defined(__AVX512F__)
   using B = interleave_detail::Block<T>;
   static_assert(B::W == W);
   if (count <= W / 2 && small_moves_by_gathers().load(std::memory_order_relaxed)) {
-    for (int64_t e = 0; e < count; ++e) B::store(buf + e * W, B::gather(a + e, count, used), W);
+    for (int64_t e = 0; e < count; ++e) B::store(buf + e * W, B::gather(a + e, stride, used), W);
     return;
   }
   typename B::R r[W];
@@ -183,28 +184,31 @@ template <class T>
     // the misses (perf: 44% of a batch of 10,000 8 x 8 float64 Cholesky solves). Past the
     // batch's end these lines are never used, and a prefetch never faults.
     for (int l = 0; l < W; ++l)
-      __builtin_prefetch(ahead(a, ((W + l) * count + e0) * static_cast<int64_t>(sizeof(T))));
-    for (int l = 0; l < W; ++l) r[l] = l < used ? B::load(a + l * count + e0, len) : B::zero();
+      __builtin_prefetch(ahead(a, ((W + l) * stride + e0) * static_cast<int64_t>(sizeof(T))));
+    for (int l = 0; l < W; ++l) r[l] = l < used ? B::load(a + l * stride + e0, len) : B::zero();
     interleave_detail::transpose(r);
     for (int t = 0; t < len; ++t) B::store(buf + (e0 + t) * W, r[t], W);
   }
 #else
   for (int64_t e = 0; e < count; ++e)
-    for (int l = 0; l < W; ++l) buf[e * W + l] = l < used ? a[l * count + e] : T(0);
+    for (int l = 0; l < W; ++l) buf[e * W + l] = l < used ? a[l * stride + e] : T(0);
 #endif
 }
 
-// out[l * count + e] = buf[e * W + l] for e < count and lanes l < used (the inverse of
-// lanes_to_interleaved). With lower_n > 0 each run is a row-major lower_n x lower_n matrix
-// (count = lower_n^2) whose strict upper triangle is written as zero, whatever buf holds there.
+// out[l * stride + e] = buf[e * W + l] for e < count and lanes l < used (the inverse of
+// lanes_to_interleaved; stride 0: count). With lower_n > 0 each run is a row-major lower_n x
+// lower_n matrix (count = lower_n^2) whose strict upper triangle is written as zero, whatever
+// buf holds there.
 template <class T>
 [[gnu::always_inline]] inline void interleaved_to_lanes(const T* buf, int64_t count, int used,
-                                                        T* out, int64_t lower_n = 0) {
+                                                        T* out, int64_t lower_n = 0,
+                                                        int64_t stride = 0) {
   constexpr int W = vec::TS_ISA::Vec<T>::kSize;
+  if (stride == 0) stride = count;
 #if defined(__AVX512F__)
   using B = interleave_detail::Block<T>;
   if (count <= W / 2 && lower_n == 0 && small_moves_by_gathers().load(std::memory_order_relaxed)) {
-    for (int64_t e = 0; e < count; ++e) B::scatter(out + e, count, used, B::load(buf + e * W, W));
+    for (int64_t e = 0; e < count; ++e) B::scatter(out + e, stride, used, B::load(buf + e * W, W));
     return;
   }
   typename B::R r[W];
@@ -212,19 +216,19 @@ template <class T>
   for (int64_t e0 = 0; e0 < count; e0 += W, blocks.next(W)) {
     const int len = static_cast<int>(std::min<int64_t>(W, count - e0));
     if (blocks.upper(len)) {  // all zero: nothing to read or transpose
-      for (int l = 0; l < used; ++l) B::store(out + l * count + e0, B::zero(), len);
+      for (int l = 0; l < used; ++l) B::store(out + l * stride + e0, B::zero(), len);
       continue;
     }
     for (int t = 0; t < W; ++t) r[t] = t < len ? B::load(buf + (e0 + t) * W, W) : B::zero();
     interleave_detail::transpose(r);
     const unsigned keep = ~blocks.upper_mask(len) & ((1u << W) - 1u);
     for (int l = 0; l < used; ++l)
-      B::store(out + l * count + e0, keep == (1u << W) - 1u ? r[l] : B::keep(r[l], keep), len);
+      B::store(out + l * stride + e0, keep == (1u << W) - 1u ? r[l] : B::keep(r[l], keep), len);
   }
 #else
   for (int l = 0; l < used; ++l)
     for (int64_t e = 0; e < count; ++e)
-      out[l * count + e] = lower_n > 0 && e % lower_n > e / lower_n ? T(0) : buf[e * W + l];
+      out[l * stride + e] = lower_n > 0 && e % lower_n > e / lower_n ? T(0) : buf[e * W + l];
 #endif
 }
 
