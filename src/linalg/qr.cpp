@@ -125,9 +125,9 @@ std::tuple<Tensor, Tensor> qr(const Tensor& A, std::string_view mode) {
   });
   if (lanes) return *lanes;
   auto [a, tau] = geqrf_work(A, op);
-  const Tensor R = a.narrow(-2, 0, md == QrMode::kComplete ? m : k).triu().contiguous();
+  const Tensor R = a.narrow(-2, 0, nq).triu().contiguous();
   if (md == QrMode::kR) return {empty({0}, A.dtype()), R};
-  return {orgqr_work(a, tau, md == QrMode::kComplete ? m : k, op), R};
+  return {orgqr_work(a, tau, nq, op), R};
 }
 
 std::tuple<Tensor, Tensor> geqrf(const Tensor& A) {

@@ -132,15 +132,16 @@ void lane_panel_t(LanePanel<T, V>& pn, const V* tau) {
   }
 }
 
-// A = Q R (geqr2) for the m x n matrices in a (ld = n); tau: min(m, n) vectors; work:
+// A = Q R (geqr2) for the m x n matrices in a (rows lda >= n vectors apart); tau: min(m, n)
+// vectors; work:
 // kLanePanel m vectors. The lanes must be scaled to a largest |entry| near 1 (the caller's
 // check or scale_lanes_to_one): lane_reflector treats a column tail whose squares sum below
 // 64 safmin / eps as zero. Panels of kLanePanel columns: each reflector is applied to the rest
 // of its panel at once, the panel to the columns right of it as one.
 template <class T, class V, class M, class N>
-void geqr2_lanes(M m, N n, T* a, T* tau, T* work) {
+void geqr2_lanes(M m, N n, T* a, int64_t lda, T* tau, T* work) {
   constexpr int W = V::kSize;
-  auto at = [&](int64_t i, int64_t j) { return a + (i * n + j) * W; };
+  auto at = [&](int64_t i, int64_t j) { return a + (i * lda + j) * W; };
   const int64_t kk = std::min<int64_t>(m, n);
   const V zero(T(0)), one(T(1));
   for (int64_t k = 0; k < kk; k += kLanePanel) {
@@ -177,24 +178,25 @@ void geqr2_lanes(M m, N n, T* a, T* tau, T* work) {
       one_reflector.m = m;
       one_reflector.u[0] = u + (c - k) * W;
       one_reflector.t[0][0] = h.tau;
-      apply_lane_panel<T>(a, n, one_reflector, c + 1, k + pn.p);
+      apply_lane_panel<T>(a, lda, one_reflector, c + 1, k + pn.p);
     }
     if (k + pn.p < n) {
       lane_panel_t(pn, taus);
-      apply_lane_panel<T>(a, n, pn, k + pn.p, n);
+      apply_lane_panel<T>(a, lda, pn, k + pn.p, n);
     }
   }
 }
 
-// Q (m x nq, element (i, j) at vector i * nq + j) := the first nq columns of H_0 ... H_{k-1}
+// Q (m x nq, element (i, j) at vector i * ldq + j) := the first nq columns of H_0 ... H_{k-1}
 // (k <= nq <= m), reflector i's tail below the diagonal of column i of refl (element (i, j) at
 // vector i * ld + j), tau: k vectors; work: kLanePanel m vectors (org2r). Backwards in panels
 // of kLanePanel reflectors: the panel (its last reflector first) updates the columns right of
 // it as one, then its own columns are made as org2r makes them.
 template <class T, class V, class M, class NQ>
-void org2r_lanes(M m, NQ nq, int64_t k, const T* refl, int64_t ld, const T* tau, T* q, T* work) {
+void org2r_lanes(M m, NQ nq, int64_t k, const T* refl, int64_t ld, const T* tau, T* q, int64_t ldq,
+                 T* work) {
   constexpr int W = V::kSize;
-  auto at = [&](int64_t i, int64_t j) { return q + (i * nq + j) * W; };
+  auto at = [&](int64_t i, int64_t j) { return q + (i * ldq + j) * W; };
   const V zero(T(0)), one(T(1));
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = k; j < nq; ++j) (i == j ? one : zero).store(at(i, j));
@@ -216,7 +218,7 @@ void org2r_lanes(M m, NQ nq, int64_t k, const T* refl, int64_t ld, const T* tau,
     }
     if (hi < nq) {
       lane_panel_t(pn, taus);
-      apply_lane_panel<T>(q, nq, pn, hi, nq);
+      apply_lane_panel<T>(q, ldq, pn, hi, nq);
     }
     for (int j = 0; j < pn.p; ++j) {  // columns hi - 1 down to lo
       const int64_t i = hi - 1 - j;
@@ -227,7 +229,7 @@ void org2r_lanes(M m, NQ nq, int64_t k, const T* refl, int64_t ld, const T* tau,
       one_reflector.m = m;
       one_reflector.u[0] = u;
       one_reflector.t[0][0] = taus[j];
-      apply_lane_panel<T>(q, nq, one_reflector, i + 1, hi);
+      apply_lane_panel<T>(q, ldq, one_reflector, i + 1, hi);
       for (int64_t r = 0; r < i; ++r) zero.store(at(r, i));
       (one - taus[j]).store(at(i, i));
       const V mt = -taus[j];
