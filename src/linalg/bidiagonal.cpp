@@ -27,7 +27,6 @@
 
 #include "core/cached_vector.h"
 #include "linalg/spectral.h"
-#include "tessera/core/parallel.h"
 
 namespace tessera::linalg::detail {
 
@@ -45,13 +44,6 @@ void givens(R y, R z, R& c, R& s, R& r) {
   s = -z / r;
 }
 
-template <class R>
-R dot_real(int64_t n, const R* x, const R* y) {
-  R out[3];
-  dot3_real(n, x, y, out);
-  return out[2];
-}
-
 // The float32 reduction blocked as LAPACK's gebrd / labrd (m >= n): panels of kPanel columns are
 // reduced with the trailing matrix left as it was; column c and row c are first brought up to
 // date by the panel's earlier reflectors through
@@ -60,7 +52,7 @@ R dot_real(int64_t n, const R* x, const R* y) {
 // and the trailing matrix takes A -= V Y^T + X U^T as two engine GEMMs. The panel's right
 // reflectors are kept as contiguous rows (U), so that their products are axpys and dots
 // along memory (A's rows are strided in this storage). Per column the
-// trailing matrix is read twice (A^T v, A u; split over the pool), never written; the
+// trailing matrix is read twice (A^T v, A u; engine GEMVs, which thread), never written; the
 // unblocked form reads and writes it twice. Same outputs as the unblocked loop in
 // svd_bidiagonal_tall: d, e, tauq, taup, left reflector tails below the diagonal of ac's
 // columns, right reflector tails in ps' rows. float32 only: its products with one vector run

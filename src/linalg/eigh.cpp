@@ -88,7 +88,7 @@ std::tuple<Tensor, Tensor> eigh_work(const Tensor& A, bool lower, bool compute_v
       if (use_small_kernels<T>(n, batch)) {
         // The lane kernels read the triangle (in place when A is in the plain layout); heev
         // redoes on a copy what they hand back.
-        const Tensor plain = plain_matrices(A, batch) ? A : contiguous_matrices(A, batch_dims);
+        const Tensor plain = plain_or_copy(A, batch_dims);
         const T* a = plain.data_ptr<T>();
         check_finite(a);
         for_each_group<T>(batch, [&](int64_t b0, int64_t count) {

@@ -13,9 +13,7 @@ template <class T>
 void apply_householder(int64_t n, const T* v_tail, T tau, T* x, bool conj_tau) {
   if (tau == T(0) || n == 0) return;
   if constexpr (!kIsComplex<T>) {
-    T dots[3];
-    dot3_real(n - 1, v_tail, x + 1, dots);
-    const T f = tau * (x[0] + dots[2]);
+    const T f = tau * (x[0] + dot_real(n - 1, v_tail, x + 1));
     x[0] -= f;
     axpy_real(n - 1, -f, v_tail, x + 1);
     return;

@@ -47,7 +47,7 @@ std::tuple<Tensor, Tensor> geqrf_work(const Tensor& A, std::string_view op) {
   visit_linalg_dtype(A.dtype(), op, [&]<class T>() {
     if (k > 0 && use_small_kernels<T>(std::max(m, n), batch)) {
       // Lane-interleaved: A read once, the factor written once.
-      const Tensor in = plain_matrices(A, batch) ? A : contiguous_matrices(A, batch_dims);
+      const Tensor in = plain_or_copy(A, batch_dims);
       a = empty(concat(batch_dims, {m, n}), A.dtype());
       tau = empty(concat(batch_dims, {k}), A.dtype());
       const T* src = static_cast<const T*>(in.data_ptr());
@@ -80,7 +80,7 @@ Tensor orgqr_work(const Tensor& a, const Tensor& tau, int64_t nq, std::string_vi
     T* qb = static_cast<T*>(q.data_ptr());
     const T* tb = static_cast<const T*>(t.data_ptr());
     if (use_small_kernels<T>(std::max(m, na), batch)) {
-      const Tensor in = plain_matrices(a, batch) ? a : contiguous_matrices(a, batch_dims);
+      const Tensor in = plain_or_copy(a, batch_dims);
       const T* src = static_cast<const T*>(in.data_ptr());
       for_each_group<T>(batch, [&](int64_t b0, int64_t count) {
         small_orgqr(m, na, nq, k, count, src + b0 * m * na, tb + b0 * k, qb + b0 * m * nq);
@@ -110,7 +110,7 @@ std::tuple<Tensor, Tensor> qr(const Tensor& A, std::string_view mode) {
   std::optional<std::tuple<Tensor, Tensor>> lanes;
   visit_linalg_dtype(A.dtype(), op, [&]<class T>() {
     if (k == 0 || !use_small_kernels<T>(std::max(m, n), batch)) return;
-    const Tensor in = plain_matrices(A, batch) ? A : contiguous_matrices(A, batch_dims);
+    const Tensor in = plain_or_copy(A, batch_dims);
     const bool want_q = md != QrMode::kR;
     Tensor Q = want_q ? empty(concat(batch_dims, {m, nq}), A.dtype()) : empty({0}, A.dtype());
     Tensor R = empty(concat(batch_dims, {nq, n}), A.dtype());

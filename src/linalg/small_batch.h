@@ -7,6 +7,7 @@
 #include <functional>
 #include <type_traits>
 
+#include "linalg/common.h"
 #include "linalg/small/small_kernels.h"
 #include "tessera/core/parallel.h"
 #include "tessera/core/tensor.h"
@@ -90,6 +91,11 @@ void small_qr(int64_t m, int64_t n, int64_t nq, int64_t r_rows, int64_t count, c
 // row-major, n*n apart, none shared by broadcasting.
 inline bool plain_matrices(const Tensor& t, int64_t batch) {
   return t.is_contiguous() && t.numel() == batch * t.size(-1) * t.size(-2);
+}
+
+// t itself when its matrices are plain, else their contiguous copy (batch_dims x rows x cols).
+inline Tensor plain_or_copy(const Tensor& t, IntArrayRef batch_dims) {
+  return plain_matrices(t, numel_of(batch_dims)) ? t : contiguous_matrices(t, batch_dims);
 }
 
 }  // namespace tessera::linalg::detail

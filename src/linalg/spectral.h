@@ -94,12 +94,12 @@ class RotatedRows {
 // Real rows through the per-ISA level-1 kernels (spectral_small_kernels.h): the library's own
 // code is compiled for the baseline ISA, where a dot product does not vectorize.
 template <class R>
-void dot3_real(int64_t n, const R* x, const R* y, R* out) {
+R dot_real(int64_t n, const R* x, const R* y) {
   const auto& k = TS_DISPATCH(spectral_small_kernels);
   if constexpr (std::is_same_v<R, float>) {
-    k.dot3_f32(n, x, y, out);
+    return k.dot_f32(n, x, y);
   } else {
-    k.dot3_f64(n, x, y, out);
+    return k.dot_f64(n, x, y);
   }
 }
 // (x.x, y.y, x.y) of real rows in the Gram precision gram_t<R>: double for float rows, whose

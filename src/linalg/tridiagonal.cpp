@@ -145,20 +145,15 @@ void tridiagonalize_blocked(int64_t n, T* a, T* d, T* e, cached_vector<T>& vs,
       T* w = wt.data() + i * mm + i + 1;
       symv_lower(m, col(g + 1) + g + 1, n, v, w, part);
       for (int64_t j = 0; j < i; ++j) {
-        T dw[3], dv[3];
-        dot3_real(m, wt.data() + j * mm + i + 1, v, dw);
-        dot3_real(m, col(k + j) + g + 1, v, dv);
-        tmp[j] = dw[2];
-        tmp[kPanel + j] = dv[2];
+        tmp[j] = dot_real(m, wt.data() + j * mm + i + 1, v);
+        tmp[kPanel + j] = dot_real(m, col(k + j) + g + 1, v);
       }
       for (int64_t j = 0; j < i; ++j) {
         axpy_real(m, -tmp[j], col(k + j) + g + 1, w);
         axpy_real(m, -tmp[kPanel + j], wt.data() + j * mm + i + 1, w);
       }
-      T wv[3];
       for (int64_t r = 0; r < m; ++r) w[r] *= tau;
-      dot3_real(m, w, v, wv);
-      axpy_real(m, T(-0.5) * tau * wv[2], v, w);
+      axpy_real(m, T(-0.5) * tau * dot_real(m, w, v), v, w);
     }
     // A22 -= V W^T + W V^T on the rows and columns past the panel.
     const int64_t off = k + nb, m2 = n - off;

@@ -21,7 +21,9 @@
 //
 // Level-1 pieces of the per-matrix kernels on real rows (the library's own code is compiled for
 // the baseline ISA, where a dot product does not vectorize):
-//   dot3   out = (x.x, y.y, x.y) over n elements (dot3_f32_f64: float rows, double sums).
+//   dot3   out = (x.x, y.y, x.y) over n elements (dot3_f32_f64: float rows, double sums; the
+//          Jacobi svd's Gram entries).
+//   dot    x . y over n elements.
 //   axpy   y += a x over n elements.
 //   dot_axpy  returns x . v and does y += a x over n elements, reading x once (one row of a
 //          symmetric matrix-vector product on one triangle).
@@ -59,13 +61,14 @@ struct SpectralSmallKernels {
                      int64_t ld);
   void (*rotate_f64)(const RowRotation<double>* rots, int64_t count, double* z, int64_t ncols,
                      int64_t ld);
-  void (*dot3_f32)(int64_t n, const float* x, const float* y, float* out);
   void (*dot3_f64)(int64_t n, const double* x, const double* y, double* out);
   void (*dot3_f32_f64)(int64_t n, const float* x, const float* y, double* out);
   void (*axpy_f32)(int64_t n, float a, const float* x, float* y);
   void (*axpy_f64)(int64_t n, double a, const double* x, double* y);
   float (*dot_axpy_f32)(int64_t n, const float* x, const float* v, float a, float* y);
   double (*dot_axpy_f64)(int64_t n, const double* x, const double* v, double a, double* y);
+  float (*dot_f32)(int64_t n, const float* x, const float* y);
+  double (*dot_f64)(int64_t n, const double* x, const double* y);
 };
 
 }  // namespace tessera::cpu
