@@ -19,7 +19,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -96,12 +98,30 @@ int run_allreduce() {
   return 0;
 }
 
-// Every rank records its pid; `victim` fails with `fail()`, the others wait to be stopped.
+// Every rank records its pid; `victim` fails with `fail()` once every pid file is there (a
+// fixed pause was not enough on a loaded machine under ASan), the others wait to be stopped.
 int run_one_fails(int victim, const std::string& dir, const std::function<int()>& fail) {
-  const int rank = env_int("RANK");
-  std::ofstream(dir + "/pid" + std::to_string(rank)) << ::getpid() << "\n";
+  const int rank = env_int("RANK"), world = env_int("WORLD_SIZE");
+  const auto pid_file = [&](int r) {
+    return std::filesystem::path(dir) / ("pid" + std::to_string(r));
+  };
+  {
+    // Written aside and renamed, so a reader never sees a file without its pid.
+    const auto partial = pid_file(rank).string() + ".partial";
+    std::ofstream(partial) << ::getpid() << "\n";
+    std::filesystem::rename(partial, pid_file(rank));
+  }
   if (rank == victim) {
-    std::this_thread::sleep_for(200ms);  // let the others write their pid files first
+    const auto deadline = std::chrono::steady_clock::now() + 30s;
+    for (int r = 0; r < world; ++r) {
+      while (!std::filesystem::exists(pid_file(r))) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          std::fprintf(stderr, "rank %d: rank %d wrote no pid file within 30 s\n", rank, r);
+          return 1;
+        }
+        std::this_thread::sleep_for(10ms);
+      }
+    }
     return fail();
   }
   std::this_thread::sleep_for(60s);
