@@ -1,13 +1,17 @@
 // torch.linalg.cholesky / cholesky_ex, torch.cholesky_solve, torch.cholesky_inverse.
 //
-// The factor is computed as lower L on a contiguous copy (potrf_lower, cholesky_kernels.cpp);
-// upper=true factors the adjoint of A (its upper triangle read as a lower one) and returns
-// U = L^H. Solves run two triangular solves per matrix with L read in place through its own
-// strides (trsm_left; a transpose is a swap of strides, the adjoint a swap plus conj).
+// The factor is computed in the upper form A = U^H U (potrf_upper, cholesky_kernels.cpp) on a
+// copy of the triangle it reads: upper=true copies A's upper triangle and returns U; the default
+// copies A's lower triangle transposed (the upper triangle of A^H) and returns L = U^H, transposed
+// back in place. Batches of small real matrices run the lane kernels in the lower form. Solves run
+// two triangular solves per matrix with L read in place through its own strides (trsm_left; a
+// transpose is a swap of strides, the adjoint a swap plus conj).
+#include <algorithm>
 #include <cmath>
 
 #include "linalg/common.h"
 #include "linalg/kernels.h"
+#include "linalg/leaf/leaf_kernels.h"
 #include "linalg/small_batch.h"
 #include "tessera/ops/factory.h"
 #include "tessera/ops/pointwise.h"
@@ -24,53 +28,125 @@ Tensor adjoint(const Tensor& t) {
   return t.is_complex() ? tt.conj() : tt;
 }
 
-// (L, info) for every matrix of A [*, n, n] (its lower triangle read): L contiguous, lower, strict
-// upper triangle zeroed; info [*] int32. Batches of small real matrices run the lane-
-// interleaved kernels (small/small_kernels.h), reading A once and writing L once; a matrix
-// they report as failing is factored again by potrf_lower for its partial factor.
-std::tuple<Tensor, Tensor> factor_lower(const Tensor& A, std::string_view op) {
+constexpr int64_t kCopyTile = 64;  // tiles of the transposing copies (64 rows' lines per tile)
+
+// dst's upper triangle (row-major n x n, diagonal included) := the upper triangle of the view
+// V(i, j) = v[i * rs + j * cs], conjugated when `conj`. Transposed views move in tiles through
+// the per-ISA transpose; the strict lower triangle of dst's diagonal tiles is scratch.
+template <class T>
+void copy_upper(int64_t n, const T* v, int64_t rs, int64_t cs, bool conj, T* dst) {
+  if (cs == 1) {
+    for (int64_t i = 0; i < n; ++i) std::copy_n(v + i * rs + i, n - i, dst + i * n + i);
+  } else {
+    for (int64_t i0 = 0; i0 < n; i0 += kCopyTile) {
+      const int64_t i1 = std::min(n, i0 + kCopyTile);
+      for (int64_t j0 = i0; j0 < n; j0 += kCopyTile) {
+        const int64_t j1 = std::min(n, j0 + kCopyTile);
+        const T* s = v + i0 * rs + j0 * cs;
+        T* d = dst + i0 * n + j0;
+        if (rs == 1) {
+          transpose_into(j1 - j0, i1 - i0, s, cs, d, n);
+        } else {
+          for (int64_t i = 0; i < i1 - i0; ++i)
+            for (int64_t j = 0; j < j1 - j0; ++j) d[i * n + j] = s[i * rs + j * cs];
+        }
+      }
+    }
+  }
+  if (kIsComplex<T> && conj)
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = i; j < n; ++j) dst[i * n + j] = conj_of(dst[i * n + j]);
+}
+
+// In place on row-major a (n x n): the lower triangle := U^H for the upper triangle U, the strict
+// upper triangle := 0. Each tile of U is transposed into its mirror tile, then cleared.
+template <class T>
+void adjoint_upper_to_lower(int64_t n, T* a) {
+  for (int64_t i0 = 0; i0 < n; i0 += kCopyTile) {
+    const int64_t i1 = std::min(n, i0 + kCopyTile);
+    for (int64_t j0 = 0; j0 < i0; j0 += kCopyTile) {
+      const int64_t j1 = j0 + kCopyTile;
+      transpose_into(j1 - j0, i1 - i0, a + j0 * n + i0, n, a + i0 * n + j0, n);
+      for (int64_t j = j0; j < j1; ++j) std::fill_n(a + j * n + i0, i1 - i0, T(0));
+    }
+    for (int64_t i = i0; i < i1; ++i) {
+      for (int64_t j = i + 1; j < i1; ++j) {
+        a[j * n + i] = a[i * n + j];
+        a[i * n + j] = T(0);
+      }
+    }
+    if constexpr (kIsComplex<T>)
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = 0; j <= i; ++j) a[i * n + j] = conj_of(a[i * n + j]);
+  }
+}
+
+// One matrix's factor into out (row-major n x n, the other strict triangle zeroed), A(i, j) =
+// a[i * rs + j * cs]: U with A = U^H U from A's upper triangle, or L with A = L L^H from its
+// lower one. Both run potrf_upper; the lower form factors the upper triangle of A^H (A's strides
+// swapped, conjugated) and returns its adjoint. Returns potrf's info.
+template <class T>
+int64_t factor_matrix(int64_t n, const T* a, int64_t rs, int64_t cs, bool upper, T* out) {
+  if (upper) {
+    copy_upper(n, a, rs, cs, /*conj=*/false, out);
+  } else {
+    copy_upper(n, a, cs, rs, /*conj=*/true, out);
+  }
+  const int64_t info = potrf_upper(n, out, n);
+  if (upper) {
+    for (int64_t i = 1; i < n; ++i) std::fill_n(out + i * n, i, T(0));
+  } else {
+    adjoint_upper_to_lower(n, out);
+  }
+  return info;
+}
+
+// (F, info) for every matrix of A [*, n, n]: F = L (lower, A = L L^H, A's lower triangle read) or
+// U (upper, A = U^H U, its upper triangle read), contiguous with the other strict triangle zeroed;
+// info [*] int32. Batches of small real matrices run the lane-interleaved kernels (small/
+// small_kernels.h, lower form), reading A once and writing L once; a matrix they report as failing
+// is factored again by factor_matrix for its partial factor.
+std::tuple<Tensor, Tensor> factor(const Tensor& A, bool upper, std::string_view op) {
   const int64_t n = A.size(-1);
   const DimVector batch_dims = batch_shape(A);
   const int64_t batch = numel_of(batch_dims);
   Tensor info = zeros(batch_dims, kInt32);
   int32_t* ip = info.data_ptr<int32_t>();
-  Tensor L;
+  Tensor F;
   visit_linalg_dtype(A.dtype(), op, [&]<class T>() {
-    auto zero_upper = [n](T* a) {
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = i + 1; j < n; ++j) a[i * n + j] = T(0);
-    };
     if (use_small_kernels<T>(n, batch)) {
-      const Tensor in = A.contiguous();
-      L = empty(A.sizes(), A.dtype());
+      const Tensor in = (upper ? adjoint(A) : A).contiguous();
+      Tensor L = empty(A.sizes(), A.dtype());
       const T* src = static_cast<const T*>(in.data_ptr());
       T* dst = static_cast<T*>(L.data_ptr());
       for_each_group<T>(batch, [&](int64_t b0, int64_t count) {
         small_potrf(n, count, src + b0 * n * n, dst + b0 * n * n, ip + b0);
       });
       for (int64_t b = 0; b < batch; ++b) {
-        if (ip[b] == 0) continue;
-        ip[b] = static_cast<int32_t>(potrf_lower(n, dst + b * n * n, n));
-        zero_upper(dst + b * n * n);
+        if (ip[b] != 0)
+          ip[b] = static_cast<int32_t>(
+              factor_matrix(n, src + b * n * n, n, int64_t{1}, false, dst + b * n * n));
       }
+      F = upper ? adjoint(L).contiguous() : L;
       return;
     }
-    L = contiguous_matrices(A, batch_dims);
-    T* base = static_cast<T*>(L.data_ptr());
+    F = empty(concat(batch_dims, {n, n}), A.dtype());
+    const T* abase = static_cast<const T*>(A.data_ptr());
+    T* fbase = static_cast<T*>(F.data_ptr());
+    const std::vector<int64_t> off = matrix_offsets(A);
+    const int64_t rs = A.stride(-2), cs = A.stride(-1);
     for_each_matrix(batch, n, [&](int64_t b) {
-      ip[b] = static_cast<int32_t>(potrf_lower(n, base + b * n * n, n));
-      zero_upper(base + b * n * n);
+      ip[b] =
+          static_cast<int32_t>(factor_matrix(n, abase + off[b], rs, cs, upper, fbase + b * n * n));
     });
   });
-  return {L, info};
+  return {F, info};
 }
 
 std::tuple<Tensor, Tensor> cholesky_impl(const Tensor& A, bool upper, std::string_view op) {
   check_no_grad(op, {A});
   check_square_input(op, A, "A");
-  auto [L, info] = factor_lower(upper ? adjoint(A) : A, op);
-  if (upper) L = adjoint(L).contiguous();
-  return {L, info};
+  return factor(A, upper, op);
 }
 
 // X := A^{-1} X for A = L L^H (or U^H U when upper), X contiguous [batch, n, k], L [*, n, n]

@@ -1,21 +1,25 @@
-// Cholesky A = L L^H on row-major storage, lower triangle.
+// Cholesky A = U^H U on row-major storage, upper triangle (LAPACK's lower form on column-major
+// storage: linalg.cholesky computes L = U^H through a transposing copy in and out, cholesky.cpp).
+// The upper form keeps every operand of the blocked steps row-contiguous: the triangular solve's
+// right-hand sides are rows of A12, and both operands of the trailing update U12^H U12 pack
+// without transposes. The lower form on row-major storage solved on transposed views of A21 and
+// packed both update operands by transposing; perf put about 20% of a float32 1024 factorization
+// in those transposes (one thread).
 //
 // Unblocked (n <= kUnblockedMax, and every diagonal block of the blocked form): right-looking,
-// one column at a time. Column j is scaled by 1 / L(j, j) and copied, conjugated, into a
-// contiguous buffer; the trailing lower triangle is then updated row by row,
-//   A(i, j+1 .. i) -= L(i, j) * conj(L(j+1 .. i, j)),
-// an axpy along a contiguous row (it vectorizes; a dot-product form would be a reduction, which
-// the compiler may not reorder).
+// one row at a time. Row j is scaled by 1 / U(j, j); the trailing upper triangle is then
+// updated row by row,
+//   A(i, i .. n) -= conj(U(j, i)) * U(j, i .. n),
+// an axpy along contiguous rows.
 //
-// Larger n: right-looking and recursive (LAPACK's potrf2 shape, as OpenBLAS runs it), so the
-// panel and the trailing update are big GEMMs rather than many thin ones. With A split after
-// n1 ~ n/2 columns:
-//   A11 = L11 L11^H                 recursively (unblocked at the leaves)
-//   L21 = A21 L11^{-H}              trsm (recursive; GEMMs inside)
-//   A22 -= L21 L21^H                herk_lower_minus: GEMM engine on the lower triangle only
+// Larger n: right-looking and recursive (LAPACK's potrf2 shape), so the panel and the trailing
+// update are big GEMMs rather than many thin ones. With A split after n1 ~ n/2 rows:
+//   A11 = U11^H U11                 recursively (unblocked at the leaves)
+//   U12 = U11^{-H} A12              trsm (recursive; GEMMs inside)
+//   A22 -= U12^H U12                herk_upper_minus: GEMM engine on the upper triangle only
 //                                   (diagonal blocks up to kHerkLeaf computed whole; their
-//                                   upper halves are scratch)
-//   A22 = L22 L22^H                 recursively.
+//                                   strict lower halves are scratch)
+//   A22 = U22^H U22                 recursively.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -29,30 +33,29 @@ namespace {
 constexpr int64_t kUnblockedMax = 32;  // n above this runs the recursive form
 constexpr int64_t kHerkLeaf = 128;     // diagonal blocks of the trailing update up to this
 
-// C -= A A^H on the lower triangle of C (n x n), A n x k; both row-major. Recursive: the two
-// diagonal halves recurse and the block below them is one GEMM; a diagonal block of at most
-// kHerkLeaf rows is one GEMM over the whole square (its strict upper triangle is scratch).
+// C -= A^H A on the upper triangle of C (n x n), A k x n row-major; `ac` is conj(A) (A itself
+// for real T), the left operand read through swapped strides. Recursive: the two diagonal
+// halves recurse and the block right of them is one GEMM; a diagonal block of at most kHerkLeaf
+// rows is one GEMM over the whole square (its strict lower triangle is scratch).
 template <class T>
-void herk_lower_minus(int64_t n, int64_t k, const T* a, int64_t lda, T* c, int64_t ldc) {
+void herk_upper_minus(int64_t n, int64_t k, const T* ac, int64_t ldac, const T* a, int64_t lda,
+                      T* c, int64_t ldc) {
   if (n <= kHerkLeaf) {
-    gemm_minus(n, n, k, a, lda, 1, a, 1, lda, /*conj_b=*/true, c, ldc, 1);
+    gemm_minus(n, n, k, ac, 1, ldac, a, lda, 1, /*conj_b=*/false, c, ldc, 1);
     return;
   }
-  const int64_t n1 = n / 2, n2 = n - n1;
-  const T* a2 = a + n1 * lda;
-  herk_lower_minus(n1, k, a, lda, c, ldc);
-  // C21 (n2 x n1) -= A2 A1^H
-  gemm_minus(n2, n1, k, a2, lda, 1, a, 1, lda, /*conj_b=*/true, c + n1 * ldc, ldc, 1);
-  herk_lower_minus(n2, k, a2, lda, c + n1 * ldc + n1, ldc);
+  const int64_t n1 = n / 2;
+  herk_upper_minus(n1, k, ac, ldac, a, lda, c, ldc);
+  // C12 (n1 x n2) -= A1^H A2
+  gemm_minus(n1, n - n1, k, ac, 1, ldac, a + n1, lda, 1, /*conj_b=*/false, c + n1, ldc, 1);
+  herk_upper_minus(n - n1, k, ac + n1, ldac, a + n1, lda, c + n1 * ldc + n1, ldc);
 }
 
 }  // namespace
 
 template <class T>
-int64_t potrf_lower_unblocked(int64_t n, T* a, int64_t lda) {
+int64_t potrf_upper_unblocked(int64_t n, T* a, int64_t lda) {
   using R = real_t<T>;
-  thread_local std::vector<T> col;
-  col.resize(static_cast<size_t>(n));
   for (int64_t j = 0; j < n; ++j) {
     T* rowj = a + j * lda;
     const R ajj = real_part(rowj[j]);
@@ -63,38 +66,41 @@ int64_t potrf_lower_unblocked(int64_t n, T* a, int64_t lda) {
     const R d = std::sqrt(ajj);
     rowj[j] = T(d);
     const R r = R(1) / d;
-    for (int64_t i = j + 1; i < n; ++i) {
-      T& lij = a[i * lda + j];
-      lij *= r;
-      col[i] = conj_of(lij);
-    }
+    for (int64_t k = j + 1; k < n; ++k) rowj[k] *= r;
     for (int64_t i = j + 1; i < n; ++i) {
       T* rowi = a + i * lda;
-      const T lij = rowi[j];
-      for (int64_t k = j + 1; k <= i; ++k) rowi[k] = fms(rowi[k], lij, col[k]);
+      const T uji = conj_of(rowj[i]);
+      for (int64_t k = i; k < n; ++k) rowi[k] = fms(rowi[k], uji, rowj[k]);
     }
   }
   return 0;
 }
 
 template <class T>
-int64_t potrf_lower(int64_t n, T* a, int64_t lda) {
-  if (n <= kUnblockedMax) return potrf_lower_unblocked(n, a, lda);
-  // Split at a multiple of 16 so the blocks below stay aligned with the trsm leaves.
+int64_t potrf_upper(int64_t n, T* a, int64_t lda) {
+  if (n <= kUnblockedMax) return potrf_upper_unblocked(n, a, lda);
+  // Split at a multiple of 16 so the blocks right of it stay aligned with the trsm leaves.
   const int64_t n1 = (n / 2 + 15) / 16 * 16, n2 = n - n1;
-  T* a21 = a + n1 * lda;
-  T* a22 = a21 + n1;
-  if (const int64_t info = potrf_lower(n1, a, lda)) return info;
-  // X L11^H = A21  <=>  conj(L11) X^T = A21^T: A21^T is A21 with its strides swapped.
-  trsm_left(n1, n2, a, lda, 1, /*lower=*/true, /*conj=*/true, /*unit=*/false, a21, 1, lda);
-  herk_lower_minus(n2, n1, a21, lda, a22, lda);
-  if (const int64_t info = potrf_lower(n2, a22, lda)) return n1 + info;
+  T* a12 = a + n1;
+  T* a22 = a + n1 * lda + n1;
+  if (const int64_t info = potrf_upper(n1, a, lda)) return info;
+  // U11^H U12 = A12: U11^H is U11 with its strides swapped, read conjugated.
+  trsm_left(n1, n2, a, 1, lda, /*lower=*/true, /*conj=*/true, /*unit=*/false, a12, lda, 1);
+  if constexpr (kIsComplex<T>) {
+    std::vector<T> ws(static_cast<size_t>(n1 * n2));  // conj(U12), the update's left operand
+    for (int64_t i = 0; i < n1; ++i)
+      for (int64_t j = 0; j < n2; ++j) ws[i * n2 + j] = conj_of(a12[i * lda + j]);
+    herk_upper_minus(n2, n1, ws.data(), n2, a12, lda, a22, lda);
+  } else {
+    herk_upper_minus(n2, n1, a12, lda, a12, lda, a22, lda);
+  }
+  if (const int64_t info = potrf_upper(n2, a22, lda)) return n1 + info;
   return 0;
 }
 
 #define TS_LINALG_INSTANTIATE(T)                                   \
-  template int64_t potrf_lower_unblocked<T>(int64_t, T*, int64_t); \
-  template int64_t potrf_lower<T>(int64_t, T*, int64_t);
+  template int64_t potrf_upper_unblocked<T>(int64_t, T*, int64_t); \
+  template int64_t potrf_upper<T>(int64_t, T*, int64_t);
 TS_LINALG_FOR_EACH_TYPE(TS_LINALG_INSTANTIATE)
 #undef TS_LINALG_INSTANTIATE
 

@@ -7,9 +7,9 @@
 //
 // Each fast kernel has a plain reference beside it (reference.cpp) that the tests compare
 // against:
-//   potrf_lower         right-looking recursive Cholesky (LAPACK's potrf2 shape): halves,
-//                       trsm for the panel below, GEMM engine for the lower trailing update;
-//                       unblocked right-looking up to n = 32
+//   potrf_upper         right-looking recursive Cholesky A = U^H U (LAPACK's potrf2 shape):
+//                       halves, trsm for the panel right of the diagonal, GEMM engine for the
+//                       upper trailing update; unblocked right-looking up to n = 32
 //   getrf               blocked right-looking LU with partial pivoting: 128-wide panels
 //                       factored by the recursive getrf2 on a column-major copy, trsm for
 //                       U12, GEMM engine for the trailing update; unblocked up to 32
@@ -58,15 +58,16 @@ void gemm_product(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int
 
 // ---- Cholesky ----------------------------------------------------------------------------------
 
-// A = L L^H for the lower triangle of row-major A (n x n, leading dimension lda), in place; the
-// strict upper triangle is scratch (left unspecified). Returns 0, or the order k (1-based) of
-// the first leading minor that is not positive-definite (columns before k hold L's columns).
+// A = U^H U for the upper triangle of row-major A (n x n, leading dimension lda), in place; the
+// strict lower triangle is scratch (left unspecified). Returns 0, or the order k (1-based) of
+// the first leading minor that is not positive-definite (rows before k hold U's rows). The
+// upper form on row-major storage is LAPACK's lower form on column-major storage: L = U^H.
 template <class T>
-int64_t potrf_lower(int64_t n, T* a, int64_t lda);
-// The column-by-column (Crout, dot-product) form used for diagonal blocks and small matrices;
-// reads and writes only the lower triangle.
+int64_t potrf_upper(int64_t n, T* a, int64_t lda);
+// The row-by-row form used for diagonal blocks and small matrices; reads and writes only the
+// upper triangle.
 template <class T>
-int64_t potrf_lower_unblocked(int64_t n, T* a, int64_t lda);
+int64_t potrf_upper_unblocked(int64_t n, T* a, int64_t lda);
 
 // ---- LU ----------------------------------------------------------------------------------------
 

@@ -44,6 +44,14 @@ Tensor lower_of(const std::vector<T>& v, int64_t n) {
   return tensor_of(v, n, n).tril();
 }
 
+// L = U^H for the upper triangle U of row-major v (what potrf_upper leaves), as a tensor.
+template <class T>
+Tensor lower_from_upper(const std::vector<T>& v, int64_t n) {
+  std::vector<T> t = transposed(v, n, n);
+  for (T& x : t) x = conj_of(x);
+  return lower_of(t, n);
+}
+
 // ||A - L L^H||_F / (n eps ||A||_F).
 template <class T>
 double cholesky_residual(const Tensor& A, const Tensor& L) {
@@ -66,11 +74,11 @@ TYPED_TEST(LinalgKernels, CholeskyMatchesReferenceAndLapack) {
       const Tensor A = make_matrix({}, n, dt, kind, /*hpd=*/true);
       const std::vector<T> a = values_of<T>(A);
       std::vector<T> fast = a, ref = a, lap = transposed(a, n, n);
-      ASSERT_EQ(potrf_lower(n, fast.data(), std::max<int64_t>(n, 1)), 0);
+      ASSERT_EQ(potrf_upper(n, fast.data(), std::max<int64_t>(n, 1)), 0);
       ASSERT_EQ(potrf_lower_reference(n, ref.data(), std::max<int64_t>(n, 1)), 0);
       ASSERT_EQ(lapack_potrf_lower_colmajor(int(n), lap.data()), 0);
       lap = transposed(lap, n, n);
-      const Tensor Lf = lower_of(fast, n), Lr = lower_of(ref, n), Ll = lower_of(lap, n);
+      const Tensor Lf = lower_from_upper(fast, n), Lr = lower_of(ref, n), Ll = lower_of(lap, n);
       EXPECT_LE(cholesky_residual<T>(A, Lf), 2.0);
       EXPECT_LE(cholesky_residual<T>(A, Lr), 2.0);
       EXPECT_LE(cholesky_residual<T>(A, Ll), 2.0);
@@ -97,13 +105,13 @@ TYPED_TEST(LinalgKernels, CholeskyReportsTheFailingMinorAsLapack) {
       std::vector<T> fast = a, ref = a, lap = transposed(a, n, n);
       const int64_t want = lapack_potrf_lower_colmajor(int(n), lap.data());
       EXPECT_EQ(want, bad + 1);
-      EXPECT_EQ(potrf_lower(n, fast.data(), n), want);
+      EXPECT_EQ(potrf_upper(n, fast.data(), n), want);
       EXPECT_EQ(potrf_lower_reference(n, ref.data(), n), want);
     }
   }
   // NaN on the diagonal is not positive-definite (LAPACK's potrf2 rule).
   std::vector<T> nan_diag = {T(1), T(0), T(0), T(std::numeric_limits<real_t<T>>::quiet_NaN())};
-  EXPECT_EQ(potrf_lower(2, nan_diag.data(), 2), 2);
+  EXPECT_EQ(potrf_upper(2, nan_diag.data(), 2), 2);
 }
 
 // ||P A - L U||_F / (min(m, n) eps ||A||_F), P from LAPACK-style pivots.
@@ -361,7 +369,7 @@ void check_small_kernels() {
           // does not check for NaN).
           const int64_t lapack_info = lapack_potrf_lower_colmajor(int(n), lap.data());
           const int64_t want = b == 11 ? n : lapack_info;
-          EXPECT_EQ(potrf_lower_unblocked(n, one.data(), n), want) << "matrix " << b;
+          EXPECT_EQ(potrf_upper_unblocked(n, one.data(), n), want) << "matrix " << b;
           EXPECT_EQ(info[b], want) << "matrix " << b;
           if (want != 0) {  // left untouched
             const Tensor left = tensor_of(
@@ -373,7 +381,7 @@ void check_small_kernels() {
               std::vector<T>(fast.begin() + b * n * n, fast.begin() + (b + 1) * n * n), n, n);
           EXPECT_TRUE(Lf.triu(1).eq(0).all().item<bool>()) << "matrix " << b;  // zeroed
           EXPECT_LE(cholesky_residual<T>(H[b], Lf), 2.0) << "matrix " << b;
-          const double d = double(frob_diff(to_lmat(Lf), to_lmat(lower_of(one, n))));
+          const double d = double(frob_diff(to_lmat(Lf), to_lmat(lower_from_upper(one, n))));
           EXPECT_LE(d, 10 * n * eps_of(dt) * double(frob(to_lmat(Lf)))) << "matrix " << b;
         }
         // potrs on those factors: ||H X - B|| within a small multiple of n eps ||H|| ||X||.
