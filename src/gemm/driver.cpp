@@ -64,7 +64,21 @@ struct Operands {
   // is column j0 of the pack.
   const T* b_packed = nullptr;
   int64_t packed_n = 0;
+  Triangle tri = Triangle::kAll;  // gemm_triangle: the part of the whole C computed
 };
+
+// Whether the rows x cols block of C at (i, j) (whole-C coordinates) lies wholly outside, or
+// wholly inside, the triangle t.
+bool outside(Triangle t, int64_t i, int64_t j, int64_t rows, int64_t cols) {
+  if (t == Triangle::kUpper) return j + cols - 1 < i;
+  if (t == Triangle::kLower) return j > i + rows - 1;
+  return false;
+}
+bool inside(Triangle t, int64_t i, int64_t j, int64_t rows, int64_t cols) {
+  if (t == Triangle::kUpper) return j >= i + rows - 1;
+  if (t == Triangle::kLower) return j + cols - 1 <= i;
+  return true;
+}
 
 // An epilogue plan's program, run on every tile after its last rank-KC update.
 struct EpilogueHook {
@@ -73,28 +87,34 @@ struct EpilogueHook {
 };
 
 template <class T>
-Operands<T> typed(const GemmProblem& p) {
-  return {p.m,
-          p.n,
-          p.k,
-          static_cast<const T*>(p.a),
-          p.a_rs,
-          p.a_cs,
-          static_cast<const T*>(p.b),
-          p.b_rs,
-          p.b_cs,
-          static_cast<T*>(p.c),
-          p.c_rs,
-          p.c_cs,
-          static_cast<T>(p.alpha),
-          static_cast<T>(p.beta)};
+Operands<T> typed(const GemmProblem& p, Triangle tri = Triangle::kAll) {
+  Operands<T> o{p.m,
+                p.n,
+                p.k,
+                static_cast<const T*>(p.a),
+                p.a_rs,
+                p.a_cs,
+                static_cast<const T*>(p.b),
+                p.b_rs,
+                p.b_cs,
+                static_cast<T*>(p.c),
+                p.c_rs,
+                p.c_cs,
+                static_cast<T>(p.alpha),
+                static_cast<T>(p.beta)};
+  o.tri = tri;
+  return o;
 }
 
 // C^T = B^T A^T: the same product with the roles of rows and columns exchanged.
 template <class T>
 Operands<T> transposed(const Operands<T>& p) {
-  return {p.n,    p.m,    p.k, p.b,    p.b_cs, p.b_rs,  p.a,
-          p.a_cs, p.a_rs, p.c, p.c_cs, p.c_rs, p.alpha, p.beta};
+  Operands<T> t{p.n,    p.m,    p.k, p.b,    p.b_cs, p.b_rs,  p.a,
+                p.a_cs, p.a_rs, p.c, p.c_cs, p.c_rs, p.alpha, p.beta};
+  t.tri = p.tri == Triangle::kUpper   ? Triangle::kLower
+          : p.tri == Triangle::kLower ? Triangle::kUpper
+                                      : Triangle::kAll;
+  return t;
 }
 
 // Per-thread packing buffers (64-byte aligned), grown on demand and kept for the thread's
@@ -156,10 +176,13 @@ template <class T>
 void scale_c(const Operands<T>& p) {
   for (int64_t i = 0; i < p.m; ++i) {
     T* row = p.c + i * p.c_rs;
+    // The columns of row i within the triangle.
+    const int64_t j0 = p.tri == Triangle::kUpper ? std::min(i, p.n) : 0;
+    const int64_t j1 = p.tri == Triangle::kLower ? std::min(i + 1, p.n) : p.n;
     if (p.beta == T(0)) {
-      for (int64_t j = 0; j < p.n; ++j) row[j * p.c_cs] = T(0);
+      for (int64_t j = j0; j < j1; ++j) row[j * p.c_cs] = T(0);
     } else if (p.beta != T(1)) {
-      for (int64_t j = 0; j < p.n; ++j) row[j * p.c_cs] *= p.beta;
+      for (int64_t j = j0; j < j1; ++j) row[j * p.c_cs] *= p.beta;
     }
   }
 }
@@ -270,10 +293,14 @@ void small_epilogue(const Operands<float>& p, const cpu::GemmMicroKernel<float>&
                  });
 }
 
-// Loops 2 and 1 over one packed A block (mc x kc) and one packed B block (kc x nc).
+// Loops 2 and 1 over one packed A block (mc x kc) and one packed B block (kc x nc). With a
+// triangle (c(0, 0) at row gi, column gj of the whole C), tiles wholly outside it are skipped
+// and tiles across its diagonal run in the edge buffer, of which only the triangle's elements
+// are read and written back.
 template <class T>
 void macro_kernel(const cpu::GemmMicroKernel<T>& uk, int64_t mc, int64_t nc, int64_t kc, T alpha,
-                  const T* ap, const T* bp, T beta, T* c, int64_t rs, int64_t cs) {
+                  const T* ap, const T* bp, T beta, T* c, int64_t rs, int64_t cs,
+                  Triangle tri = Triangle::kAll, int64_t gi = 0, int64_t gj = 0) {
   const int64_t mr = uk.mr, nr = uk.nr;
   alignas(64) T edge[kMaxTile];
   for (int64_t jr = 0; jr < nc; jr += nr) {
@@ -283,6 +310,28 @@ void macro_kernel(const cpu::GemmMicroKernel<T>& uk, int64_t mc, int64_t nc, int
       const int64_t mv = std::min(mr, mc - ir);
       const T* a_panel = ap + ir * kc;
       T* tile = c + ir * rs + jr * cs;
+      if (tri != Triangle::kAll && !inside(tri, gi + ir, gj + jr, mv, nv)) {
+        if (outside(tri, gi + ir, gj + jr, mv, nv)) continue;
+        // Row i of the tile keeps columns [lo(i), hi(i)); the rest of the buffer is zeros.
+        const int64_t d = gi + ir - (gj + jr);  // the diagonal: column i + d of row i
+        auto lo = [&](int64_t i) {
+          return tri == Triangle::kUpper ? std::clamp<int64_t>(i + d, 0, nv) : int64_t{0};
+        };
+        auto hi = [&](int64_t i) {
+          return tri == Triangle::kUpper ? nv : std::clamp<int64_t>(i + d + 1, 0, nv);
+        };
+        for (int64_t i = 0; i < mr; ++i) {
+          T* e = edge + i * nr;
+          const int64_t l = i < mv ? lo(i) : 0, h = i < mv ? hi(i) : 0;
+          std::fill(e, e + l, T(0));
+          std::fill(e + h, e + nr, T(0));
+          for (int64_t j = l; j < h; ++j) e[j] = beta != T(0) ? tile[i * rs + j * cs] : T(0);
+        }
+        uk.fn(kc, alpha, a_panel, b_panel, beta, edge, nr, 1);
+        for (int64_t i = 0; i < mv; ++i)
+          for (int64_t j = lo(i), h = hi(i); j < h; ++j) tile[i * rs + j * cs] = edge[i * nr + j];
+        continue;
+      }
       if (mv == mr && nv == nr) {
         uk.fn(kc, alpha, a_panel, b_panel, beta, tile, rs, cs);
         continue;
@@ -331,7 +380,8 @@ void update_block(const Operands<T>& p, const cpu::GemmMicroKernel<T>& uk, const
       return;
     }
   }
-  macro_kernel<T>(uk, mc, nc, kc, p.alpha, apack, bp, beta, c, p.c_rs, p.c_cs);
+  macro_kernel<T>(uk, mc, nc, kc, p.alpha, apack, bp, beta, c, p.c_rs, p.c_cs, p.tri, p.i0 + ic,
+                  p.j0 + jc);
 }
 
 // A product with few rows (its packed A block within a quarter of L2: m up to ~190 at
@@ -366,6 +416,7 @@ void gemm_serial_one_a_block(const Operands<T>& p, const cpu::GemmMicroKernel<T>
     pack_a_block<T>(p.m, kc, p.a + pc * p.a_cs, p.a_rs, p.a_cs, bs.mr, apack);
     for (int64_t jc = 0; jc < p.n; jc += chunk) {
       const int64_t nc = std::min(chunk, p.n - jc);
+      if (outside(p.tri, p.i0, p.j0 + jc, p.m, nc)) continue;
       pack_b_block<T>(kc, nc, p.b + pc * p.b_rs + jc * p.b_cs, p.b_rs, p.b_cs, bs.nr, bpack);
       update_block(p, uk, epi, 0, p.m, jc, nc, pc, kc, apack, bpack);
     }
@@ -395,6 +446,7 @@ void gemm_serial(const Operands<T>& p, const cpu::GemmMicroKernel<T>& uk, const 
       }
       for (int64_t ic = 0; ic < p.m; ic += bs.mc) {
         const int64_t mc = std::min(bs.mc, p.m - ic);
+        if (outside(p.tri, p.i0 + ic, p.j0 + jc, mc, nc)) continue;
         pack_a_block<T>(mc, kc, p.a + ic * p.a_rs + pc * p.a_cs, p.a_rs, p.a_cs, bs.mr, apack);
         update_block(p, uk, epi, ic, mc, jc, nc, pc, kc, apack, bp);
       }
@@ -479,8 +531,10 @@ void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_thre
                        p.c_rs);
   };
   // A small row-major product of depth within any KC runs before the flip and the block sizes:
-  // that bookkeeping was a third of an 8x8x8 product's time.
-  if (!epi && p0.c_cs == 1 && small_dims(p0) && within_min_kc(p0.k) && kernels.small<T>()) {
+  // that bookkeeping was a third of an 8x8x8 product's time. (Not on a triangle: the small
+  // kernel writes all of C.)
+  const bool all = p0.tri == Triangle::kAll;
+  if (all && !epi && p0.c_cs == 1 && small_dims(p0) && within_min_kc(p0.k) && kernels.small<T>()) {
     run_small(p0);
     return;
   }
@@ -496,7 +550,7 @@ void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_thre
       packed_bs ? *packed_bs : block_sizes(uk.mr, uk.nr, sizeof(T), cache_sizes());
   // A product of a few register tiles within one KC block runs unpacked (packing would cost
   // about as much as the product), with the same per-element arithmetic (microkernel.h).
-  if (small_shape(p, bs) && kernels.small<T>()) {
+  if (all && small_shape(p, bs) && kernels.small<T>()) {
     if (!epi && p.c_cs == 1) {
       run_small(p);
       return;
@@ -515,6 +569,30 @@ void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_thre
     return;
   }
   const int64_t mp = ceil_div(p.m, bs.mr), np = ceil_div(p.n, bs.nr);
+  if (!all) {
+    // Slices of whole columns with equal shares of a square triangle: the upper one's columns
+    // [0, j) hold (j / n)^2 of its elements, the lower one's [j, n) hold ((n - j) / n)^2.
+    const int64_t parts = g.tm * g.tn;
+    auto edge = [&](int64_t t) {
+      const double f = static_cast<double>(t) / static_cast<double>(parts);
+      const double x = p.tri == Triangle::kUpper ? std::sqrt(f) : 1 - std::sqrt(1 - f);
+      return t == parts
+                 ? p.n
+                 : std::min(p.n, static_cast<int64_t>(std::llround(x * static_cast<double>(np))) *
+                                     bs.nr);
+    };
+    parallel_tasks(parts, [&](int64_t t) {
+      const int64_t j0 = edge(t), j1 = edge(t + 1);
+      if (j0 >= j1) return;
+      Operands<T> s = p;
+      s.n = j1 - j0;
+      s.b = p.b + j0 * p.b_cs;
+      s.c = p.c + j0 * p.c_cs;
+      s.j0 = p.j0 + j0;
+      gemm_serial(s, uk, bs, epi);
+    });
+    return;
+  }
   parallel_tasks(g.tm * g.tn, [&](int64_t t) {
     const int64_t ti = t / g.tn, tj = t % g.tn;
     const int64_t i0 = mp * ti / g.tm * bs.mr, i1 = std::min(p.m, mp * (ti + 1) / g.tm * bs.mr);
@@ -571,7 +649,8 @@ GemvProblem as_gemv(const GemmProblem& p) {
   return g;
 }
 
-void run_problem(const GemmProblem& p, const cpu::GemmKernels& kernels, bool allow_threads);
+void run_problem(const GemmProblem& p, const cpu::GemmKernels& kernels, bool allow_threads,
+                 Triangle tri = Triangle::kAll);
 
 // complex64/complex128 as four real products on the real kernels (BLIS's "4m" induced
 // method). A complex matrix with element strides (rs, cs) is two real ones: its real parts at
@@ -582,7 +661,8 @@ void run_problem(const GemmProblem& p, const cpu::GemmKernels& kernels, bool all
 // The flops are those of a complex kernel (a complex multiply-add is four real ones); each
 // real product threads and reproduces bitwise like any other, and beta == 0 still never
 // reads C.
-void run_complex(const GemmProblem& p, const cpu::GemmKernels& kernels, bool allow_threads) {
+void run_complex(const GemmProblem& p, const cpu::GemmKernels& kernels, bool allow_threads,
+                 Triangle tri) {
   const bool single = p.dtype == ScalarType::Complex64;
   const int64_t part_bytes = single ? sizeof(float) : sizeof(double);
   auto part = [&](const void* base, int imag) -> const void* {
@@ -597,7 +677,7 @@ void run_complex(const GemmProblem& p, const cpu::GemmKernels& kernels, bool all
     q.a = part(p.a, a_imag), q.b = part(p.b, b_imag);
     q.c = const_cast<void*>(part(p.c, c_imag));
     q.alpha = alpha, q.beta = beta;
-    run_problem(q, kernels, allow_threads);
+    run_problem(q, kernels, allow_threads, tri);
   };
   step(0, 0, 0, p.alpha, p.beta);
   step(1, 1, 0, -p.alpha, 1);
@@ -606,20 +686,21 @@ void run_complex(const GemmProblem& p, const cpu::GemmKernels& kernels, bool all
 }
 
 // Runs one validated problem with the dtype's kernels (the GEMV kernels of the same ISA for
-// tiny m or n).
-void run_problem(const GemmProblem& p, const cpu::GemmKernels& kernels, bool allow_threads) {
+// tiny m or n, except on a triangle).
+void run_problem(const GemmProblem& p, const cpu::GemmKernels& kernels, bool allow_threads,
+                 Triangle tri) {
   if (is_complex(p.dtype)) {
-    run_complex(p, kernels, allow_threads);
+    run_complex(p, kernels, allow_threads, tri);
     return;
   }
-  if (takes_gemv(p, kernels)) {
+  if (tri == Triangle::kAll && takes_gemv(p, kernels)) {
     gemv_run(as_gemv(p), gemv_kernels_for(kernels.isa), allow_threads);
     return;
   }
   if (p.dtype == ScalarType::Float32) {
-    run(typed<float>(p), kernels, allow_threads);
+    run(typed<float>(p, tri), kernels, allow_threads);
   } else {
-    run(typed<double>(p), kernels, allow_threads);
+    run(typed<double>(p, tri), kernels, allow_threads);
   }
 }
 
@@ -765,6 +846,16 @@ bool gemm_supports(ScalarType dtype) {
 void gemm(const GemmProblem& p, const cpu::GemmKernels* kernels, std::string_view op) {
   validate(p, op);
   run_problem(p, kernels ? *kernels : default_kernels(), true);
+}
+
+void gemm_triangle(const GemmProblem& p, Triangle triangle, const cpu::GemmKernels* kernels,
+                   std::string_view op) {
+  TS_CHECK(
+      triangle == Triangle::kAll || triangle == Triangle::kUpper || triangle == Triangle::kLower,
+      ValueError, "{}(): argument 'triangle' expected kAll, kUpper or kLower, but got {}", op,
+      static_cast<int>(triangle));
+  validate(p, op);
+  run_problem(p, kernels ? *kernels : default_kernels(), true, triangle);
 }
 
 namespace {

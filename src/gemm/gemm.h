@@ -62,6 +62,19 @@ bool gemm_supports(ScalarType dtype);
 void gemm(const GemmProblem& p, const cpu::GemmKernels* kernels = nullptr,
           std::string_view op = "gemm");
 
+// The part of C that gemm_triangle computes: the elements on and above the diagonal (kUpper:
+// j >= i) or on and below it (kLower: j <= i), as BLAS syrk's uplo; kAll is gemm().
+enum class Triangle { kAll, kUpper, kLower };
+
+// C = alpha A B + beta C on one triangle of C only: the other strict triangle is neither read
+// nor written (m and n need not be equal; the diagonal is i == j). The packed path skips the
+// register tiles wholly outside the triangle and runs those across the diagonal through a
+// buffer, so a symmetric rank-k update (A B = X X^H) costs half a GEMM plus a sliver, with
+// each operand packed once. Threads split C's columns into slices of equal triangle area.
+void gemm_triangle(const GemmProblem& p, Triangle triangle,
+                   const cpu::GemmKernels* kernels = nullptr,
+                   std::string_view op = "gemm_triangle");
+
 // `batch` problems shaped like p; problem i uses a + i * a_bs, b + i * b_bs, c + i * c_bs
 // (element offsets; a stride of 0 shares an operand). The C matrices must not overlap.
 void gemm_strided_batched(const GemmProblem& p, int64_t batch, int64_t a_bs, int64_t b_bs,

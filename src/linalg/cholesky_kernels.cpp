@@ -16,9 +16,9 @@
 // update are big GEMMs rather than many thin ones. With A split after n1 ~ n/2 rows:
 //   A11 = U11^H U11                 recursively (unblocked at the leaves)
 //   U12 = U11^{-H} A12              trsm (recursive; GEMMs inside)
-//   A22 -= U12^H U12                herk_upper_minus: GEMM engine on the upper triangle only
-//                                   (diagonal blocks up to kHerkLeaf computed whole; their
-//                                   strict lower halves are scratch)
+//   A22 -= U12^H U12                one GEMM on the upper triangle only (the engine's
+//                                   triangle mode: each operand packed once, register tiles
+//                                   below the diagonal skipped)
 //   A22 = U22^H U22                 recursively.
 #include <algorithm>
 #include <cmath>
@@ -31,25 +31,6 @@ namespace tessera::linalg::detail {
 namespace {
 
 constexpr int64_t kUnblockedMax = 32;  // n above this runs the recursive form
-constexpr int64_t kHerkLeaf = 128;     // diagonal blocks of the trailing update up to this
-
-// C -= A^H A on the upper triangle of C (n x n), A k x n row-major; `ac` is conj(A) (A itself
-// for real T), the left operand read through swapped strides. Recursive: the two diagonal
-// halves recurse and the block right of them is one GEMM; a diagonal block of at most kHerkLeaf
-// rows is one GEMM over the whole square (its strict lower triangle is scratch).
-template <class T>
-void herk_upper_minus(int64_t n, int64_t k, const T* ac, int64_t ldac, const T* a, int64_t lda,
-                      T* c, int64_t ldc) {
-  if (n <= kHerkLeaf) {
-    gemm_minus(n, n, k, ac, 1, ldac, a, lda, 1, /*conj_b=*/false, c, ldc, 1);
-    return;
-  }
-  const int64_t n1 = n / 2;
-  herk_upper_minus(n1, k, ac, ldac, a, lda, c, ldc);
-  // C12 (n1 x n2) -= A1^H A2
-  gemm_minus(n1, n - n1, k, ac, 1, ldac, a + n1, lda, 1, /*conj_b=*/false, c + n1, ldc, 1);
-  herk_upper_minus(n - n1, k, ac + n1, ldac, a + n1, lda, c + n1 * ldc + n1, ldc);
-}
 
 }  // namespace
 
@@ -90,9 +71,9 @@ int64_t potrf_upper(int64_t n, T* a, int64_t lda) {
     std::vector<T> ws(static_cast<size_t>(n1 * n2));  // conj(U12), the update's left operand
     for (int64_t i = 0; i < n1; ++i)
       for (int64_t j = 0; j < n2; ++j) ws[i * n2 + j] = conj_of(a12[i * lda + j]);
-    herk_upper_minus(n2, n1, ws.data(), n2, a12, lda, a22, lda);
+    gemm_minus_upper(n2, n1, ws.data(), 1, n2, a12, lda, 1, a22, lda, 1);
   } else {
-    herk_upper_minus(n2, n1, a12, lda, a12, lda, a22, lda);
+    gemm_minus_upper(n2, n1, a12, 1, lda, a12, lda, 1, a22, lda, 1);
   }
   if (const int64_t info = potrf_upper(n2, a22, lda)) return n1 + info;
   return 0;

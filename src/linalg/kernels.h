@@ -51,6 +51,11 @@ void trsm_left_unblocked(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int6
 template <class T>
 void gemm_minus(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs, const T* b,
                 int64_t b_rs, int64_t b_cs, bool conj_b, T* c, int64_t c_rs, int64_t c_cs);
+// C (n x n) -= A (n x k) * B (k x n) on C's upper triangle only (j >= i; the strict lower
+// triangle is neither read nor written): the GEMM engine's triangle mode (gemm_triangle).
+template <class T>
+void gemm_minus_upper(int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs, const T* b,
+                      int64_t b_rs, int64_t b_cs, T* c, int64_t c_rs, int64_t c_cs);
 // C (m x n) = A (m x k) * B (k x n), strided, through the GEMM engine.
 template <class T>
 void gemm_product(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs,
@@ -59,7 +64,7 @@ void gemm_product(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int
 // ---- Cholesky ----------------------------------------------------------------------------------
 
 // A = U^H U for the upper triangle of row-major A (n x n, leading dimension lda), in place; the
-// strict lower triangle is scratch (left unspecified). Returns 0, or the order k (1-based) of
+// strict lower triangle is neither read nor written. Returns 0, or the order k (1-based) of
 // the first leading minor that is not positive-definite (rows before k hold U's rows). The
 // upper form on row-major storage is LAPACK's lower form on column-major storage: L = U^H.
 template <class T>

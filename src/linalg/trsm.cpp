@@ -52,11 +52,11 @@ void gemm_minus_loops(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs,
   }
 }
 
-// C = alpha A B + beta C on the engine.
+// C = alpha A B + beta C on the engine (on one triangle of C with `tri`).
 template <class T>
 void engine_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs,
                  const T* b, int64_t b_rs, int64_t b_cs, T* c, int64_t c_rs, int64_t c_cs,
-                 double alpha, double beta) {
+                 double alpha, double beta, gemm::Triangle tri = gemm::Triangle::kAll) {
   gemm::GemmProblem p;
   p.dtype = scalar_type_of<T>;
   p.m = m, p.n = n, p.k = k;
@@ -64,7 +64,11 @@ void engine_gemm(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int6
   p.b = b, p.b_rs = b_rs, p.b_cs = b_cs;
   p.c = c, p.c_rs = c_rs, p.c_cs = c_cs;
   p.alpha = alpha, p.beta = beta;
-  gemm::gemm(p, nullptr, "linalg");
+  if (tri == gemm::Triangle::kAll) {
+    gemm::gemm(p, nullptr, "linalg");
+  } else {
+    gemm::gemm_triangle(p, tri, nullptr, "linalg");
+  }
 }
 
 // The substitution itself, on the ISA chosen at start-up (linalg/leaf/leaf_kernels.h).
@@ -92,6 +96,20 @@ void gemm_minus(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64
     b_rs = n, b_cs = 1;
   }
   engine_gemm(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs, /*alpha=*/-1, /*beta=*/1);
+}
+
+template <class T>
+void gemm_minus_upper(int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs, const T* b,
+                      int64_t b_rs, int64_t b_cs, T* c, int64_t c_rs, int64_t c_cs) {
+  if (n == 0 || k == 0) return;
+  if (n * n * k < 2 * kSmallGemmFlops) {
+    for (int64_t i = 0; i < n; ++i)  // row i's part of the triangle: columns i .. n
+      gemm_minus_loops(1, n - i, k, a + i * a_rs, a_rs, a_cs, b + i * b_cs, b_rs, b_cs, false,
+                       c + i * c_rs + i * c_cs, c_rs, c_cs);
+    return;
+  }
+  engine_gemm(n, n, k, a, a_rs, a_cs, b, b_rs, b_cs, c, c_rs, c_cs, /*alpha=*/-1, /*beta=*/1,
+              gemm::Triangle::kUpper);
 }
 
 template <class T>
@@ -167,6 +185,8 @@ void trsm_left(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs, 
 #define TS_LINALG_INSTANTIATE(T)                                                                 \
   template void gemm_minus<T>(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*,   \
                               int64_t, int64_t, bool, T*, int64_t, int64_t);                     \
+  template void gemm_minus_upper<T>(int64_t, int64_t, const T*, int64_t, int64_t, const T*,      \
+                                    int64_t, int64_t, T*, int64_t, int64_t);                     \
   template void gemm_product<T>(int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*, \
                                 int64_t, int64_t, T*, int64_t, int64_t);                         \
   template void trsm_left_unblocked<T>(int64_t, int64_t, const T*, int64_t, int64_t, bool, bool, \

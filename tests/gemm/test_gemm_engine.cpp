@@ -251,6 +251,107 @@ TEST(GemmEngine, GroupedDifferentM) {
     EXPECT_TRUE(matches_reference<double>(problems[i], xs[i], w, before[i], ys[i])) << i;
 }
 
+// gemm_triangle on C: inside the triangle within the oracle's bound; outside it, C keeps its
+// bits (NaN there, which a read would spread to nothing but which a write would replace).
+template <class T>
+void triangle_case(const cpu::GemmKernels* kernels, Shape s, Triangle t, Layout la, Layout lc,
+                   AlphaBeta ab, std::mt19937_64& rng) {
+  SCOPED_TRACE(fmt::format("{}x{}x{} {} A {} C {} alpha {} beta {}", s.m, s.n, s.k,
+                           t == Triangle::kUpper ? "upper" : "lower", layout_name(la),
+                           layout_name(lc), ab.alpha, ab.beta));
+  const auto kept = [t](int64_t i, int64_t j) { return t == Triangle::kUpper ? j >= i : j <= i; };
+  GuardedMatrix<T> a(s.m, s.k, la), b(s.k, s.n, Layout::RowMajor), c(s.m, s.n, lc);
+  a.fill_random(rng);
+  b.fill_random(rng);
+  c.fill_random(rng);
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t j = 0; j < s.n; ++j)
+      if (!kept(i, j)) c.at(i, j) = std::numeric_limits<T>::quiet_NaN();
+  const GuardedMatrix<T> before = c;
+  const GemmProblem p = make_problem<T>(s.m, s.n, s.k, a, b, c, ab.alpha, ab.beta);
+  gemm_triangle(p, t, kernels);
+  ASSERT_TRUE(c.sentinels_intact());
+  GuardedMatrix<T> ref = before;
+  GemmProblem q = p;
+  q.c = ref.data();
+  gemm_reference(q);  // NaN outside the triangle stays there
+  const double eps = std::numeric_limits<T>::epsilon();
+  for (int64_t i = 0; i < s.m; ++i) {
+    for (int64_t j = 0; j < s.n; ++j) {
+      const T got = c.at(i, j);
+      if (!kept(i, j)) {
+        ASSERT_TRUE(std::isnan(got)) << "C(" << i << ", " << j << ") outside was written";
+        continue;
+      }
+      double mag = 0;
+      for (int64_t x = 0; x < s.k; ++x) mag += std::fabs(double(a.at(i, x)) * b.at(x, j));
+      const double bound =
+          4.0 * (s.k + 2) * eps *
+              (std::fabs(ab.alpha) * mag + std::fabs(ab.beta * double(before.at(i, j)))) +
+          1e-300;
+      ASSERT_LE(std::fabs(double(got) - double(ref.at(i, j))), bound)
+          << "C(" << i << ", " << j << ")";
+    }
+  }
+}
+
+// Odd, square and non-square shapes, both triangles, C row- and column-major (the engine then
+// computes C^T, whose triangle is the other one) and general, every ISA, one and two threads,
+// and small blocks so that blocks of rows and columns wholly outside the triangle are skipped.
+TEST(GemmEngine, TriangleTouchesOnlyItsTriangle) {
+  const int saved = get_num_threads();
+  std::mt19937_64 rng(10);
+  const std::vector<Shape> shapes = {{1, 1, 1},    {5, 5, 0},     {13, 13, 7},   {40, 40, 33},
+                                     {97, 97, 64}, {70, 130, 20}, {130, 70, 20}, {300, 300, 90}};
+  for (const auto& nk : runnable_kernels()) {
+    SCOPED_TRACE(nk.isa);
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      int variant = 0;
+      for (const Shape& s : shapes)
+        for (Triangle t : {Triangle::kUpper, Triangle::kLower})
+          for (Layout lc : kLayouts) {
+            const AlphaBeta ab = kAlphaBeta[variant++ % kAlphaBeta.size()];
+            triangle_case<float>(nk.kernels, s, t, Layout::ColMajor, lc, ab, rng);
+            triangle_case<double>(nk.kernels, s, t, Layout::RowMajor, lc, ab, rng);
+          }
+    }
+  }
+  set_num_threads(1);
+  const ScopedGemmBlocks small_blocks("24,16,64");
+  for (Shape s : {Shape{150, 150, 40}, Shape{100, 200, 35}, Shape{20, 150, 70}})
+    for (Triangle t : {Triangle::kUpper, Triangle::kLower}) {
+      triangle_case<float>(nullptr, s, t, Layout::ColMajor, Layout::RowMajor, {1, 1}, rng);
+      triangle_case<double>(nullptr, s, t, Layout::RowMajor, Layout::ColMajor, {-1, 0.5}, rng);
+    }
+  set_num_threads(saved);
+}
+
+// Inside its triangle gemm_triangle gives gemm()'s bits (the same tiles, packed the same way),
+// on one thread and two (column slices of equal area instead of gemm()'s grid).
+TEST(GemmEngine, TriangleHasTheBitsOfTheFullProduct) {
+  const int saved = get_num_threads();
+  std::mt19937_64 rng(11);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (Triangle t : {Triangle::kUpper, Triangle::kLower}) {
+      GuardedMatrix<float> a(301, 280, Layout::ColMajor), b(280, 301, Layout::RowMajor);
+      GuardedMatrix<float> c(301, 301, Layout::RowMajor);
+      a.fill_random(rng);
+      b.fill_random(rng);
+      c.fill_random(rng);
+      GuardedMatrix<float> full = c;
+      gemm_triangle(make_problem<float>(301, 301, 280, a, b, c, -1.0, 1.0), t);
+      gemm(make_problem<float>(301, 301, 280, a, b, full, -1.0, 1.0));
+      for (int64_t i = 0; i < 301; ++i)
+        for (int64_t j = t == Triangle::kUpper ? i : 0; j <= (t == Triangle::kUpper ? 300 : i); ++j)
+          ASSERT_EQ(c.at(i, j), full.at(i, j))
+              << threads << " threads, C(" << i << ", " << j << ")";
+    }
+  }
+  set_num_threads(saved);
+}
+
 TEST(GemmEngine, BadInputErrors) {
   float x[4] = {};
   GemmProblem p;
@@ -276,6 +377,11 @@ TEST(GemmEngine, BadInputErrors) {
   bad.b = nullptr;
   EXPECT_THROW(gemm(bad), ValueError);
   EXPECT_THROW(gemm_strided_batched(p, 2, 4, 4, 0), ValueError);
+  expect_error_mentions([&] { gemm_triangle(p, static_cast<Triangle>(7)); },
+                        {"gemm_triangle", "'triangle'", "7"});
+  bad = p;
+  bad.c_rs = 1;
+  EXPECT_THROW(gemm_triangle(bad, Triangle::kUpper), ValueError);
   bad = p;
   bad.m = bad.n = int64_t{1} << 40;  // offsets past int64
   bad.c_rs = int64_t{1} << 40;
