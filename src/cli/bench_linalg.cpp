@@ -1,8 +1,8 @@
-// `tessera bench linalg`: tessera::linalg::cholesky and lu_factor against LAPACK (OpenBLAS's
-// potrf/getrf) and PyTorch 1.13 (bench/torch_linalg.py), float32 and float64, on single
-// matrices (n = 64, 256, 1024, 2048) and batches of 10,000 small ones (8, 16, 32). QR rows: geqrf
-// (against LAPACK's geqrf and torch.geqrf) and qr (Q and R: against geqrf + orgqr and
-// torch.linalg.qr) on n = 256, 1024, 2048 and batches of 10,000 of n = 4, 8, 16, 32.
+// `tessera bench linalg`: tessera::linalg::cholesky, lu_factor, solve and inv against LAPACK
+// (OpenBLAS's potrf/getrf/gesv/getri) and PyTorch 1.13 (bench/torch_linalg.py), float32 and
+// float64, on single matrices (n = 64, 256, 1024, 2048) and batches of 10,000 small ones (8, 16,
+// 32). QR rows: geqrf (against LAPACK's geqrf and torch.geqrf) and qr (Q and R: against geqrf +
+// orgqr and torch.linalg.qr) on n = 256, 1024, 2048 and batches of 10,000 of n = 4, 8, 16, 32.
 //
 // Case names: `<op>/<dtype>/<batch>x<n>x<n>`. Every implementation starts from the same input
 // and returns a new factor, so each LAPACK call is preceded by a copy of its matrix (potrf and
@@ -18,6 +18,11 @@
 // many small systems runs them: linalg::cholesky + cholesky_solve and lu_factor + lu_solve,
 // LAPACK's potrf + potrs and getrf + getrs, PyTorch's linalg.cholesky + cholesky_solve and
 // linalg.lu_factor + linalg.lu_solve. GFLOP/s count the factorization and 2n^2 for the solve.
+//
+// Solve and inverse rows (`solve`, `inv`, single matrices of n = 256, 1024, 2048): linalg::solve
+// with n right-hand sides (B n x n) against LAPACK's gesv and torch.linalg.solve, 8n^3/3 flops
+// (getrf and two triangular solves); linalg::inv against LAPACK's getrf + getri and
+// torch.linalg.inv, 2n^3 flops (getri's count, whatever the method).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -44,6 +49,10 @@ void sgetrs_(const char*, const int*, const int*, const float*, const int*, cons
              const int*, int*);
 void dgetrs_(const char*, const int*, const int*, const double*, const int*, const int*, double*,
              const int*, int*);
+void sgesv_(const int*, const int*, float*, const int*, int*, float*, const int*, int*);
+void dgesv_(const int*, const int*, double*, const int*, int*, double*, const int*, int*);
+void sgetri_(const int*, float*, const int*, const int*, float*, const int*, int*);
+void dgetri_(const int*, double*, const int*, const int*, double*, const int*, int*);
 void openblas_set_num_threads(int);
 // QR rows (geqrf, qr).
 void sgeqrf_(const int*, const int*, float*, const int*, float*, float*, const int*, int*);
@@ -59,7 +68,8 @@ namespace tessera::cli {
 namespace {
 
 struct LinalgCase {
-  std::string op;  // "cholesky", "lu_factor", "cholesky-solve", "lu-solve", "geqrf" or "qr"
+  // "cholesky", "lu_factor", "cholesky-solve", "lu-solve", "geqrf", "qr", "solve" or "inv"
+  std::string op;
   ScalarType dtype;
   int64_t batch, n;
   std::string name() const { return fmt::format("{}/{}/{}x{}x{}", op, dtype, batch, n, n); }
@@ -68,7 +78,9 @@ struct LinalgCase {
   double flops() const {
     const double n3 = double(n) * double(n) * double(n);
     if (op == "geqrf") return double(batch) * 4 * n3 / 3;
-    if (op == "qr") return double(batch) * 8 * n3 / 3;  // geqrf + orgqr
+    if (op == "qr") return double(batch) * 8 * n3 / 3;     // geqrf + orgqr
+    if (op == "solve") return double(batch) * 8 * n3 / 3;  // getrf + n right-hand sides
+    if (op == "inv") return double(batch) * 2 * n3;        // getrf + getri
     const double solve = solves() ? 2.0 * double(n) * double(n) : 0.0;
     return double(batch) * ((cholesky() ? n3 / 3 : 2 * n3 / 3) + solve);
   }
@@ -128,6 +140,34 @@ bool is_qr_op(const std::string& op) {
   return op == "geqrf" || op == "qr";
 }
 
+// ---- solve (gesv, B n x n in `b`, overwritten by X) and inv (getrf + getri) rows
+// -----------------
+
+template <class T>
+void lapack_solve_or_inv(const std::string& op, int n, T* a, int* ipiv, T* b) {
+  int info = 0;
+  if (op == "solve") {
+    if constexpr (std::is_same_v<T, float>) sgesv_(&n, &n, a, &n, ipiv, b, &n, &info);
+    if constexpr (std::is_same_v<T, double>) dgesv_(&n, &n, a, &n, ipiv, b, &n, &info);
+    return;
+  }
+  thread_local std::vector<T> work;
+  int lwork = std::max(1, n) * 64;
+  work.resize(static_cast<size_t>(lwork));
+  if constexpr (std::is_same_v<T, float>) {
+    sgetrf_(&n, &n, a, &n, ipiv, &info);
+    sgetri_(&n, a, &n, ipiv, work.data(), &lwork, &info);
+  }
+  if constexpr (std::is_same_v<T, double>) {
+    dgetrf_(&n, &n, a, &n, ipiv, &info);
+    dgetri_(&n, a, &n, ipiv, work.data(), &lwork, &info);
+  }
+}
+
+bool is_solve_or_inv(const std::string& op) {
+  return op == "solve" || op == "inv";
+}
+
 // `rhs` / `x`: the right-hand sides and their solutions ([batch, n, 1]) of the -solve rows.
 template <class T>
 void lapack_batch(const LinalgCase& c, const Tensor& input, Tensor& work, Tensor& pivots, Tensor& q,
@@ -140,6 +180,15 @@ void lapack_batch(const LinalgCase& c, const Tensor& input, Tensor& work, Tensor
     std::memcpy(out + b * n * n, in + b * n * n, sizeof(T) * n * n);
     if (is_qr_op(c.op)) {
       lapack_qr(c.op, n, out + b * n * n, q.data_ptr<T>() + b * n * n);
+      return;
+    }
+    if (is_solve_or_inv(c.op)) {  // q holds the solutions, starting from the right-hand sides
+      T* xb = nullptr;
+      if (c.op == "solve") {
+        xb = q.data_ptr<T>() + b * n * n;
+        std::memcpy(xb, rhs.data_ptr<T>() + b * n * n, sizeof(T) * n * n);
+      }
+      lapack_solve_or_inv(c.op, n, out + b * n * n, piv + b * n, xb);
       return;
     }
     T* xb = nullptr;
@@ -178,6 +227,9 @@ int run_bench_linalg(const BenchOptions& options) {
       for (int64_t n : {256, 1024, 2048}) cases.push_back({op, dt, 1, n});
       for (int64_t n : {4, 8, 16, 32}) cases.push_back({op, dt, 10000, n});
     }
+  for (const char* op : {"solve", "inv"})
+    for (ScalarType dt : {kFloat32, kFloat64})
+      for (int64_t n : {256, 1024, 2048}) cases.push_back({op, dt, 1, n});
   if (options.quick)
     std::erase_if(cases, [](const LinalgCase& c) { return c.n == 64 || c.n == 16; });
   std::erase_if(cases, [&](const LinalgCase& c) {
@@ -189,7 +241,9 @@ int run_bench_linalg(const BenchOptions& options) {
     set_num_threads(th);
     for (const LinalgCase& c : cases) {
       const Tensor a = bench_input(c);
-      const Tensor rhs = c.solves() ? randn({c.batch, c.n, 1}, c.dtype) : Tensor();
+      const Tensor rhs = c.solves()        ? randn({c.batch, c.n, 1}, c.dtype)
+                         : c.op == "solve" ? randn({c.batch, c.n, c.n}, c.dtype)
+                                           : Tensor();
       BenchRow row{"linalg", c.name(), "tessera", th};
       row.stats = measure(
           [&] {
@@ -204,6 +258,10 @@ int run_bench_linalg(const BenchOptions& options) {
               (void)linalg::geqrf(a);
             } else if (c.op == "qr") {
               (void)linalg::qr(a);
+            } else if (c.op == "solve") {
+              (void)linalg::solve(a, rhs);
+            } else if (c.op == "inv") {
+              (void)linalg::inv(a);
             } else {
               (void)linalg::lu_factor(a);
             }
@@ -214,7 +272,7 @@ int run_bench_linalg(const BenchOptions& options) {
 
       openblas_set_num_threads(c.batch == 1 ? th : 1);
       Tensor work = empty_like(a), pivots = empty({c.batch, c.n}, kInt32);
-      Tensor q = is_qr_op(c.op) ? empty_like(a) : Tensor();
+      Tensor q = is_qr_op(c.op) || is_solve_or_inv(c.op) ? empty_like(a) : Tensor();
       Tensor x = c.solves() ? empty_like(rhs) : Tensor();
       BenchRow lrow{"linalg", c.name(), "lapack", th};
       lrow.stats = measure(

@@ -81,6 +81,11 @@ int64_t potrf_upper_unblocked(int64_t n, T* a, int64_t lda);
 // factorization continues past it, as LAPACK's).
 template <class T>
 int64_t getrf(int64_t m, int64_t n, T* a, int64_t lda, int32_t* ipiv);
+// X = A^{-1} (row-major n x n, not aliasing lu) from getrf's factor of A (row-major lu, 1-based
+// ipiv): U^{-1} L^{-1} P, as LAPACK's getri. A zero on U's diagonal gives inf/nan, as getri's
+// caller is told by getrf's info.
+template <class T>
+void getri(int64_t n, const T* lu, const int32_t* ipiv, T* x);
 // The recursive form (LAPACK's getrf2) on an m x n matrix with rs == 1 or cs == 1 (panels).
 template <class T>
 int64_t getrf_recursive(int64_t m, int64_t n, T* a, int64_t rs, int64_t cs, int32_t* ipiv);
