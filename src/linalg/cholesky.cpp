@@ -122,10 +122,12 @@ std::tuple<Tensor, Tensor> factor(const Tensor& A, bool upper, std::string_view 
       for_each_group<T>(batch, [&](int64_t b0, int64_t count) {
         small_potrf(n, count, src + b0 * n * n, dst + b0 * n * n, ip + b0);
       });
-      for (int64_t b = 0; b < batch; ++b) {
-        if (ip[b] != 0)
-          ip[b] = static_cast<int32_t>(
-              factor_matrix(n, src + b * n * n, n, int64_t{1}, false, dst + b * n * n));
+      if (first_failure(info) >= 0) {  // a vectorized scan first: failures are rare
+        for (int64_t b = 0; b < batch; ++b) {
+          if (ip[b] != 0)
+            ip[b] = static_cast<int32_t>(
+                factor_matrix(n, src + b * n * n, n, int64_t{1}, false, dst + b * n * n));
+        }
       }
       F = upper ? adjoint(L).contiguous() : L;
       return;
