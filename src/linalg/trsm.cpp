@@ -102,8 +102,8 @@ template <class T>
 void gemm_minus_upper(int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs, const T* b,
                       int64_t b_rs, int64_t b_cs, T* c, int64_t c_rs, int64_t c_cs) {
   if (n == 0 || k == 0) return;
-  if (n * n * k < 2 * kSmallGemmFlops) {
-    for (int64_t i = 0; i < n; ++i)  // row i's part of the triangle: columns i .. n
+  if (n * n * k < 2 * kSmallGemmFlops) {  // the triangle's multiply-adds: about n^2 k / 2
+    for (int64_t i = 0; i < n; ++i)       // row i's part of the triangle: columns i .. n
       gemm_minus_loops(1, n - i, k, a + i * a_rs, a_rs, a_cs, b + i * b_cs, b_rs, b_cs, false,
                        c + i * c_rs + i * c_cs, c_rs, c_cs);
     return;
