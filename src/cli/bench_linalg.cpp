@@ -140,8 +140,7 @@ bool is_qr_op(const std::string& op) {
   return op == "geqrf" || op == "qr";
 }
 
-// ---- solve (gesv, B n x n in `b`, overwritten by X) and inv (getrf + getri) rows
-// -----------------
+// ---- solve (gesv; B n x n in `b`, overwritten by X) and inv (getrf + getri) rows -------------
 
 template <class T>
 void lapack_solve_or_inv(const std::string& op, int n, T* a, int* ipiv, T* b) {
