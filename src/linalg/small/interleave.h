@@ -185,7 +185,11 @@ template <class T>
     // batch's end these lines are never used, and a prefetch never faults.
     for (int l = 0; l < W; ++l)
       __builtin_prefetch(ahead(a, ((W + l) * stride + e0) * static_cast<int64_t>(sizeof(T))));
-    for (int l = 0; l < W; ++l) r[l] = l < used ? B::load(a + l * stride + e0, len) : B::zero();
+    if (used == W && len == W) {  // a whole block: no per-lane tests
+      for (int l = 0; l < W; ++l) r[l] = B::load(a + l * stride + e0, W);
+    } else {
+      for (int l = 0; l < W; ++l) r[l] = l < used ? B::load(a + l * stride + e0, len) : B::zero();
+    }
     interleave_detail::transpose(r);
     for (int t = 0; t < len; ++t) B::store(buf + (e0 + t) * W, r[t], W);
   }
@@ -219,7 +223,11 @@ template <class T>
       for (int l = 0; l < used; ++l) B::store(out + l * stride + e0, B::zero(), len);
       continue;
     }
-    for (int t = 0; t < W; ++t) r[t] = t < len ? B::load(buf + (e0 + t) * W, W) : B::zero();
+    if (len == W) {
+      for (int t = 0; t < W; ++t) r[t] = B::load(buf + (e0 + t) * W, W);
+    } else {
+      for (int t = 0; t < W; ++t) r[t] = t < len ? B::load(buf + (e0 + t) * W, W) : B::zero();
+    }
     interleave_detail::transpose(r);
     const unsigned keep = ~blocks.upper_mask(len) & ((1u << W) - 1u);
     for (int l = 0; l < used; ++l)

@@ -110,13 +110,15 @@ template <int R, class V, class A, class X>
 // Rows i .. i+R-1 of column j less their products with c over k < m, stored as f(s):
 // s_r = a(i+r, j) - sum_k<m a(i+r, k) c(k), summed in order of k. R rows at once share the
 // loads of c (a 32 x 32 group is bigger than L1) and run R independent chains.
+// With k0 > 0 the sums run over k0 <= k < m (the terms below k0 are already in a(i+r, j)).
 template <int R, class V, class At, class C, class F>
 [[gnu::always_inline]] inline void column_update(const At& at, int64_t i, int64_t j, int64_t m,
-                                                 const C& c, const F& f) {
+                                                 const C& c, const F& f, int64_t k0 = 0) {
   V s[R];
   for (int r = 0; r < R; ++r) s[r] = V::load(at(i + r, j));
   dot_rows<R>(
-      s, m, [&](int r, int64_t k) { return V::load(at(i + r, k)); }, c);
+      s, m - k0, [&](int r, int64_t t) { return V::load(at(i + r, k0 + t)); },
+      [&](int64_t t) { return c(k0 + t); });
   for (int r = 0; r < R; ++r) f(s[r]).store(at(i + r, j));
 }
 
@@ -135,19 +137,64 @@ template <int R, class V, class At, class C>
   }
 }
 
-// Column j's rows from `from` on, column_update over k < j in blocks of four rows.
+// Column j's rows from `from` on, column_update over k0 <= k < j in blocks of four rows.
 template <class V, class At, class C, class F>
 [[gnu::always_inline]] inline void column_rows(const At& at, int64_t from, int64_t n, int64_t j,
-                                               const C& c, const F& f) {
+                                               const C& c, const F& f, int64_t k0 = 0) {
   int64_t i = from;
-  for (; i + 4 <= n; i += 4) column_update<4, V>(at, i, j, j, c, f);
-  for (; i < n; ++i) column_update<1, V>(at, i, j, j, c, f);
+  for (; i + 4 <= n; i += 4) column_update<4, V>(at, i, j, j, c, f, k0);
+  for (; i < n; ++i) column_update<1, V>(at, i, j, j, c, f, k0);
+}
+
+// The blocked Cholesky's tiles: R x C elements of the group (R x C vectors) updated together,
+// each L(i + r, k) and L(j0 + c, k) loaded once per k for R * C multiply-adds in R * C
+// independent chains (column_update's four rows load one vector per multiply-add and run four
+// chains). 4 x 4 where there are 32 vector registers, 2 x 4 where there are 16.
+#if defined(__AVX512F__)
+constexpr int kTileRows = 4;
+#else
+constexpr int kTileRows = 2;
+#endif
+constexpr int kTileCols = 4;
+
+// A(i + r, j0 + c) -= sum_{k < j0} L(i + r, k) L(j0 + c, k) for r < R, c < C (c <= r in the
+// diagonal tile, i = j0), in place, each sum in order of k.
+template <int R, int C, bool kDiag, class V, class At>
+[[gnu::always_inline]] inline void tile_update(const At& at, int64_t i, int64_t j0) {
+  V s[R][C];
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c)
+      if (!kDiag || c <= r) s[r][c] = V::load(at(i + r, j0 + c));
+#pragma GCC unroll 4
+  for (int64_t k = 0; k < j0; ++k) {
+    V x[C];
+    for (int c = 0; c < C; ++c) x[c] = V::load(at(j0 + c, k));
+    for (int r = 0; r < R; ++r) {
+      const V y = V::load(at(i + r, k));
+      for (int c = 0; c < C; ++c)
+        if (!kDiag || c <= r) s[r][c] = s[r][c] - y * x[c];
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int c = 0; c < C; ++c)
+      if (!kDiag || c <= r) s[r][c].store(at(i + r, j0 + c));
+}
+
+// Columns [j0, j0 + C) on and below the diagonal less the products of the columns left of j0.
+template <int C, class V, class At>
+[[gnu::always_inline]] inline void block_update(const At& at, int64_t n, int64_t j0) {
+  tile_update<C, C, true, V>(at, j0, j0);
+  int64_t i = j0 + C;
+  for (; i + kTileRows <= n; i += kTileRows) tile_update<kTileRows, C, false, V>(at, i, j0);
+  for (; i < n; ++i) tile_update<1, C, false, V>(at, i, j0);
 }
 
 // Lower Cholesky of one group, left-looking: column j is A(j:n, j) less the products of the
 // finished columns' rows, L(i, j) = (A(i, j) - sum_k<j L(i, k) L(j, k)) / L(j, j). Each element
-// is stored once (the right-looking update stored every trailing element at every step, and
-// those stores bound it); the upper triangle is never touched and goes out as zero.
+// is stored once per block of kTileCols columns (the right-looking update stored every trailing
+// element at every step, and those stores bound it); the upper triangle is never touched and
+// goes out as zero. The sums over k < j0 (the block's first column) run in register tiles
+// (block_update), the rest column by column, every sum in order of k as in the unblocked loop.
 template <class T, class N>
 void potrf_group(N n, const T* a, T* out, int used, int32_t* info) {
   using V = Vec<T>;
@@ -158,9 +205,27 @@ void potrf_group(N n, const T* a, T* out, int used, int32_t* info) {
   int32_t fail[W] = {};
   alignas(64) T lane[W];
   for (int64_t j = 0; j < n; ++j) {
+    // Every kTileCols columns, the block's columns first take the products of all the columns
+    // left of it, tile by tile; each column then needs only those within its block.
+    const int64_t j0 = j / kTileCols * kTileCols;
+    if (j == j0 && j0 > 0) {
+      switch (std::min<int64_t>(kTileCols, n - j0)) {
+        case 1:
+          block_update<1, V>(at, n, j0);
+          break;
+        case 2:
+          block_update<2, V>(at, n, j0);
+          break;
+        case 3:
+          block_update<3, V>(at, n, j0);
+          break;
+        default:
+          block_update<kTileCols, V>(at, n, j0);
+          break;
+      }
+    }
     V d = V::load(at(j, j));
-#pragma GCC unroll 8
-    for (int64_t k = 0; k < j; ++k) {
+    for (int64_t k = j0; k < j; ++k) {
       const V ljk = V::load(at(j, k));
       d = d - ljk * ljk;
     }
@@ -185,7 +250,8 @@ void potrf_group(N n, const T* a, T* out, int used, int32_t* info) {
     d.store(at(j, j));
     const V r = plain ? d * inv : V(T(1)) / d;
     column_rows<V>(
-        at, j + 1, n, j, [&](int64_t k) { return V::load(at(j, k)); }, [&](V x) { return x * r; });
+        at, j + 1, n, j, [&](int64_t k) { return V::load(at(j, k)); }, [&](V x) { return x * r; },
+        j0);
   }
   scatter_ld(n, ld, buf, used, out, /*lower=*/true);
   for (int l = 0; l < used; ++l) {
