@@ -118,14 +118,14 @@ void update_columns(int64_t m, T* a, int64_t lda, int64_t j, int64_t jb, int64_t
 
 // Where the tasks of a step split the columns [from, n) that follow the next panel: task 0,
 // which first updates the next panel's `next` columns and factors it, takes what is left of an
-// equal share; `panel_cols` is the panel's cost in columns of the update.
+// equal share; `panel_cols` is the panel's cost in columns of the update. tasks > 1.
 std::vector<int64_t> split_columns(int64_t from, int64_t n, int64_t next, double panel_cols,
                                    int64_t tasks) {
   constexpr int64_t kAlign = 16;  // whole register tiles of the GEMM
   const double rest = static_cast<double>(n - from);
   const double share = (rest + static_cast<double>(next) + panel_cols) / static_cast<double>(tasks);
   const double first = std::clamp(share - static_cast<double>(next) - panel_cols, 0.0, rest);
-  const double others = (rest - first) / static_cast<double>(tasks - 1 > 0 ? tasks - 1 : 1);
+  const double others = (rest - first) / static_cast<double>(tasks - 1);
   std::vector<int64_t> s(static_cast<size_t>(tasks + 1));
   s[0] = from;
   for (int64_t t = 1; t < tasks; ++t) {
@@ -136,7 +136,7 @@ std::vector<int64_t> split_columns(int64_t from, int64_t n, int64_t next, double
   // Chunks narrower than kMinCols are folded into the next one (the last into the one before).
   for (int64_t t = 1; t < tasks; ++t)
     if (s[t] - s[t - 1] < kMinCols) s[t] = s[t - 1];
-  if (tasks > 1 && n - s[tasks - 1] < kMinCols) s[tasks - 1] = n;
+  if (n - s[tasks - 1] < kMinCols) s[tasks - 1] = n;
   return s;
 }
 
@@ -163,15 +163,15 @@ int64_t getrf(int64_t m, int64_t n, T* a, int64_t lda, int32_t* ipiv) {
     laswp(j, a, lda, 1, j, c, ipiv);  // columns left of the panel
     if (c == n) continue;
     const int64_t next = std::min(kNb, mn - c);  // the next panel's width (0: none)
-    // Task 0's columns before the panel: the next panel's, or all when the rest is narrow.
-    const int64_t lead = n - (c + next) < kMinCols ? n : c + next;
-    const std::vector<int64_t> s = split_columns(lead, n, next, next ? panel_cols : 0, tasks);
-    int64_t panel_info = 0;
     if (tasks == 1) {  // one update for every column: its operands are packed once
       update_columns(m, a, lda, j, jb, c, n, ipiv);
       if (next > 0) record(factor_panel(m, a, lda, c, next, ipiv), c);
       continue;
     }
+    // Task 0's columns before the panel: the next panel's, or all when the rest is narrow.
+    const int64_t lead = n - (c + next) < kMinCols ? n : c + next;
+    const std::vector<int64_t> s = split_columns(lead, n, next, next ? panel_cols : 0, tasks);
+    int64_t panel_info = 0;
     parallel_tasks(tasks, [&](int64_t t) {
       if (t == 0) {
         using Clock = std::chrono::steady_clock;
