@@ -255,19 +255,27 @@ void epilogue_tiles(const EpilogueHook& epi, int mr, int nr, int64_t m, int64_t 
   fence_streamed_stores(*epi.program);
 }
 
-// Loops 2 and 1 for the last rank-KC update of an epilogue plan: each tile is finished in a
-// contiguous buffer (partial sums copied in from c when beta != 0) and handed to the plan
-// while it is hot in L1; c itself is not written. (i0, j0): where c sits in the output.
+// Loops 2 and 1 for the last rank-KC update of an epilogue plan: each tile is finished and
+// handed to the plan in the contiguous scratch tile `acc` while it is hot in L1, as the plain
+// path would finish it (bottom edges on the kernel for their rows only):
+//   - partial sums in c (beta != 0: c is then the accumulation buffer, which the plan never
+//     reads and whose final values are the plan's to write): tiles of whole rows are finished
+//     in place, where the microkernel prefetches c's lines under its multiplies, and copied
+//     from L1; copying the partial sums in first stalled on each line (3% of a 1024^3 product);
+//   - bottom edges leave the padding rows of acc zero (the plan runs over the whole tile);
+//   - right edges run the full kernel on acc, partial sums copied in and zero-padded.
+// (i0, j0): where c sits in the output.
 void macro_kernel_epilogue(const cpu::GemmMicroKernel<float>& uk, int64_t mc, int64_t nc,
                            int64_t kc, float alpha, const float* ap, const float* bp, float beta,
-                           const float* c, int64_t rs, int64_t cs, const EpilogueHook& epi,
-                           int64_t i0, int64_t j0) {
+                           float* c, int64_t rs, int64_t cs, const EpilogueHook& epi, int64_t i0,
+                           int64_t j0) {
   const int mr = uk.mr, nr = uk.nr;
   epilogue_tiles(epi, mr, nr, mc, nc, i0, j0,
                  [&](float* acc, int64_t ir, int64_t jr, int mv, int nv) {
-                   if (beta != 0.0f) {  // the rank-KC updates so far, in C
-                     if (mv < mr || nv < nr) std::fill(acc, acc + mr * nr, 0.0f);
-                     const float* tile = c + ir * rs + jr * cs;
+                   const float* a = ap + ir * kc;
+                   const float* b = bp + jr * kc;
+                   float* tile = c + ir * rs + jr * cs;
+                   auto copy_to_acc = [&] {  // the tile's valid part, from c
                      for (int i = 0; i < mv; ++i) {
                        if (cs == 1) {
                          std::memcpy(acc + i * nr, tile + i * rs, nv * sizeof(float));
@@ -275,8 +283,23 @@ void macro_kernel_epilogue(const cpu::GemmMicroKernel<float>& uk, int64_t mc, in
                          for (int j = 0; j < nv; ++j) acc[i * nr + j] = tile[i * rs + j * cs];
                        }
                      }
+                   };
+                   if (nv < nr || (mv < mr && !uk.rows)) {  // the full kernel on acc
+                     if (beta != 0.0f) {
+                       std::fill(acc, acc + mr * nr, 0.0f);
+                       copy_to_acc();
+                     }
+                     uk.fn(kc, alpha, a, b, beta, acc, nr, 1);
+                     return;
                    }
-                   uk.fn(kc, alpha, ap + ir * kc, bp + jr * kc, beta, acc, nr, 1);
+                   const cpu::GemmMicroKernelFn<float> fn = mv == mr ? uk.fn : uk.rows[mv];
+                   if (mv < mr) std::fill(acc + mv * nr, acc + mr * nr, 0.0f);
+                   if (beta == 0.0f) {
+                     fn(kc, alpha, a, b, beta, acc, nr, 1);
+                   } else {
+                     fn(kc, alpha, a, b, beta, tile, rs, cs);  // in place
+                     copy_to_acc();
+                   }
                  });
 }
 

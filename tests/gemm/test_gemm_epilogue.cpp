@@ -346,16 +346,21 @@ TEST(GemmEpilogue, ThreadsOneVsTwoBitwise) {
 
 // The accumulator is bitwise what gemm() with beta 0 computes.
 TEST(GemmEpilogue, AccumulatorMatchesPlainGemmBitwise) {
+  // k = 700 spans KC blocks: the last one finishes whole tiles in place in D (the
+  // accumulation buffer), bottom edges on the kernel for their rows; D row- and column-major.
   for (const auto& nk : runnable_kernels()) {
-    Operands o(40, 70, 700, Layout::RowMajor, Layout::General, 29);
-    GuardedMatrix<float> plain(o.m, o.n, Layout::RowMajor), fused(o.m, o.n, Layout::RowMajor);
-    GemmProblem q = o.p;
-    q.c = plain.data(), q.c_rs = plain.rs, q.c_cs = plain.cs;
-    gemm(q, nk.kernels);
-    EpiloguePlan plan(o.m, o.n);
-    plan.store(plan.accumulator(), fused.data(), fused.rs, fused.cs);
-    gemm_epilogue(o.p, plan, nk.kernels);
-    EXPECT_EQ(plain.buf, fused.buf) << nk.isa;
+    for (Layout d_layout : {Layout::RowMajor, Layout::ColMajor}) {
+      Operands o(40, 70, 700, Layout::RowMajor, Layout::General, 29);
+      GuardedMatrix<float> plain(o.m, o.n, d_layout), fused(o.m, o.n, d_layout);
+      GemmProblem q = o.p;
+      q.c = plain.data(), q.c_rs = plain.rs, q.c_cs = plain.cs;
+      gemm(q, nk.kernels);
+      EpiloguePlan plan(o.m, o.n);
+      plan.store(plan.accumulator(), fused.data(), fused.rs, fused.cs);
+      gemm_epilogue(o.p, plan, nk.kernels);
+      EXPECT_EQ(plain.buf, fused.buf) << nk.isa;
+      EXPECT_TRUE(fused.sentinels_intact()) << nk.isa;
+    }
   }
 }
 
