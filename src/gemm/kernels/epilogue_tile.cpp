@@ -6,8 +6,11 @@
 // `scratch` (a 14 x 32 float tile is 1.8 KiB, so a dozen nodes stay in L1). The accumulator
 // node reads the driver's tile in place.
 //
-// Vectors run over the padded tile (rows >= mv and columns >= nv hold finite padding), so
-// no loop needs a tail; only leaves that read memory, stores and reductions look at mv, nv.
+// Nodes run over the tile's live part only: rows [0, mv) and the whole vectors that cover
+// columns [0, nv) (lanes past nv in the last one hold finite padding, so no loop needs a
+// tail). Nothing past it reaches an output, and an edge tile of a small product is mostly
+// padding: an 8x8 product's one 14x32 tile is 7x its live part. Only leaves that read
+// memory, stores and reductions look at nv itself.
 #include "gemm/kernels/epilogue_tile.h"
 
 #include <cmath>
@@ -88,10 +91,22 @@ void store_row(const float* src, void* p, ScalarType t, int64_t off, int n, bool
   }
 }
 
-// A matrix leaf (InputTile, SourceC): rows < mv, columns < nv from memory; zeros elsewhere.
+// Calls f(offset) for the offset of every vector in the tile's live part, row by row.
+template <class F>
+void each_live_vector(const EpilogueTile& t, F f) {
+  const int cols = (t.nv + L - 1) / L * L;
+  if (cols == t.nr) {  // whole rows: one contiguous run
+    for (int v = 0; v < t.mv * t.nr; v += L) f(v);
+    return;
+  }
+  for (int i = 0; i < t.mv; ++i)
+    for (int j = 0; j < cols; j += L) f(i * t.nr + j);
+}
+
+// A matrix leaf (InputTile, SourceC): rows < mv, columns < nv from memory; zeros in the rest of
+// the live part.
 void gather_tile(const EpilogueInstr& in, const EpilogueTile& t, float* out) {
-  const int size = t.mr * t.nr;
-  for (int v = 0; v < size; v += L) V(0.0f).store(out + v);
+  each_live_vector(t, [out](int v) { V(0.0f).store(out + v); });
   for (int i = 0; i < t.mv; ++i) {
     float* row = out + i * t.nr;
     const int64_t base = (t.i0 + i) * in.rs + t.j0 * in.cs;
@@ -104,13 +119,13 @@ void gather_tile(const EpilogueInstr& in, const EpilogueTile& t, float* out) {
 }
 
 template <class F>
-void map_unary(const float* x, float* out, int size, F f) {
-  for (int v = 0; v < size; v += L) f(V::load(x + v)).store(out + v);
+void map_unary(const float* x, float* out, const EpilogueTile& t, F f) {
+  each_live_vector(t, [&](int v) { f(V::load(x + v)).store(out + v); });
 }
 
 template <class F>
-void map_binary(const float* x, const float* y, float* out, int size, F f) {
-  for (int v = 0; v < size; v += L) f(V::load(x + v), V::load(y + v)).store(out + v);
+void map_binary(const float* x, const float* y, float* out, const EpilogueTile& t, F f) {
+  each_live_vector(t, [&](int v) { f(V::load(x + v), V::load(y + v)).store(out + v); });
 }
 
 V sigmoid(V x) {
@@ -134,7 +149,6 @@ V round_to(V x, ScalarType dtype) {
 
 void run_node(const EpilogueInstr& in, const EpilogueTile& t, const float* const* vals,
               float* out) {
-  const int size = t.mr * t.nr;
   const float* x = in.x >= 0 ? vals[in.x] : nullptr;
   const float* y = in.y >= 0 ? vals[in.y] : nullptr;
   switch (in.op) {
@@ -142,11 +156,11 @@ void run_node(const EpilogueInstr& in, const EpilogueTile& t, const float* const
     case EpilogueOp::kCount:
       break;  // Accumulator reads t.acc in place (see epilogue_tile_f32)
     case EpilogueOp::Scalar:
-      for (int v = 0; v < size; v += L) V(in.s0).store(out + v);
+      each_live_vector(t, [&](int v) { V(in.s0).store(out + v); });
       break;
     case EpilogueOp::SourceC:
       gather_tile(in, t, out);
-      for (int v = 0; v < size; v += L) (V::load(out + v) * V(in.s0)).store(out + v);
+      each_live_vector(t, [&](int v) { (V::load(out + v) * V(in.s0)).store(out + v); });
       break;
     case EpilogueOp::InputTile:
       gather_tile(in, t, out);
@@ -158,63 +172,63 @@ void run_node(const EpilogueInstr& in, const EpilogueTile& t, const float* const
       } else {
         for (int j = 0; j < t.nv; ++j) out[j] = load_scalar(in.data, in.dtype, (t.j0 + j) * in.rs);
       }
-      for (int i = 1; i < t.mr; ++i)
-        for (int j = 0; j < t.nr; j += L) V::load(out + j).store(out + i * t.nr + j);
+      for (int i = 1; i < t.mv; ++i)
+        for (int j = 0; j < t.nv; j += L) V::load(out + j).store(out + i * t.nr + j);
       break;
     }
     case EpilogueOp::ColBroadcast:
-      for (int i = 0; i < t.mr; ++i) {
-        const float v = i < t.mv ? load_scalar(in.data, in.dtype, (t.i0 + i) * in.rs) : 0.0f;
-        for (int j = 0; j < t.nr; j += L) V(v).store(out + i * t.nr + j);
+      for (int i = 0; i < t.mv; ++i) {
+        const float v = load_scalar(in.data, in.dtype, (t.i0 + i) * in.rs);
+        for (int j = 0; j < t.nv; j += L) V(v).store(out + i * t.nr + j);
       }
       break;
     case EpilogueOp::Add:
-      map_binary(x, y, out, size, [](V a, V b) { return a + b; });
+      map_binary(x, y, out, t, [](V a, V b) { return a + b; });
       break;
     case EpilogueOp::Sub:
-      map_binary(x, y, out, size, [](V a, V b) { return a - b; });
+      map_binary(x, y, out, t, [](V a, V b) { return a - b; });
       break;
     case EpilogueOp::Mul:
-      map_binary(x, y, out, size, [](V a, V b) { return a * b; });
+      map_binary(x, y, out, t, [](V a, V b) { return a * b; });
       break;
     case EpilogueOp::Div:
-      map_binary(x, y, out, size, [](V a, V b) { return a / b; });
+      map_binary(x, y, out, t, [](V a, V b) { return a / b; });
       break;
     case EpilogueOp::Max:
-      map_binary(x, y, out, size, [](V a, V b) { return V::max(a, b); });
+      map_binary(x, y, out, t, [](V a, V b) { return V::max(a, b); });
       break;
     case EpilogueOp::Min:
-      map_binary(x, y, out, size, [](V a, V b) { return V::min(a, b); });
+      map_binary(x, y, out, t, [](V a, V b) { return V::min(a, b); });
       break;
     case EpilogueOp::Relu:
-      map_unary(x, out, size, [](V a) { return V::max(a, V(0.0f)); });
+      map_unary(x, out, t, [](V a) { return V::max(a, V(0.0f)); });
       break;
     case EpilogueOp::GeluErf:
-      map_unary(x, out, size, [](V a) { return a * vec::TS_ISA::normal_cdf(a); });
+      map_unary(x, out, t, [](V a) { return a * vec::TS_ISA::normal_cdf(a); });
       break;
     case EpilogueOp::GeluTanh:
-      map_unary(x, out, size, vec::TS_ISA::gelu_tanh<float>);
+      map_unary(x, out, t, vec::TS_ISA::gelu_tanh<float>);
       break;
     case EpilogueOp::Silu:
-      map_unary(x, out, size, [](V a) { return a * sigmoid(a); });
+      map_unary(x, out, t, [](V a) { return a * sigmoid(a); });
       break;
     case EpilogueOp::Sigmoid:
-      map_unary(x, out, size, sigmoid);
+      map_unary(x, out, t, sigmoid);
       break;
     case EpilogueOp::Tanh:
-      map_unary(x, out, size, [](V a) { return a.tanh(); });
+      map_unary(x, out, t, [](V a) { return a.tanh(); });
       break;
     case EpilogueOp::Exp:
-      map_unary(x, out, size, [](V a) { return a.exp(); });
+      map_unary(x, out, t, [](V a) { return a.exp(); });
       break;
     case EpilogueOp::Clamp: {
       const V lo(in.s0), hi(in.s1);
-      map_unary(x, out, size, [&](V a) { return V::min(V::max(a, lo), hi); });
+      map_unary(x, out, t, [&](V a) { return V::min(V::max(a, lo), hi); });
       break;
     }
     case EpilogueOp::Cast: {
       const ScalarType d = in.dtype;
-      map_unary(x, out, size, [d](V a) { return round_to(a, d); });
+      map_unary(x, out, t, [d](V a) { return round_to(a, d); });
       break;
     }
   }
@@ -285,7 +299,7 @@ void run_reduce(const EpilogueReduceOp& r, const EpilogueTile& t, const float* v
     }
   } else {
     float* dst = r.partials + (t.i0 / t.mr) * r.ld + t.j0;
-    for (int j = 0; j < t.nr; j += L) {
+    for (int j = 0; j < t.nv; j += L) {
       V acc = id;
       for (int i = 0; i < t.mv; ++i) acc = combine(r.kind, acc, V::load(val + i * t.nr + j));
       if (j + L <= t.nv) {

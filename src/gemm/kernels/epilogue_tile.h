@@ -4,14 +4,15 @@
 // After the last rank-KC update of an MR x NR tile, the driver leaves alpha * (A B) for the
 // tile in a contiguous, L1-hot buffer (`EpilogueTile::acc`, row stride NR) and calls the
 // interpreter once. The interpreter evaluates the nodes in order (node k reads only nodes
-// < k), each over the whole padded MR x NR tile, one vector at a time, into per-node tile
-// buffers in `scratch`; then it performs the stores (valid mv x nv part only) and writes one
-// partial per row (per column) of the tile for each reduction. Partials are combined by the
-// driver in a fixed order, so reductions do not depend on the thread count.
+// < k), each over the tile's live part (rows < mv, the vectors covering columns < nv), one
+// vector at a time, into per-node tile buffers in `scratch`; then it performs the stores (valid mv
+// x nv part only) and writes one partial per row (per column) of the tile for each reduction.
+// Partials are combined by the driver in a fixed order, so reductions do not depend on the thread
+// count.
 //
-// Rows and columns past the matrix edge (i >= mv, j >= nv) hold values computed from zero
-// padding; leaves never read memory there, stores never write there, and reductions skip
-// them.
+// Lanes past the matrix edge inside the live part's last vector (j >= nv) hold values
+// computed from zero padding; leaves never read memory there, stores never write there, and
+// reductions skip them. Rows >= mv and vectors past the live part are never computed.
 #pragma once
 
 #include <cstdint>
