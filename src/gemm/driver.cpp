@@ -262,8 +262,9 @@ void epilogue_tiles(const EpilogueHook& epi, int mr, int nr, int64_t m, int64_t 
 //     reads and whose final values are the plan's to write): tiles of whole rows are finished
 //     in place, where the microkernel prefetches c's lines under its multiplies, and copied
 //     from L1; copying the partial sums in first stalled on each line (3% of a 1024^3 product);
-//   - bottom edges leave the padding rows of acc zero (the plan runs over the whole tile);
-//   - right edges run the full kernel on acc, partial sums copied in and zero-padded.
+//   - bottom edges leave acc's rows from mv on as they were: the plan never reads them;
+//   - right edges run the full kernel on acc, partial sums copied in and zero-padded (lanes
+//     past nv in the last live vector must stay finite).
 // (i0, j0): where c sits in the output.
 void macro_kernel_epilogue(const cpu::GemmMicroKernel<float>& uk, int64_t mc, int64_t nc,
                            int64_t kc, float alpha, const float* ap, const float* bp, float beta,
@@ -293,7 +294,6 @@ void macro_kernel_epilogue(const cpu::GemmMicroKernel<float>& uk, int64_t mc, in
                      return;
                    }
                    const cpu::GemmMicroKernelFn<float> fn = mv == mr ? uk.fn : uk.rows[mv];
-                   if (mv < mr) std::fill(acc + mv * nr, acc + mr * nr, 0.0f);
                    if (beta == 0.0f) {
                      fn(kc, alpha, a, b, beta, acc, nr, 1);
                    } else {
