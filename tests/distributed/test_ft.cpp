@@ -408,6 +408,26 @@ TEST(FtQuorum, TheFirstRoundWaitsForTheReplicasTheJobStartsWith) {
   for (auto& x : r) EXPECT_EQ(member_ids(x->answer()), (std::vector<int>{0, 1, 2}));
 }
 
+// Registered is not enough: a replica slow to ask (a sanitized worker building its model)
+// still holds the first round, past the join window, until it asks; otherwise the two that
+// asked first would train steps the third then trains again on its own under the same numbers
+// (seen in `tessera launch --ft` under ASan). Later rounds do not wait for it (see above).
+TEST(FtQuorum, TheFirstRoundWaitsForEveryReplicaToAsk) {
+  auto store = std::make_shared<dist::HashStore>(kTestTimeout);
+  ft::LighthouseOptions lo = quick_lighthouse(2, 100ms);
+  lo.expected_replicas = 3;
+  lo.start_window = 10s;
+  ft::Lighthouse lighthouse(store, lo);
+  std::vector<std::unique_ptr<ScriptedReplica>> r;
+  for (int id = 0; id < 3; ++id) r.push_back(std::make_unique<ScriptedReplica>(store, id));
+  r[0]->ask(0, false);
+  r[1]->ask(0, false);
+  std::this_thread::sleep_for(400ms);  // four join windows
+  EXPECT_EQ(lighthouse.rounds(), 0) << "the first round formed before replica 2 asked";
+  r[2]->ask(0, false);
+  for (auto& x : r) EXPECT_EQ(member_ids(x->answer()), (std::vector<int>{0, 1, 2}));
+}
+
 // The launcher saw replica 2 die and restarts it. Replicas 0 and 1 finish before the new
 // process registers: the job's end waits for it (they would otherwise leave it to train the
 // job again on its own), and it heals from them.

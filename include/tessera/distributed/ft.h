@@ -69,13 +69,14 @@ struct LighthouseOptions {
   Milliseconds failure_join_window{30};
   // How often the Lighthouse looks at the store.
   Milliseconds poll_interval{2};
-  // The replicas the job starts with (0: not known). No round forms until that many have
-  // registered, or start_window after the Lighthouse started: the first round then holds them
+  // The replicas the job starts with (0: not known). The first round does not form until that
+  // many have asked (or died), or start_window after the Lighthouse started: it then holds them
   // all. Otherwise the replicas that start first may train, even finish, before the others
-  // register (which would then start the job over on their own).
+  // ask (which would then start the job over on their own, under the same step numbers).
   int expected_replicas = 0;
   // How long the first round waits for expected_replicas; zero: join_window. (Launchers on
-  // several nodes start at different times: `tessera launch --ft --nnodes` waits 5 minutes.)
+  // several nodes start at different times: `tessera launch --ft --nnodes` waits 5 minutes, on
+  // one node 30 seconds.)
   Milliseconds start_window{0};
 };
 

@@ -190,7 +190,9 @@ struct Lighthouse::Impl {
     std::unique_lock lock(mutex);
     std::vector<int> live, asking;
     bool failure = false, all_finishing = true, starting = false;
+    int ready = 0;  // replicas that asked at least once or died
     for (const auto& [id, r] : replicas) {
+      ready += r.joined || r.dead;
       // A replica still starting (registered, not asked yet) holds a round up for at most
       // join_window after it registered; it holds the job's end up until it asks (or dies),
       // as does one being restarted.
@@ -216,9 +218,8 @@ struct Lighthouse::Impl {
     if (!late) {
       const auto start_window =
           options.start_window.count() > 0 ? options.start_window : options.join_window;
-      if (static_cast<int>(replicas.size()) < options.expected_replicas &&
-          now - started < start_window)
-        return;  // the job starts: some of its replicas have not registered yet
+      if (round == 0 && ready < options.expected_replicas && now - started < start_window)
+        return;  // the job starts: some of its replicas have not asked yet
       const bool everyone = asking.size() == live.size();
       const auto window = failure ? options.failure_join_window : options.join_window;
       if (!everyone && now - first_pending < window) return;

@@ -597,7 +597,14 @@ int launch_ft(const LaunchOptions& options, int port, const std::string& secret,
     lo.min_replicas = options.ft_min_replicas;
     lo.heartbeat_timeout = options.ft_heartbeat_timeout;
     lo.expected_replicas = options.nnodes * options.nproc_per_node;
-    if (options.nnodes > 1) lo.start_window = std::chrono::minutes(5);  // launchers start apart
+    // The first round waits until every replica asked (or died), for at most start_window:
+    // replicas that start late would otherwise begin the job over on their own, under the same
+    // step numbers. Launchers on several nodes start apart; on one node the workers start
+    // together, but a loaded or sanitized machine takes over a second to start them (seen: 4
+    // ASan workers on 2 cores started 0.3 s apart, 1.2 s after the Lighthouse, past the 1 s
+    // default: two pairs trained steps 1-10 apart). Half the Managers' quorum timeout.
+    lo.start_window = options.nnodes > 1 ? std::chrono::milliseconds(std::chrono::minutes(5))
+                                         : std::chrono::milliseconds(std::chrono::seconds(30));
     lighthouse =
         std::make_unique<ft::Lighthouse>(std::make_shared<TCPStore>(store_host(options), co), lo);
   }
