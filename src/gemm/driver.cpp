@@ -255,50 +255,63 @@ void epilogue_tiles(const EpilogueHook& epi, int mr, int nr, int64_t m, int64_t 
   fence_streamed_stores(*epi.program);
 }
 
-// Loops 2 and 1 for the last rank-KC update of an epilogue plan: each tile is finished and
-// handed to the plan in the contiguous scratch tile `acc` while it is hot in L1, as the plain
-// path would finish it (bottom edges on the kernel for their rows only):
-//   - partial sums in c (beta != 0: c is then the accumulation buffer, which the plan never
-//     reads and whose final values are the plan's to write): tiles of whole rows are finished
-//     in place, where the microkernel prefetches c's lines under its multiplies, and copied
-//     from L1; copying the partial sums in first stalled on each line (3% of a 1024^3 product);
-//   - bottom edges leave acc's rows from mv on as they were: the plan never reads them;
-//   - right edges run the full kernel on acc, partial sums copied in and zero-padded (lanes
-//     past nv in the last live vector must stay finite).
-// (i0, j0): where c sits in the output.
+// One mv x nv tile of C (at most MR x NR), c = alpha A B + beta c, in place: whole tiles on
+// the kernel, bottom edges on the kernel for their rows, anything narrower in the zero-padded
+// `edge` buffer (C copied in when beta != 0, the valid part copied back), so edge and interior
+// tiles round identically and no write lands outside the tile.
+template <class T>
+void finish_tile(const cpu::GemmMicroKernel<T>& uk, int64_t kc, T alpha, const T* a, const T* b,
+                 T beta, T* tile, int64_t rs, int64_t cs, int64_t mv, int64_t nv, T* edge) {
+  const int64_t mr = uk.mr, nr = uk.nr;
+  if (mv == mr && nv == nr) {
+    uk.fn(kc, alpha, a, b, beta, tile, rs, cs);
+    return;
+  }
+  if (nv == nr && uk.rows) {
+    uk.rows[mv](kc, alpha, a, b, beta, tile, rs, cs);
+    return;
+  }
+  if (beta != T(0)) {
+    std::fill(edge, edge + mr * nr, T(0));
+    for (int64_t i = 0; i < mv; ++i)
+      for (int64_t j = 0; j < nv; ++j) edge[i * nr + j] = tile[i * rs + j * cs];
+  }
+  uk.fn(kc, alpha, a, b, beta, edge, nr, 1);
+  for (int64_t i = 0; i < mv; ++i)
+    for (int64_t j = 0; j < nv; ++j) tile[i * rs + j * cs] = edge[i * nr + j];
+}
+
+// Loops 2 and 1 for the last rank-KC update of an epilogue plan: each tile is finished as the
+// plain path finishes it (finish_tile) and handed to the plan in the contiguous scratch tile
+// `acc` while it is hot in L1. With partial sums in c (beta != 0: c is then the accumulation
+// buffer, which the plan never reads and whose final values are the plan's to write), the tile
+// is finished in place there, where the microkernel prefetches c's lines under its multiplies,
+// and copied to acc from L1; copying the partial sums in first stalled on each line (3% of a
+// 1024^3 product). Lanes past nv in acc's last live vector stay finite (zeros). (i0, j0): where c
+// sits in the output.
 void macro_kernel_epilogue(const cpu::GemmMicroKernel<float>& uk, int64_t mc, int64_t nc,
                            int64_t kc, float alpha, const float* ap, const float* bp, float beta,
                            float* c, int64_t rs, int64_t cs, const EpilogueHook& epi, int64_t i0,
                            int64_t j0) {
   const int mr = uk.mr, nr = uk.nr;
+  alignas(64) float edge[kMaxTile];
   epilogue_tiles(epi, mr, nr, mc, nc, i0, j0,
                  [&](float* acc, int64_t ir, int64_t jr, int mv, int nv) {
                    const float* a = ap + ir * kc;
                    const float* b = bp + jr * kc;
-                   float* tile = c + ir * rs + jr * cs;
-                   auto copy_to_acc = [&] {  // the tile's valid part, from c
-                     for (int i = 0; i < mv; ++i) {
-                       if (cs == 1) {
-                         std::memcpy(acc + i * nr, tile + i * rs, nv * sizeof(float));
-                       } else {
-                         for (int j = 0; j < nv; ++j) acc[i * nr + j] = tile[i * rs + j * cs];
-                       }
-                     }
-                   };
-                   if (nv < nr || (mv < mr && !uk.rows)) {  // the full kernel on acc
-                     if (beta != 0.0f) {
-                       std::fill(acc, acc + mr * nr, 0.0f);
-                       copy_to_acc();
-                     }
-                     uk.fn(kc, alpha, a, b, beta, acc, nr, 1);
+                   if (beta == 0.0f) {  // acc is a whole tile wide: its padding columns are zeros
+                     finish_tile(uk, kc, alpha, a, b, beta, acc, nr, 1, mv, nr, edge);
                      return;
                    }
-                   const cpu::GemmMicroKernelFn<float> fn = mv == mr ? uk.fn : uk.rows[mv];
-                   if (beta == 0.0f) {
-                     fn(kc, alpha, a, b, beta, acc, nr, 1);
-                   } else {
-                     fn(kc, alpha, a, b, beta, tile, rs, cs);  // in place
-                     copy_to_acc();
+                   float* tile = c + ir * rs + jr * cs;
+                   finish_tile(uk, kc, alpha, a, b, beta, tile, rs, cs, mv, nv, edge);
+                   if (nv < nr) std::fill(acc, acc + mr * nr, 0.0f);
+                   for (int i = 0; i < mv; ++i) {
+                     if (cs == 1) {
+                       std::memcpy(acc + i * nr, tile + i * rs, nv * sizeof(float));
+                     } else {
+                       for (int j = 0; j < nv; ++j) acc[i * nr + j] = tile[i * rs + j * cs];
+                     }
                    }
                  });
 }
@@ -355,22 +368,7 @@ void macro_kernel(const cpu::GemmMicroKernel<T>& uk, int64_t mc, int64_t nc, int
           for (int64_t j = lo(i), h = hi(i); j < h; ++j) tile[i * rs + j * cs] = edge[i * nr + j];
         continue;
       }
-      if (mv == mr && nv == nr) {
-        uk.fn(kc, alpha, a_panel, b_panel, beta, tile, rs, cs);
-        continue;
-      }
-      if (nv == nr && uk.rows) {  // a bottom edge: only its rows, stored in place
-        uk.rows[mv](kc, alpha, a_panel, b_panel, beta, tile, rs, cs);
-        continue;
-      }
-      if (beta != T(0)) {
-        std::fill(edge, edge + mr * nr, T(0));
-        for (int64_t i = 0; i < mv; ++i)
-          for (int64_t j = 0; j < nv; ++j) edge[i * nr + j] = tile[i * rs + j * cs];
-      }
-      uk.fn(kc, alpha, a_panel, b_panel, beta, edge, nr, 1);
-      for (int64_t i = 0; i < mv; ++i)
-        for (int64_t j = 0; j < nv; ++j) tile[i * rs + j * cs] = edge[i * nr + j];
+      finish_tile(uk, kc, alpha, a_panel, b_panel, beta, tile, rs, cs, mv, nv, edge);
     }
   }
 }
