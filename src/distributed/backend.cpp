@@ -30,16 +30,22 @@ WorkPtr Backend::reconfigure(const ReconfigureOptions&) {
 }
 
 void Backend::suspend() {
-  TS_THROW(NotImplementedError, "suspend(): the '{}' backend cannot suspend (shm and gloo can)",
+  TS_THROW(NotImplementedError,
+           "suspend(): the '{}' backend cannot suspend (it does not override Backend::suspend; "
+           "the built-in backends do)",
            name());
 }
 void Backend::resume() {
-  TS_THROW(NotImplementedError, "resume(): the '{}' backend cannot suspend (shm and gloo can)",
+  TS_THROW(NotImplementedError,
+           "resume(): the '{}' backend cannot suspend (it does not override Backend::resume; the "
+           "built-in backends do)",
            name());
 }
 MemoryStats Backend::memory_stats() const {
   TS_THROW(NotImplementedError,
-           "memory_stats(): the '{}' backend does not report its memory (shm and gloo do)", name());
+           "memory_stats(): the '{}' backend does not report its memory (it does not override "
+           "Backend::memory_stats; the built-in backends do)",
+           name());
 }
 
 std::shared_ptr<Window> Backend::new_window() {

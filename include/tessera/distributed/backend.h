@@ -54,6 +54,14 @@ struct MemoryStats {
   uint64_t connections = 0;     // open connections to peers now (gloo: one per peer)
   bool suspended = false;
   uint64_t suspend_count = 0;  // suspends so far
+
+  // Adds `part`'s bytes and connections (a backend made of others reports their sums).
+  void add_counts(const MemoryStats& part) {
+    total_bytes += part.total_bytes;
+    held_bytes += part.held_bytes;
+    released_bytes += part.released_bytes;
+    connections += part.connections;
+  }
 };
 
 class Window;  // window.h
@@ -149,8 +157,10 @@ class Backend : public std::enable_shared_from_this<Backend> {
   // point of its sequence of collectives. suspend() first completes a barrier, so every
   // earlier op has finished on every rank; it refuses while this rank has a send or recv
   // pending. Ops on a suspended backend throw DistBackendError; resume() is bounded by the
-  // backend's timeout (on failure the backend stays suspended). The shm and gloo backends
-  // implement them; the others throw NotImplementedError.
+  // backend's timeout (on failure the backend stays suspended). Every built-in backend
+  // implements them (mpi frees its communicator; lazy and hierarchical suspend the
+  // communicators they are made of); a plugin that does not override them throws
+  // NotImplementedError.
   virtual void suspend();
   virtual void resume();
   virtual MemoryStats memory_stats() const;

@@ -331,25 +331,8 @@ WorkPtr OpBackend::recv(const Tensor& tensor, int src, const SendRecvOptions& op
   return track_p2p(enqueue(std::move(op), {tensor}, opts.timeout));
 }
 
-WorkPtr OpBackend::track_p2p(WorkPtr work) {
-  std::lock_guard lock(p2p_mutex_);
-  std::erase_if(p2p_works_, [](const std::weak_ptr<Work>& w) {
-    const auto p = w.lock();
-    return !p || p->is_completed();
-  });
-  p2p_works_.push_back(work);
-  return work;
-}
-
 void OpBackend::check_no_pending_p2p(std::string_view group) const {
-  std::lock_guard lock(p2p_mutex_);
-  const auto pending = std::count_if(p2p_works_.begin(), p2p_works_.end(), [](const auto& w) {
-    const auto p = w.lock();
-    return p && !p->is_completed();
-  });
-  TS_CHECK(pending == 0, distributed::DistBackendError,
-           "suspend(): {} group '{}' (rank {}) has {} sends/recvs pending; wait for them first",
-           name(), group, rank_, pending);
+  issued_p2p_.check_none(name(), group, rank_);
 }
 
 WorkPtr OpBackend::new_work(Op& op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout,

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "distributed/backends/op.h"
+#include "distributed/backends/pending_p2p.h"
 #include "tessera/distributed/backend.h"
 
 namespace tessera::distributed {
@@ -65,17 +66,15 @@ class OpBackend : public Backend {
   // suspend()'s first check: throws DistBackendError naming `group` while a send or recv this
   // rank issued has not completed.
   void check_no_pending_p2p(std::string_view group) const;
+  // For backends that override send/recv: records the Work for that check.
+  WorkPtr track_p2p(WorkPtr work) { return issued_p2p_.track(std::move(work)); }
 
  private:
   // gather's and scatter's list: on the root one tensor per rank like `like`; elsewhere empty.
   void check_root_list(std::string_view op, std::string_view arg, const std::vector<Tensor>& list,
                        const Tensor& like, int root, std::string_view role,
                        std::string_view root_arg) const;
-  // Records a send's or recv's Work for check_no_pending_p2p (completed ones are dropped).
-  WorkPtr track_p2p(WorkPtr work);
-
-  mutable std::mutex p2p_mutex_;
-  std::vector<std::weak_ptr<Work>> p2p_works_;
+  PendingP2P issued_p2p_;  // for check_no_pending_p2p
 };
 
 }  // namespace tessera::distributed

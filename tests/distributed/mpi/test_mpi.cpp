@@ -221,5 +221,75 @@ TEST(Mpi, ShutDownGroupRefusesOps) {
   expect_error_mentions([&] { g->backend().barrier({}); }, {"barrier", "shut down"});
 }
 
+// Suspend frees the communicator and resume makes a new one, on the world group and on a
+// subgroup made by MPI_Comm_create_group; ops in between are refused.
+TEST(Mpi, SuspendFreesTheCommunicatorAndResumeMakesANewOne) {
+  const int n = job_size(), r = dist::get_rank();
+  std::vector<int> evens;
+  for (int k = 0; k < n; k += 2) evens.push_back(k);
+  auto sub = dist::new_group(evens);  // every rank calls it, members or not
+  std::vector<dist::Backend*> groups{&dist::group_world()->backend()};
+  if (sub->is_member()) groups.push_back(&sub->backend());
+  // A window made before the suspend works after the resume (MPI holds the window's own
+  // communicator; its fence barriers through the group, so not while suspended).
+  // (OpenMPI has no one-sided component for one process: tests/distributed/mpi windows.)
+  dist::WindowPtr w;
+  if (n > 1) {
+    w = dist::group_world()->backend().new_window();
+    w->tensor_register(dist::window_empty({4}, kFloat32));
+  }
+  for (dist::Backend* b : groups) {
+    const int members = b->size();
+    for (int round = 1; round <= 2; ++round) {
+      EXPECT_FALSE(b->memory_stats().suspended);
+      b->suspend();
+      const dist::MemoryStats s = b->memory_stats();
+      EXPECT_TRUE(s.suspended);
+      EXPECT_EQ(s.suspend_count, static_cast<uint64_t>(round));
+      EXPECT_EQ(s.held_bytes, 0u);  // MPI's memory is not visible here
+      Tensor x = ones({2}, TensorOptions(kFloat32));
+      expect_error_mentions([&] { b->allreduce(x, {}); },
+                            {"all_reduce", "is suspended; call resume() first"});
+      expect_error_mentions([&] { b->suspend(); }, {"suspend", "suspended already"});
+      expect_error_mentions([&] { b->new_window(); }, {"new_window", "suspended"});
+      b->resume();
+      if (w && b == groups.front()) {
+        const int next = (r + 1) % n;
+        w->put(full({2}, 10.0 * round + r, TensorOptions(kFloat32)), next, 1);
+        w->fence();
+        Tensor back = empty({2}, TensorOptions(kFloat32));
+        w->get(back, next, 1);
+        EXPECT_EQ(as_doubles(back), (std::vector<double>(2, 10.0 * round + r)));
+        w->fence();
+      }
+      EXPECT_FALSE(b->memory_stats().suspended);
+      Tensor t = filled(kInt64, 3, [&](int64_t i) { return (r + 1) * (i + 1); });
+      EXPECT_TRUE(b->allreduce(t, {})->wait());
+      double expected = 0;
+      for (int k = 0; k < n; ++k)
+        if (members == n || k % 2 == 0) expected += k + 1;
+      EXPECT_EQ(as_doubles(t)[2], 3 * expected);
+    }
+    expect_error_mentions([&] { b->resume(); }, {"resume", "not suspended"});
+  }
+  if (w) w->tensor_deregister();
+  dist::destroy_process_group(sub);
+  dist::barrier();
+}
+
+TEST(Mpi, SuspendIsRefusedWhileARecvIsPending) {
+  const int r = dist::get_rank();
+  auto& b = dist::group_world()->backend();
+  Tensor t = empty({3}, TensorOptions(kInt32));
+  auto recv = b.recv(t, r, {});  // from itself: matched by the send below
+  expect_error_mentions([&] { b.suspend(); }, {"suspend", "1 sends/recvs pending"});
+  EXPECT_FALSE(b.memory_stats().suspended);
+  EXPECT_TRUE(b.send(full({3}, 4.0, TensorOptions(kInt32)), r, {})->wait());
+  EXPECT_TRUE(recv->wait());
+  b.suspend();  // now it may
+  b.resume();
+  dist::barrier();
+}
+
 }  // namespace
 }  // namespace tessera::testing

@@ -94,10 +94,61 @@ class HierBackend : public OpBackend {
 
   // Point-to-point runs flat, over gloo among all ranks.
   WorkPtr send(const Tensor& t, int dst, const SendRecvOptions& o) override {
-    return flat_->send(t, dst, o);
+    check_not_suspended("send");
+    return track_p2p(flat_->send(t, dst, o));
   }
   WorkPtr recv(const Tensor& t, int src, const SendRecvOptions& o) override {
-    return flat_->recv(t, src, o);
+    check_not_suspended("recv");
+    return track_p2p(flat_->recv(t, src, o));
+  }
+
+  // Suspend releases what the three communicators hold (the host's shm segment, the gloo
+  // connections of the leaders and of the flat group); resume sets them up again. Every rank
+  // walks them in the same order (flat, host, leaders), so the communicators' own collective
+  // suspends and resumes meet. Point-to-point ops went to the flat group, but are tracked
+  // here, so a pending one refuses the suspend before any barrier.
+  void suspend() override {
+    check_no_pending_p2p(group_);
+    {
+      std::lock_guard lock(mutex_);
+      TS_CHECK(!suspended_, distributed::DistBackendError,
+               "suspend(): hierarchical group '{}' (rank {}) is suspended already", group_, rank_);
+      if (error_) std::rethrow_exception(error_);
+    }
+    barrier(BarrierOptions{})->wait();  // every rank's earlier ops are done
+    {
+      std::lock_guard lock(mutex_);
+      suspended_ = true;  // from now on ops are refused
+      ++suspend_count_;
+    }
+    flat_->suspend();
+    local_->suspend();
+    if (cross_) cross_->suspend();
+  }
+
+  // A resume that fails (a peer that never resumes: each communicator's timeout) leaves this
+  // group suspended; calling it again resumes the communicators that are still suspended.
+  void resume() override {
+    {
+      std::lock_guard lock(mutex_);
+      TS_CHECK(suspended_ && !stopping_, distributed::DistBackendError,
+               "resume(): hierarchical group '{}' (rank {}) is not suspended", group_, rank_);
+    }
+    for (const BackendPtr& b : {flat_, local_, cross_})
+      if (b && b->memory_stats().suspended) b->resume();
+    std::lock_guard lock(mutex_);
+    suspended_ = false;
+  }
+
+  // The sums over the three communicators.
+  MemoryStats memory_stats() const override {
+    MemoryStats s;
+    for (const BackendPtr& b : {flat_, local_, cross_})
+      if (b) s.add_counts(b->memory_stats());
+    std::lock_guard lock(mutex_);
+    s.suspended = suspended_;
+    s.suspend_count = suspend_count_;
+    return s;
   }
 
   void abort(const std::string& reason) override {
@@ -140,8 +191,8 @@ class HierBackend : public OpBackend {
   // the worker.
   WorkPtr enqueue(Op op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout) override {
     std::lock_guard lock(mutex_);
-    auto work =
-        new_work(op, std::move(keep), timeout, timeout_, group_, next_seq_, stopping_, error_);
+    auto work = new_work(op, std::move(keep), timeout, timeout_, group_, next_seq_, stopping_,
+                         error_, suspended_);
     if (error_) return work;
     queue_.push_back({std::move(op), work});
     cv_.notify_all();
@@ -153,6 +204,13 @@ class HierBackend : public OpBackend {
     Op op;
     WorkPtr work;
   };
+
+  void check_not_suspended(const char* op) const {
+    std::lock_guard lock(mutex_);
+    TS_CHECK(!suspended_, distributed::DistBackendError,
+             "{}(): the hierarchical group '{}' (rank {}) is suspended; call resume() first", op,
+             group_, rank_);
+  }
 
   void work_loop() {
     for (;;) {
@@ -573,6 +631,8 @@ class HierBackend : public OpBackend {
   std::deque<Entry> queue_;
   std::exception_ptr error_;
   bool stopping_ = false;
+  bool suspended_ = false;
+  uint64_t suspend_count_ = 0;
   uint64_t next_seq_ = 0;
   std::thread worker_;
 };

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "distributed/backends/forwarding.h"
+#include "distributed/backends/pending_p2p.h"
 #include "tessera/distributed/distributed.h"
 #include "tessera/distributed/lazy.h"
 
@@ -38,13 +39,66 @@ class LazyBackend : public ForwardingBackend {
 
   WorkPtr send(const Tensor& t, int dst, const SendRecvOptions& o) override {
     check_peer("send", "dst", dst);
-    return on_channel(
-        "send", t, dst, [t, o](Backend& b, int peer) { return b.send(t, peer, o); }, o.timeout);
+    return issued_p2p_.track(on_channel(
+        "send", t, dst, [t, o](Backend& b, int peer) { return b.send(t, peer, o); }, o.timeout));
   }
   WorkPtr recv(const Tensor& t, int src, const SendRecvOptions& o) override {
     check_peer("recv", "src", src);
-    return on_channel(
-        "recv", t, src, [t, o](Backend& b, int peer) { return b.recv(t, peer, o); }, o.timeout);
+    return issued_p2p_.track(on_channel(
+        "recv", t, src, [t, o](Backend& b, int peer) { return b.recv(t, peer, o); }, o.timeout));
+  }
+
+  // Suspend suspends every communicator made so far (each releases its segment): the pair
+  // channels by peer, then the full one. A channel is made by both of its ranks together, and
+  // on every rank the pairs come in the same order ((lo, hi) ascending), so each pair's
+  // suspend meets its peer's. Resume walks them again; channels and the full communicator
+  // not made yet are still made on first use.
+  void suspend() override {
+    issued_p2p_.check_none(name(), group_, rank_);
+    std::vector<BackendPtr> made;
+    {
+      std::lock_guard lock(mutex_);
+      check_active_locked("suspend");
+      for (const auto& [peer, c] : channels_)
+        TS_CHECK(c->backend || c->failed, distributed::DistBackendError,
+                 "suspend(): lazy group '{}' (rank {}) is still setting up its channel to rank "
+                 "{}; wait for the ops on it first",
+                 group_, rank_, peer);
+      made = made_in_order_locked();
+      suspended_ = true;  // from now on ops are refused
+      ++suspend_count_;
+    }
+    for (const BackendPtr& b : made) b->suspend();
+  }
+
+  // A resume that fails (a peer that never resumes: the communicator's timeout) leaves this
+  // group suspended; calling it again resumes the communicators that are still suspended.
+  void resume() override {
+    std::vector<BackendPtr> made;
+    {
+      std::lock_guard lock(mutex_);
+      TS_CHECK(suspended_ && !stopping_, distributed::DistBackendError,
+               "resume(): lazy group '{}' (rank {}) is not suspended", group_, rank_);
+      made = made_in_order_locked();
+    }
+    for (const BackendPtr& b : made)
+      if (b->memory_stats().suspended) b->resume();
+    std::lock_guard lock(mutex_);
+    suspended_ = false;
+  }
+
+  // The sums over the communicators made so far.
+  MemoryStats memory_stats() const override {
+    std::vector<BackendPtr> made;
+    MemoryStats s;
+    {
+      std::lock_guard lock(mutex_);
+      made = made_locked();
+      s.suspended = suspended_;
+      s.suspend_count = suspend_count_;
+    }
+    for (const BackendPtr& b : made) s.add_counts(b->memory_stats());
+    return s;
   }
 
   void abort(const std::string& reason) override {
@@ -120,6 +174,24 @@ class LazyBackend : public ForwardingBackend {
       if (c->backend) made.push_back(c->backend);
     return made;
   }
+  // The order suspend and resume walk them: the channels by peer, then the full one.
+  std::vector<BackendPtr> made_in_order_locked() const {
+    std::vector<BackendPtr> made;
+    for (const auto& [peer, c] : channels_)
+      if (c->backend) made.push_back(c->backend);
+    if (full_) made.push_back(full_);
+    return made;
+  }
+
+  // Throws unless ops may run: not aborted, shut down or suspended.
+  void check_active_locked(const char* op) const {
+    if (error_) std::rethrow_exception(error_);
+    TS_CHECK(!stopping_, distributed::DistBackendError, "{}(): the lazy group '{}' was shut down",
+             op, group_);
+    TS_CHECK(!suspended_, distributed::DistBackendError,
+             "{}(): the lazy group '{}' (rank {}) is suspended; call resume() first", op, group_,
+             rank_);
+  }
 
   static void fail_pending_locked(Channel& c, const std::exception_ptr& e) {
     for (auto& p : c.pending) p.outer->mark_failed(WorkStatus::ERROR, e);
@@ -132,7 +204,11 @@ class LazyBackend : public ForwardingBackend {
     {
       std::lock_guard l(mutex_);
       if (error_) std::rethrow_exception(error_);
-      if (full_) return full_;
+      if (full_) return full_;  // it refuses ops itself while suspended, naming the op
+      TS_CHECK(!suspended_, distributed::DistBackendError,
+               "the lazy group '{}' (rank {}) is suspended; call resume() first (a collective "
+               "was issued)",
+               group_, rank_);
     }
     ShmOptions options;
     options.group_name = group_;
@@ -146,9 +222,7 @@ class LazyBackend : public ForwardingBackend {
   WorkPtr on_channel(const char* op, const Tensor& t, int peer, Issue issue,
                      std::optional<Milliseconds> timeout) {
     std::unique_lock lock(mutex_);
-    if (error_) std::rethrow_exception(error_);
-    TS_CHECK(!stopping_, distributed::DistBackendError, "{}(): the lazy group '{}' was shut down",
-             op, group_);
+    check_active_locked(op);
     auto& slot = channels_[peer];
     if (!slot) slot = std::make_unique<Channel>();
     Channel& c = *slot;
@@ -211,6 +285,9 @@ class LazyBackend : public ForwardingBackend {
   std::map<int, std::unique_ptr<Channel>> channels_;
   std::exception_ptr error_;
   bool stopping_ = false;
+  bool suspended_ = false;
+  uint64_t suspend_count_ = 0;
+  PendingP2P issued_p2p_;  // for suspend()'s check
 };
 
 }  // namespace

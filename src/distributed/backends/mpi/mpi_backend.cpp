@@ -241,7 +241,10 @@ class MpiBackend : public OpBackend {
  public:
   MpiBackend(int rank, int size, Milliseconds timeout, const std::vector<int>& global_ranks,
              std::string group_name, bool world)
-      : OpBackend(rank, size), timeout_(timeout), group_name_(std::move(group_name)) {
+      : OpBackend(rank, size),
+        timeout_(timeout),
+        group_name_(std::move(group_name)),
+        global_ranks_(global_ranks) {
     TS_CHECK(timeout.count() > 0, ValueError,
              "mpi backend: argument 'timeout' must be positive, but got {}", timeout);
     TS_CHECK(static_cast<int>(global_ranks.size()) == size && rank >= 0 && rank < size, ValueError,
@@ -260,15 +263,8 @@ class MpiBackend : public OpBackend {
         group_name_, global_ranks[static_cast<size_t>(rank)], global_ranks.back(), world_rank,
         world_size);
     where_ = fmt::format("mpi group '{}' (rank {})", group_name_, rank_);
-    if (size == world_size) {
-      dup_world(timeout);
-    } else {
-      create_group(global_ranks);
-    }
-    {
-      auto lock = call_lock();
-      MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
-    }
+    spans_world_ = size == world_size;
+    comm_ = new_communicator();
     {
       std::lock_guard lock(state().mutex);
       tag_ub_ = state().tag_ub;
@@ -296,6 +292,8 @@ class MpiBackend : public OpBackend {
       std::lock_guard lock(mutex_);
       TS_CHECK(!error_ && !closed_, distributed::DistBackendError, "new_window(): {} was {}",
                where_, error_ ? "aborted" : "shut down");
+      TS_CHECK(!suspended_, distributed::DistBackendError,
+               "new_window(): {} is suspended; call resume() first", where_);
     }
     return make_mpi_window(shared_from_this(), comm_, timeout_, where_);
   }
@@ -329,6 +327,52 @@ class MpiBackend : public OpBackend {
     return error_;
   }
 
+  // Suspend frees the communicator (MPI_Comm_free: MPI releases what it keeps for it, such as
+  // a shared-memory collective module's segment); resume makes a new one as the constructor
+  // did. The memory is MPI's and not visible here, so memory_stats() reports no bytes. Windows
+  // made before work again after the resume (MPI holds their communicators; their fence
+  // barriers through this group, so it is refused meanwhile).
+  void suspend() override {
+    check_no_pending_p2p(group_name_);
+    {
+      std::lock_guard lock(mutex_);
+      TS_CHECK(!suspended_, distributed::DistBackendError, "suspend(): {} is suspended already",
+               where_);
+    }
+    barrier(BarrierOptions{})->wait();  // every rank's earlier ops are done
+    std::lock_guard lock(mutex_);
+    if (error_) std::rethrow_exception(error_);
+    TS_CHECK(!closed_ && !stopping_, distributed::DistBackendError, "suspend(): {} was shut down",
+             where_);
+    suspended_ = true;  // from now on ops are refused; the worker is idle (the barrier ended)
+    {
+      auto call = call_lock();
+      MPI_Comm_free(&comm_);
+    }
+    ++suspend_count_;
+  }
+
+  void resume() override {
+    {
+      std::lock_guard lock(mutex_);
+      TS_CHECK(suspended_, distributed::DistBackendError, "resume(): {} is not suspended", where_);
+      TS_CHECK(!stopping_ && !closed_, distributed::DistBackendError, "resume(): {} was shut down",
+               where_);
+    }
+    MPI_Comm comm = new_communicator();  // bounded by the timeout where MPI allows
+    std::lock_guard lock(mutex_);
+    comm_ = comm;
+    suspended_ = false;
+  }
+
+  MemoryStats memory_stats() const override {
+    std::lock_guard lock(mutex_);
+    MemoryStats s;
+    s.suspended = suspended_;
+    s.suspend_count = suspend_count_;
+    return s;
+  }
+
   // At process exit, before MPI_Finalize: fails what is still pending and releases the
   // communicator.
   void close_at_exit() {
@@ -357,8 +401,8 @@ class MpiBackend : public OpBackend {
       as_count(std::max(in_total, out_total), name, "bytes");
     }
     std::lock_guard lock(mutex_);
-    auto work =
-        new_work(op, std::move(keep), timeout, timeout_, group_name_, next_seq_, stopping_, error_);
+    auto work = new_work(op, std::move(keep), timeout, timeout_, group_name_, next_seq_, stopping_,
+                         error_, suspended_);
     if (error_) return work;
     if (p2p) {
       post_p2p(std::move(op), work);
@@ -408,7 +452,16 @@ class MpiBackend : public OpBackend {
     }
   }
 
-  void dup_world(Milliseconds timeout) {
+  // The group's communicator: a dup of MPI_COMM_WORLD when the group spans it, else one made
+  // from the group's ranks; errors on it come back as codes.
+  MPI_Comm new_communicator() {
+    MPI_Comm comm = spans_world_ ? dup_world(timeout_) : create_group(global_ranks_);
+    auto lock = call_lock();
+    MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+    return comm;
+  }
+
+  MPI_Comm dup_world(Milliseconds timeout) {
     // MPI_Comm_idup writes the handle when it completes: on a timeout that is after this
     // constructor threw, so the handle lives on the heap and is orphaned.
     auto handle =
@@ -424,23 +477,25 @@ class MpiBackend : public OpBackend {
       orphan(handle);
       throw;
     }
-    comm_ = handle->first;
+    return handle->first;
   }
 
   // MPI_Comm_create_group is collective over the members only (non-members do not call the
   // factory). It blocks: MPI has no nonblocking form, so a member that never calls new_group
   // holds the others here (docs/distributed.md).
-  void create_group(const std::vector<int>& global_ranks) {
+  MPI_Comm create_group(const std::vector<int>& global_ranks) {
     auto lock = call_lock();
+    MPI_Comm comm = MPI_COMM_NULL;
     MPI_Group world_group = MPI_GROUP_NULL, group = MPI_GROUP_NULL;
     check_mpi(MPI_Comm_group(MPI_COMM_WORLD, &world_group), where_, "MPI_Comm_group");
     int rc = MPI_Group_incl(world_group, static_cast<int>(global_ranks.size()), global_ranks.data(),
                             &group);
     MPI_Group_free(&world_group);
     check_mpi(rc, where_, "MPI_Group_incl");
-    rc = MPI_Comm_create_group(MPI_COMM_WORLD, group, 0, &comm_);
+    rc = MPI_Comm_create_group(MPI_COMM_WORLD, group, 0, &comm);
     MPI_Group_free(&group);
     check_mpi(rc, where_, "MPI_Comm_create_group");
+    return comm;
   }
 
   static void backoff(int polls) {
@@ -772,6 +827,8 @@ class MpiBackend : public OpBackend {
 
   const Milliseconds timeout_;
   const std::string group_name_;
+  const std::vector<int> global_ranks_;  // MPI_COMM_WORLD ranks of the members, in rank order
+  bool spans_world_ = false;             // the group is all of MPI_COMM_WORLD
   std::string where_;
   int tag_ub_ = 32767;
   MPI_Comm comm_ = MPI_COMM_NULL;
@@ -785,6 +842,8 @@ class MpiBackend : public OpBackend {
   std::exception_ptr error_;   // set once, by the first failure or abort
   bool stopping_ = false;
   bool closed_ = false;
+  bool suspended_ = false;
+  uint64_t suspend_count_ = 0;
   uint64_t next_seq_ = 0;
   std::thread worker_;
 };
