@@ -132,6 +132,29 @@ TEST_P(Window, ConcurrentAccumulateFromAllRanks) {
   });
 }
 
+// float16, bfloat16 and float8 (which MPI cannot add: its windows swap each element's bits),
+// every rank adding into every rank at once. The adds are small integers, so every partial
+// sum is exact in the dtype and any order gives the same result: a lost add shows.
+TEST_P(Window, ConcurrentAccumulateNarrowFloats) {
+  for (const ScalarType dtype : {kBFloat16, kFloat16, kFloat8_e4m3fn}) {
+    const bool fp8 = dtype == kFloat8_e4m3fn;  // integers exact up to 16
+    const int rounds = fp8 ? 2 : 8;
+    run_window(GetParam(), dtype, [&](int r, int n, dist::Window& w) {
+      const double add = fp8 ? 1.0 : r + 1.0;
+      for (int round = 0; round < rounds; ++round)
+        for (int k = 0; k < n; ++k)
+          w.accumulate(filled(dtype, window_numel(k) - 3, [&](int64_t) { return add; }), k, 3);
+      w.fence();
+      const double total = rounds * (fp8 ? n : n * (n + 1) / 2.0);
+      const auto got = values(w.get_tensor());
+      for (int64_t i = 0; i < window_numel(r); ++i)
+        ASSERT_EQ(got[size_t(i)], i < 3 ? 0.0 : total)
+            << dtype_name(dtype) << " element " << i << " on rank " << r;
+      w.fence();
+    });
+  }
+}
+
 TEST_P(Window, AccumulateSumsFloats) {
   run_window(GetParam(), kFloat64, [&](int r, int n, dist::Window& w) {
     Tensor add = filled(kFloat64, 10, [&](int64_t i) { return 0.5 * static_cast<double>(i + r); });

@@ -233,10 +233,11 @@ TEST(Mpi, SuspendFreesTheCommunicatorAndResumeMakesANewOne) {
   // A window made before the suspend works after the resume (MPI holds the window's own
   // communicator; its fence barriers through the group, so not while suspended).
   // (OpenMPI has no one-sided component for one process: tests/distributed/mpi windows.)
-  dist::WindowPtr w;
+  dist::WindowPtr w, later;  // `later` registers only after the suspends
   if (n > 1) {
     w = dist::group_world()->backend().new_window();
     w->tensor_register(dist::window_empty({4}, kFloat32));
+    later = dist::group_world()->backend().new_window();
   }
   for (dist::Backend* b : groups) {
     const int members = b->size();
@@ -272,7 +273,15 @@ TEST(Mpi, SuspendFreesTheCommunicatorAndResumeMakesANewOne) {
     }
     expect_error_mentions([&] { b->resume(); }, {"resume", "not suspended"});
   }
-  if (w) w->tensor_deregister();
+  if (w) {
+    w->tensor_deregister();
+    // On the communicator the last resume made, not the one its backend had when it was made.
+    later->tensor_register(dist::window_empty({3}, kInt32));
+    later->put(full({3}, static_cast<double>(r), TensorOptions(kInt32)), (r + 1) % n, 0);
+    later->fence();
+    EXPECT_EQ(as_doubles(later->get_tensor()), std::vector<double>(3, (r + n - 1) % n));
+    later->tensor_deregister();
+  }
   dist::destroy_process_group(sub);
   dist::barrier();
 }

@@ -64,7 +64,7 @@ class LazyBackend : public ForwardingBackend {
                  "suspend(): lazy group '{}' (rank {}) is still setting up its channel to rank "
                  "{}; wait for the ops on it first",
                  group_, rank_, peer);
-      made = made_in_order_locked();
+      made = made_locked();
       suspended_ = true;  // from now on ops are refused
       ++suspend_count_;
     }
@@ -79,7 +79,7 @@ class LazyBackend : public ForwardingBackend {
       std::lock_guard lock(mutex_);
       TS_CHECK(suspended_ && !stopping_, distributed::DistBackendError,
                "resume(): lazy group '{}' (rank {}) is not suspended", group_, rank_);
-      made = made_in_order_locked();
+      made = made_locked();
     }
     for (const BackendPtr& b : made)
       if (b->memory_stats().suspended) b->resume();
@@ -167,15 +167,9 @@ class LazyBackend : public ForwardingBackend {
   // The pair's communicator ranks: the lower global rank is 0.
   int peer_index(int peer) const { return peer < rank_ ? 0 : 1; }
 
+  // The communicators made so far: the channels by peer, then the full one (the order
+  // suspend and resume walk them in).
   std::vector<BackendPtr> made_locked() const {
-    std::vector<BackendPtr> made;
-    if (full_) made.push_back(full_);
-    for (const auto& [peer, c] : channels_)
-      if (c->backend) made.push_back(c->backend);
-    return made;
-  }
-  // The order suspend and resume walk them: the channels by peer, then the full one.
-  std::vector<BackendPtr> made_in_order_locked() const {
     std::vector<BackendPtr> made;
     for (const auto& [peer, c] : channels_)
       if (c->backend) made.push_back(c->backend);

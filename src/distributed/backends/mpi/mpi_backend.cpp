@@ -295,7 +295,14 @@ class MpiBackend : public OpBackend {
       TS_CHECK(!suspended_, distributed::DistBackendError,
                "new_window(): {} is suspended; call resume() first", where_);
     }
-    return make_mpi_window(shared_from_this(), comm_, timeout_, where_);
+    // The window holds this backend (shared_from_this), so `this` outlives the getter.
+    return make_mpi_window(
+        shared_from_this(),
+        [this] {
+          std::lock_guard lock(mutex_);
+          return comm_;
+        },
+        timeout_, where_);
   }
 
   void abort(const std::string& reason) override {
@@ -866,11 +873,7 @@ void check_mpi_call(int rc, const std::string& where, const char* call) {
 }
 MPI_Datatype sum_datatype(ScalarType dtype) {
   const ReduceSpec s = reduce_spec(dtype, ReduceOp::SUM);
-  TS_CHECK(!s.widen, NotImplementedError,
-           "accumulate(): the mpi backend's windows cannot sum dtype {} (MPI has no such type; "
-           "use float32 or float64)",
-           dtype);
-  return s.type;
+  return s.widen ? MPI_DATATYPE_NULL : s.type;
 }
 
 }  // namespace mpi_impl

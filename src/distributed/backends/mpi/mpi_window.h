@@ -3,6 +3,7 @@
 
 #include <mpi.h>
 
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -16,12 +17,15 @@ namespace tessera::distributed::mpi_impl {
 std::unique_lock<std::mutex> lock_mpi_calls();
 // Throws DistBackendError naming `where` and `call` when rc is not MPI_SUCCESS.
 void check_mpi_call(int rc, const std::string& where, const char* call);
-// The MPI type that MPI_SUM adds `dtype` in; NotImplementedError for types MPI lacks.
+// The MPI type that MPI_SUM adds `dtype` in; MPI_DATATYPE_NULL for the types MPI lacks
+// (float16, bfloat16, float8: summed in float32 and rounded once).
 MPI_Datatype sum_datatype(ScalarType dtype);
 
-// A window whose registrations are MPI windows on `comm` (the backend's communicator).
-// `where` names the group and rank in errors.
-std::shared_ptr<Window> make_mpi_window(std::shared_ptr<Backend> backend, MPI_Comm comm,
-                                        Milliseconds timeout, std::string where);
+// A window whose registrations are MPI windows on the backend's communicator, as `comm()`
+// returns it at registration (a suspend and resume replace it). `where` names the group and
+// rank in errors.
+std::shared_ptr<Window> make_mpi_window(std::shared_ptr<Backend> backend,
+                                        std::function<MPI_Comm()> comm, Milliseconds timeout,
+                                        std::string where);
 
 }  // namespace tessera::distributed::mpi_impl

@@ -245,8 +245,14 @@ class ShmWindow : public Window {
     Peer& p = peers_[size_t(dst)];
     lock(p, dst);
     try {
-      from_blob(p.data + size_t(dst_offset) * esize_, {src.numel()}, TensorOptions(src.dtype()))
-          .add_(src.reshape({src.numel()}));
+      const Tensor target = from_blob(p.data + size_t(dst_offset) * esize_, {src.numel()},
+                                      TensorOptions(src.dtype()));
+      const Tensor add = src.reshape({src.numel()});
+      if (is_float8(src.dtype())) {  // a storage format: summed in float32, rounded once
+        target.copy_(target.to(kFloat32).add_(add.to(kFloat32)));
+      } else {
+        target.add_(add);
+      }
     } catch (...) {
       p.control->lock.store(0, std::memory_order_release);
       throw;
