@@ -194,6 +194,34 @@ TEST(Hierarchical, OneHost) {
   run_hosts({"a", "a", "a"}, [](int r, dist::Backend& b) { check_all(r, b, 3); });
 }
 
+// Suspend across hosts: the leaders' gloo group goes too (leaders hold one connection more),
+// and every collective path works after the resume.
+TEST(Hierarchical, SuspendAndResumeAcrossHosts) {
+  run_hosts({"b", "a", "b", "c", "a"}, [](int r, dist::Backend& b) {
+    const dist::MemoryStats active = b.memory_stats();
+    const bool leader = r <= 1 || r == 3;  // the lowest rank of hosts b, a and c
+    // Flat gloo: one connection per other rank; leaders: one per other leader too.
+    EXPECT_EQ(active.connections, leader ? 4u + 2u : 4u) << "rank " << r;
+    EXPECT_GT(active.total_bytes, 0u);  // the host's shm segment
+    for (int round = 1; round <= 2; ++round) {
+      b.suspend();
+      const dist::MemoryStats s = b.memory_stats();
+      EXPECT_TRUE(s.suspended);
+      EXPECT_EQ(s.suspend_count, static_cast<uint64_t>(round));
+      EXPECT_EQ(s.connections, 0u);
+      EXPECT_EQ(s.held_bytes, 0u);
+      EXPECT_EQ(s.released_bytes, active.total_bytes);
+      expect_error_mentions([&] { b.allreduce(zeros({2}, kFloat32), {}); },
+                            {"all_reduce", "hierarchical", "is suspended; call resume() first"});
+      expect_error_mentions([&] { b.send(zeros({2}, kFloat32), (r + 1) % 5, {}); },
+                            {"send", "hierarchical", "is suspended"});
+      b.resume();
+      EXPECT_EQ(b.memory_stats().connections, active.connections);
+      check_all(r, b, 5);
+    }
+  });
+}
+
 TEST(Hierarchical, AvgOnIntegersIsRefused) {
   run_hosts({"a", "b"}, [](int, dist::Backend& b) {
     dist::AllreduceOptions avg;
