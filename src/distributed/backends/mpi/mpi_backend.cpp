@@ -366,7 +366,9 @@ class MpiBackend : public OpBackend {
       TS_CHECK(!stopping_ && !closed_, distributed::DistBackendError, "resume(): {} was shut down",
                where_);
     }
-    MPI_Comm comm = new_communicator();  // bounded by the timeout where MPI allows
+    // A world dup is bounded by the timeout; a subgroup's MPI_Comm_create_group blocks until
+    // every member resumes, as it did when the group was made.
+    MPI_Comm comm = new_communicator();
     std::lock_guard lock(mutex_);
     comm_ = comm;
     suspended_ = false;

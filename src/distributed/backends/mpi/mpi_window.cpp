@@ -160,11 +160,11 @@ class MpiWindow : public Window {
     TS_INTERNAL_ASSERT(esize_ == 1 || esize_ == 2);
     const MPI_Datatype bits = esize_ == 2 ? MPI_UINT16_T : MPI_UINT8_T;
     const Tensor addend = src.reshape({n}).to(kFloat32).contiguous();
-    Tensor expected = empty({n}, TensorOptions(dtype));
-    const Tensor seen = empty({n}, TensorOptions(dtype));
+    Tensor expected = empty({n}, TensorOptions(dtype));  // what each swap expects to find
+    Tensor seen = empty({n}, TensorOptions(dtype));      // what it found
     do_get(expected.data_ptr(), dst, dst_offset, n);
     auto* exp = static_cast<uint8_t*>(expected.data_ptr());
-    const auto* got = static_cast<const uint8_t*>(seen.data_ptr());
+    auto* got = static_cast<uint8_t*>(seen.data_ptr());
     std::vector<int64_t> todo(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) todo[static_cast<size_t>(i)] = i;
     while (!todo.empty()) {
@@ -173,9 +173,8 @@ class MpiWindow : public Window {
       {
         auto lock = lock_mpi_calls();
         for (const int64_t i : todo)
-          check(MPI_Compare_and_swap(want + i * esize_, exp + i * esize_,
-                                     const_cast<uint8_t*>(got) + i * esize_, bits, dst,
-                                     static_cast<MPI_Aint>((dst_offset + i) * esize_), data_),
+          check(MPI_Compare_and_swap(want + i * esize_, exp + i * esize_, got + i * esize_, bits,
+                                     dst, static_cast<MPI_Aint>((dst_offset + i) * esize_), data_),
                 "MPI_Compare_and_swap");
         check(MPI_Win_flush(dst, data_), "MPI_Win_flush");
       }
