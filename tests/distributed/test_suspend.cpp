@@ -181,6 +181,26 @@ TEST(SuspendLazy, SuspendsEveryChannelMadeAndMakesNewOnesAfterResume) {
       "lazy");
 }
 
+// A recv whose own timeout ended while its channel was still being set up (the peer never
+// came): the channel is half made, and the suspend says so instead of leaving it behind.
+TEST(SuspendLazy, IsRefusedWhileAChannelIsStillBeingSetUp) {
+  run_world(
+      2,
+      [](int r) {
+        if (r == 1) return;  // never talks to rank 0
+        dist::Backend& b = dist::group_world()->backend();
+        Tensor t = empty({2}, TensorOptions(kFloat32));
+        dist::SendRecvOptions o;
+        o.timeout = 100ms;  // the channel's set-up has the group's 4 s
+        dist::WorkPtr w = b.recv(t, 1, o);
+        EXPECT_THROW(w->wait(), dist::DistTimeoutError);  // after the timeout and a grace
+        expect_error_mentions([&] { b.suspend(); },
+                              {"suspend", "still setting up its channel to rank 1"});
+        EXPECT_FALSE(b.memory_stats().suspended);
+      },
+      "lazy", 4000ms);
+}
+
 // A backend from outside (a plugin) that does not override them says so.
 TEST(SuspendRefused, BackendsWithoutItSaySo) {
   class Bare : public dist::Backend {
