@@ -255,6 +255,19 @@ void epilogue_tiles(const EpilogueHook& epi, int mr, int nr, int64_t m, int64_t 
   fence_streamed_stores(*epi.program);
 }
 
+// dst (contiguous rows, row stride ld) := the mv x nv block at src (strides rs, cs).
+template <class T>
+void copy_block_in(T* dst, int64_t ld, const T* src, int64_t rs, int64_t cs, int64_t mv,
+                   int64_t nv) {
+  for (int64_t i = 0; i < mv; ++i) {
+    if (cs == 1) {
+      std::memcpy(dst + i * ld, src + i * rs, static_cast<size_t>(nv) * sizeof(T));
+    } else {
+      for (int64_t j = 0; j < nv; ++j) dst[i * ld + j] = src[i * rs + j * cs];
+    }
+  }
+}
+
 // One mv x nv tile of C (at most MR x NR), c = alpha A B + beta c, in place: whole tiles on
 // the kernel, bottom edges on the kernel for their rows, anything narrower in the zero-padded
 // `edge` buffer (C copied in when beta != 0, the valid part copied back), so edge and interior
@@ -273,8 +286,7 @@ void finish_tile(const cpu::GemmMicroKernel<T>& uk, int64_t kc, T alpha, const T
   }
   if (beta != T(0)) {
     std::fill(edge, edge + mr * nr, T(0));
-    for (int64_t i = 0; i < mv; ++i)
-      for (int64_t j = 0; j < nv; ++j) edge[i * nr + j] = tile[i * rs + j * cs];
+    copy_block_in(edge, nr, tile, rs, cs, mv, nv);
   }
   uk.fn(kc, alpha, a, b, beta, edge, nr, 1);
   for (int64_t i = 0; i < mv; ++i)
@@ -306,13 +318,7 @@ void macro_kernel_epilogue(const cpu::GemmMicroKernel<float>& uk, int64_t mc, in
                    float* tile = c + ir * rs + jr * cs;
                    finish_tile(uk, kc, alpha, a, b, beta, tile, rs, cs, mv, nv, edge);
                    if (nv < nr) std::fill(acc, acc + mr * nr, 0.0f);
-                   for (int i = 0; i < mv; ++i) {
-                     if (cs == 1) {
-                       std::memcpy(acc + i * nr, tile + i * rs, nv * sizeof(float));
-                     } else {
-                       for (int j = 0; j < nv; ++j) acc[i * nr + j] = tile[i * rs + j * cs];
-                     }
-                   }
+                   copy_block_in(acc, nr, tile, rs, cs, mv, nv);
                  });
 }
 

@@ -96,6 +96,17 @@ inline std::vector<uint8_t> bytes_of(const Tensor& t) {
   return std::vector<uint8_t>(p, p + t.nbytes());
 }
 
+// After the round-th suspend of a backend whose stats were `active`: everything it held is
+// released (no bytes, no connections).
+inline void expect_released(const dist::MemoryStats& s, int round,
+                            const dist::MemoryStats& active) {
+  EXPECT_TRUE(s.suspended);
+  EXPECT_EQ(s.suspend_count, static_cast<uint64_t>(round));
+  EXPECT_EQ(s.held_bytes, 0u);
+  EXPECT_EQ(s.released_bytes, active.total_bytes);
+  EXPECT_EQ(s.connections, 0u);
+}
+
 // Values as doubles (the real part of complex tensors).
 inline std::vector<double> as_doubles(const Tensor& t) {
   Tensor d = (t.is_complex() ? t.real() : t).to(kFloat64).contiguous();

@@ -205,12 +205,7 @@ TEST(Hierarchical, SuspendAndResumeAcrossHosts) {
     EXPECT_GT(active.total_bytes, 0u);  // the host's shm segment
     for (int round = 1; round <= 2; ++round) {
       b.suspend();
-      const dist::MemoryStats s = b.memory_stats();
-      EXPECT_TRUE(s.suspended);
-      EXPECT_EQ(s.suspend_count, static_cast<uint64_t>(round));
-      EXPECT_EQ(s.connections, 0u);
-      EXPECT_EQ(s.held_bytes, 0u);
-      EXPECT_EQ(s.released_bytes, active.total_bytes);
+      expect_released(b.memory_stats(), round, active);
       expect_error_mentions([&] { b.allreduce(zeros({2}, kFloat32), {}); },
                             {"all_reduce", "hierarchical", "is suspended; call resume() first"});
       expect_error_mentions([&] { b.send(zeros({2}, kFloat32), (r + 1) % 5, {}); },

@@ -37,12 +37,7 @@ TEST_P(Suspend, ReleasesTheBuffersAndResumeRestoresThem) {
         EXPECT_EQ(active.connections, connections);
         for (int round = 1; round <= 2; ++round) {
           b.suspend();
-          const dist::MemoryStats s = b.memory_stats();
-          EXPECT_TRUE(s.suspended);
-          EXPECT_EQ(s.suspend_count, static_cast<uint64_t>(round));
-          EXPECT_EQ(s.held_bytes, 0u);
-          EXPECT_EQ(s.released_bytes, active.total_bytes);
-          EXPECT_EQ(s.connections, 0u);
+          expect_released(b.memory_stats(), round, active);
           Tensor x = ones({2}, TensorOptions(kFloat32));
           try {
             dist::all_reduce(x);
