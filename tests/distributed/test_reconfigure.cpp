@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "dist_test_util.h"
+#include "launch_test_util.h"
 #include "tessera/distributed/flight_recorder.h"
 #include "tessera/distributed/window.h"
 
@@ -304,8 +305,16 @@ TEST_P(Reconfigure, BadOptionsAreRefusedAtOnceAndChangeNothing) {
         EXPECT_THROW(dist::reconfigure(options("x", {mine, mine})), ValueError);
         const std::string wrong_backend = "lazy" + mine.substr(mine.find(':'));
         EXPECT_THROW(dist::reconfigure(options("x", {wrong_backend})), ValueError);
-        const std::string wrong_store = mine.substr(0, mine.rfind(':') + 1) + "elsewhere";
-        EXPECT_THROW(dist::reconfigure(options("x", {mine, wrong_store})), NotImplementedError);
+        const std::string store_part = mine.substr(0, mine.rfind(':') + 1);
+        EXPECT_THROW(dist::reconfigure(options("x", {mine, store_part + "elsewhere"})),
+                     ValueError);  // malformed store address
+        const std::string foreign = fmt::format("hash://{}/1", ::getpid() + 1);
+        const std::string other_process = GetParam() + ":7:feed:" + foreign;
+        expect_error_mentions(
+            [&] {
+              dist::reconfigure(options("x", {mine, other_process}));
+            },
+            {"handles[1]", foreign, "cannot reach"});
         EXPECT_EQ(sum_of_ranks(), 3.0);  // still generation 0, still working
         EXPECT_EQ(dist::group_world()->generation(), 0u);
         dist::reconfigure(options("ok", handles))->wait();
@@ -314,6 +323,53 @@ TEST_P(Reconfigure, BadOptionsAreRefusedAtOnceAndChangeNothing) {
         EXPECT_EQ(sum_of_ranks(), 3.0);
       },
       GetParam(), kTestTimeout, true);
+}
+
+// Replicas made on stores of their own (two FileStores and a HashStore here, as torchft's
+// replica groups each have one) meet in the store of the smallest address among the handles,
+// and meet again in another when the member whose store that was leaves.
+TEST_P(Reconfigure, MembersMadeOnDifferentStoresMeetInOne) {
+  const TempDir dir("reconfigure-stores");
+  auto side = std::make_shared<dist::HashStore>(kTestTimeout);
+  std::vector<dist::StorePtr> stores = {
+      std::make_shared<dist::FileStore>((dir.path / "replica0").string(), kTestTimeout),
+      std::make_shared<dist::FileStore>((dir.path / "replica1").string(), kTestTimeout),
+      std::make_shared<dist::HashStore>(kTestTimeout)};
+  std::atomic<bool> first_done{false};
+  run_threads(3, [&](int r) {
+    auto group = dist::new_reconfigurable_group(GetParam(), stores[static_cast<size_t>(r)], r,
+                                                kTestTimeout, "replicas");
+    const auto handles_of = [&](const std::string& round, const std::vector<int>& ranks) {
+      const std::string mine = group->reconfigure_handle();
+      side->set(round + "/" + std::to_string(r), mine);
+      std::vector<std::string> handles;
+      for (int q : ranks) handles.push_back(side->get_string(round + "/" + std::to_string(q)));
+      return handles;
+    };
+    const auto sum = [&] {
+      Tensor x = full(
+          {3}, static_cast<double>(group->global_ranks()[static_cast<size_t>(group->rank())] + 1),
+          TensorOptions(kFloat32));
+      dist::all_reduce(x, dist::ReduceOp::SUM, group);
+      return x[2].item<double>();
+    };
+    dist::reconfigure(options("all", handles_of("a", {0, 1, 2})), group)->wait();
+    EXPECT_EQ(group->size(), 3);
+    EXPECT_EQ(sum(), 6.0);
+    // The rendezvous went through replica 0's store (the smallest address).
+    EXPECT_TRUE(stores[0]->check({"reconfigure/all/member/2"}));
+    EXPECT_FALSE(stores[2]->check({"reconfigure/all/member/2"}));
+    if (r == 0) {
+      group.reset();
+      first_done = true;
+      return;
+    }
+    dist::reconfigure(options("without0", handles_of("b", {1, 2})), group)->wait();
+    EXPECT_EQ(group->size(), 2);
+    EXPECT_EQ(sum(), 5.0);
+    EXPECT_TRUE(stores[1]->check({"reconfigure/without0/member/1"}));
+  });
+  EXPECT_TRUE(first_done);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, Reconfigure, ::testing::Values("shm", "gloo"),

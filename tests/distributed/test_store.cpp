@@ -125,6 +125,88 @@ dist::TCPStoreOptions client_options(uint16_t port, const std::string& secret) {
   return o;
 }
 
+// connect_store(s.address()) is the same store: a key set through either is seen by the other,
+// and the address reads back unchanged.
+void expect_reached(dist::Store& s, const std::string& tag) {
+  SCOPED_TRACE(s.address());
+  const dist::StorePtr twin = dist::connect_store(s.address(), 10s);
+  EXPECT_EQ(twin->address(), s.address());
+  s.set("from-origin-" + tag, std::string("o"));
+  twin->set("from-twin-" + tag, std::string("t"));
+  EXPECT_EQ(twin->get_string("from-origin-" + tag), "o");
+  EXPECT_EQ(s.get_string("from-twin-" + tag), "t");
+}
+
+TEST(StoreAddress, ConnectStoreReachesEveryKindOfStore) {
+  auto hash = std::make_shared<dist::HashStore>(10s);
+  expect_reached(*hash, "hash");
+  // Paths and prefixes with the separator, the escape byte, commas and spaces in them.
+  const std::string dir = temp_path("addr #1,%");
+  std::filesystem::create_directories(dir);
+  const std::string path = dir + "/store file#2";
+  auto file = std::make_shared<dist::FileStore>(path, 10s);
+  EXPECT_EQ(file->address().find_first_of(", "), std::string::npos) << file->address();
+  expect_reached(*file, "file");
+  dist::PrefixStore nested("b#/%2,", std::make_shared<dist::PrefixStore>("a b", file));
+  expect_reached(nested, "nested");
+  EXPECT_EQ(file->get_string("a b/b#/%2,/from-twin-nested"), "t");
+  {
+    // A relative path names the file under the working directory, which the address holds.
+    const auto cwd = std::filesystem::current_path();
+    std::filesystem::current_path(dir);
+    dist::FileStore relative("store file#2", 10s);
+    std::filesystem::current_path(cwd);
+    EXPECT_EQ(relative.address(), file->address());
+  }
+  ::setenv(dist::kJobSecretEnv, "addr-secret", 1);
+  {
+    dist::TCPStore server("127.0.0.1", server_options("addr-secret"));
+    dist::PrefixStore scoped(
+        "group/0", std::make_shared<dist::TCPStore>("127.0.0.1",
+                                                    client_options(server.port(), "addr-secret")));
+    expect_reached(scoped, "tcp");
+    EXPECT_EQ(server.get_string("group/0/from-twin-tcp"), "t");
+    ::setenv(dist::kJobSecretEnv, "another-job", 1);
+    expect_error_mentions([&] { dist::connect_store(server.address(), 10s); },
+                          {"authentication failed"});
+  }
+  ::unsetenv(dist::kJobSecretEnv);
+  file.reset();
+  std::filesystem::remove_all(dir);
+}
+
+TEST(StoreAddress, BadAddressesAreRefusedWithTheReason) {
+  const std::vector<std::pair<std::string, std::string>> bad = {
+      {"elsewhere", "unknown scheme"},
+      {"tcp://127.0.0.1", "HOST:PORT"},
+      {"tcp://127.0.0.1:0", "port"},
+      {"tcp://127.0.0.1:70000", "port"},
+      {"file://relative/path", "absolute"},
+      {"file:///tmp/a%2", "two hex digits"},
+      {"file:///tmp/a b", "0x20"},
+      {"hash://12", "PID/ID"},
+      {"hash://12/x", "PID/ID"},
+      {"file:///tmp/a##p", "empty prefix"},
+  };
+  for (const auto& [address, why] : bad) {
+    SCOPED_TRACE(address);
+    expect_error_mentions([&] { dist::connect_store(address, 1s); },
+                          {"connect_store()", "'" + address + "'", "malformed", why});
+    EXPECT_THROW(dist::connect_store(address, 1s), ValueError);
+  }
+  // Another process's in-memory store cannot be reached; one that is gone is said to be gone.
+  const std::string foreign = fmt::format("hash://{}/1", ::getpid() + 1);
+  expect_error_mentions([&] { dist::check_store_address(foreign, "here"); },
+                        {"here", foreign, "in-process HashStore of process", "cannot reach"});
+  std::string gone;
+  {
+    dist::HashStore h(1s);
+    gone = h.address();
+  }
+  expect_error_mentions([&] { dist::connect_store(gone, 1s); }, {gone, "no longer exists"});
+  EXPECT_THROW(dist::connect_store(gone, 1s), dist::DistStoreError);
+}
+
 TEST(Store, TCPStoreSemanticsAndManyClients) {
   dist::TCPStore server("127.0.0.1", server_options("s3cret"));
   check_semantics(server);

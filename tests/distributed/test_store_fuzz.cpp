@@ -1,9 +1,11 @@
 // Seeded fuzzing of the TCPStore message parser: random mutations of valid frames and random
 // bytes must give a frame, a need for more bytes, or a clear error; never a crash or a read
-// past the buffer (the ASan build checks that), and valid frames must round-trip.
+// past the buffer (the ASan build checks that), and valid frames must round-trip. Store
+// addresses (reconfigure handles carry them from other processes) likewise.
 #include <random>
 
 #include "dist_test_util.h"
+#include "distributed/store/address.h"
 #include "distributed/store/protocol.h"
 
 namespace tessera::testing {
@@ -103,6 +105,45 @@ TEST(StoreFuzz, MutatedAndRandomMessagesNeverCrash) {
     decoded += parse_all(buf);
   }
   EXPECT_GT(decoded, 0);  // the mutations also let valid frames through
+}
+
+TEST(StoreFuzz, MutatedStoreAddressesParseOrSayWhy) {
+  const std::vector<std::string> valid = {"tcp://127.0.0.1:29500", "tcp://[::1]:80#group%2F0",
+                                          "file:///tmp/a%23b/c#p#q%25",
+                                          "hash://123/45#reconfigure/x"};
+  for (const auto& a : valid) EXPECT_NO_THROW(dist::detail::parse_store_address(a)) << a;
+  const std::string alphabet = "%#:/0123456789abcdefxyzAF ,\x01";
+  std::mt19937_64 rng(20261204);
+  int parsed = 0;
+  for (int iter = 0; iter < 20000; ++iter) {
+    std::string a = valid[rng() % valid.size()];
+    for (int k = 0, n = 1 + static_cast<int>(rng() % 4); k < n; ++k) {
+      const size_t at = rng() % (a.size() + 1);
+      switch (rng() % 3) {
+        case 0:
+          if (at < a.size()) a[at] = alphabet[rng() % alphabet.size()];
+          break;
+        case 1:
+          a.insert(at, 1, static_cast<char>(rng() % 256));
+          break;
+        default:
+          a.resize(at);
+      }
+    }
+    try {
+      const auto p = dist::detail::parse_store_address(a);
+      ++parsed;
+      // What parses escapes back to text that parses the same way.
+      for (const auto& prefix : p.prefixes) {
+        const auto again = dist::detail::parse_store_address(
+            "hash://1/1#" + dist::detail::escape_address_part(prefix));
+        EXPECT_EQ(again.prefixes.at(0), prefix);
+      }
+    } catch (const ValueError& e) {
+      EXPECT_NE(std::string(e.what()).find("malformed"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_GT(parsed, 0);
 }
 
 TEST(StoreFuzz, PayloadErrorsNameTheMessageAndOffsets) {

@@ -37,7 +37,10 @@ namespace tessera::distributed {
 struct ReconfigureOptions {
   // Fresh for every reconfigure and the same on every new member: it names the rendezvous.
   std::string uuid;
-  // reconfigure_handle() of every member of the new membership, this rank's included.
+  // reconfigure_handle() of every member of the new membership, this rank's included; their
+  // global ranks must differ. The members meet in the store of the smallest store address
+  // among the handles (connect_store): members made on different stores (a replica's own
+  // TCPStore or FileStore) join as long as each can reach that one.
   std::vector<std::string> handles;
   // True: the new ranks follow the order of `handles`. False: ranks are handed out first
   // come, first served (atomically, through the store).

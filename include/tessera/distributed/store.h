@@ -44,9 +44,11 @@ class Store {
   virtual bool check(const std::vector<std::string>& keys) = 0;
   virtual bool delete_key(const std::string& key) = 0;
   virtual int64_t num_keys() = 0;
-  // Where the store lives, e.g. "tcp://HOST:PORT", "file:///PATH", "hash://PID/ID" (an
-  // in-process store), with "/PREFIX" appended per PrefixStore. Two stores with one address
-  // see the same keys; reconfigure handles carry it.
+  // Where the store lives: "tcp://HOST:PORT", "file:///PATH" or "hash://PID/ID" (an
+  // in-process store), with "#PREFIX" appended per PrefixStore (paths and prefixes escaped as
+  // %XX outside [A-Za-z0-9-._~/:@+=[]], so an address is unambiguous and has no commas or
+  // spaces). Two stores with one address see the same keys; connect_store reaches the store an
+  // address names, and reconfigure handles carry it.
   virtual std::string address() const = 0;
 
   void wait(const std::vector<std::string>& keys) { wait(keys, timeout()); }
@@ -63,7 +65,25 @@ class Store {
 
 using StorePtr = std::shared_ptr<Store>;
 
-// In-process map; waits use a condition variable.
+// The store `address` names (as Store::address() returns it), seen through its prefixes: a
+// TCPStore client (presenting the job's secret, TESSERA_JOB_SECRET), a FileStore on the path,
+// or this process's HashStore of that id. Its calls and the TCP connect wait at most `timeout`.
+// ValueError for a malformed address or another process's HashStore (only threads of the
+// process that made one can reach it); DistStoreError when that HashStore no longer exists or
+// the server cannot be reached or refuses the secret.
+StorePtr connect_store(const std::string& address, Milliseconds timeout = kDefaultStoreTimeout);
+
+// The checks of connect_store that need no connection (the grammar; a HashStore of this
+// process): ValueError saying what is wrong, naming `what` (e.g. "reconfigure(): handles[2]").
+void check_store_address(const std::string& address, const std::string& what);
+
+namespace detail {
+// This process's HashStore map `id` (null when none lives), for connect_store.
+StorePtr attach_hash_store(uint64_t id, Milliseconds timeout);
+}  // namespace detail
+
+// In-process map; waits use a condition variable. connect_store(address()) from any thread of
+// the process gives another HashStore on the same map, for as long as one of them lives.
 class HashStore : public Store {
  public:
   explicit HashStore(Milliseconds timeout = kDefaultStoreTimeout);
@@ -82,7 +102,9 @@ class HashStore : public Store {
 
  private:
   struct State;
-  std::unique_ptr<State> state_;
+  HashStore(std::shared_ptr<State> state, Milliseconds timeout);
+  friend StorePtr detail::attach_hash_store(uint64_t id, Milliseconds timeout);
+  std::shared_ptr<State> state_;
 };
 
 // A file shared by processes on one host (or a shared file system): an append-only log of
@@ -109,6 +131,7 @@ class FileStore : public Store {
  private:
   struct State;
   std::string path_;
+  std::string address_;  // of the absolute path, made at construction
   std::unique_ptr<State> state_;
 };
 

@@ -99,10 +99,8 @@ WorkPtr ReconfigurableBackend::reconfigure(const ReconfigureOptions& options) {
     TS_CHECK(h.backend == backend_, ValueError,
              "reconfigure(): handles[{}] ('{}') is a '{}' backend's, but group '{}' runs '{}'", i,
              options.handles[i], h.backend, group_, backend_);
-    TS_CHECK(h.store == store_->address(), NotImplementedError,
-             "reconfigure(): handles[{}] ('{}') rendezvouses through store '{}', but this rank's "
-             "is '{}': every member of a reconfigure must share one store",
-             i, options.handles[i], h.store, store_->address());
+    check_store_address(h.store,
+                        fmt::format("reconfigure(): handles[{}] ('{}')", i, options.handles[i]));
     TS_CHECK(std::find(seen.begin(), seen.end(), h.global_rank) == seen.end(), ValueError,
              "reconfigure(): two handles name global rank {} (the second is handles[{}] '{}')",
              h.global_rank, i, options.handles[i]);
@@ -188,8 +186,26 @@ void ReconfigurableBackend::bootstrap(const ReconfigureOptions& options, Backend
     });
   }
 
-  // 4. The new membership, under its own namespace of the store.
-  auto ns = std::make_shared<PrefixStore>("reconfigure/" + options.uuid, store_);
+  // 4. The new membership, under its own namespace of the store. Members made on different
+  // stores (each replica its own, as torchft's replica groups) meet in one every member
+  // names the same way: the smallest of the handles' store addresses.
+  std::string meet;
+  for (const std::string& text : options.handles) {
+    const std::string s = parse_handle(text).store;
+    if (meet.empty() || s < meet) meet = s;
+  }
+  StorePtr rendezvous = store_;
+  if (meet != store_->address()) {
+    try {
+      rendezvous = connect_store(meet, time_left(deadline));
+    } catch (const Error& e) {
+      TS_THROW(distributed::DistBackendError,
+               "reconfigure(uuid '{}') of group '{}': cannot reach the rendezvous store '{}' "
+               "(the smallest of the members' store addresses): {}",
+               options.uuid, group_, meet, e.what());
+    }
+  }
+  auto ns = std::make_shared<PrefixStore>("reconfigure/" + options.uuid, rendezvous);
   const int n = static_cast<int>(options.handles.size());
   // Every member must have been given the same handles (in the same order, when ordered).
   std::vector<std::string> handles = options.handles;

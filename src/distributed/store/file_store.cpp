@@ -17,10 +17,12 @@
 
 #include <cerrno>
 #include <cstring>
+#include <filesystem>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
 
+#include "distributed/store/address.h"
 #include "distributed/store/store_util.h"
 #include "tessera/distributed/store.h"
 
@@ -156,6 +158,9 @@ struct FileStore::State {
 FileStore::FileStore(std::string path, Milliseconds timeout)
     : Store(timeout), path_(std::move(path)), state_(std::make_unique<State>()) {
   TS_CHECK(!path_.empty(), ValueError, "FileStore(): argument 'path' must not be empty");
+  // Absolute, so that a process with another working directory reaches the same file.
+  address_ = "file://" + detail::escape_address_part(
+                             std::filesystem::absolute(path_).lexically_normal().string());
   state_->fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   TS_CHECK(state_->fd >= 0, distributed::DistStoreError, "FileStore(): cannot open '{}': {}", path_,
            std::strerror(errno));
@@ -261,7 +266,7 @@ int64_t FileStore::num_keys() {
 }
 
 std::string FileStore::address() const {
-  return "file://" + path_;
+  return address_;
 }
 
 }  // namespace tessera::distributed

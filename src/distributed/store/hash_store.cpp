@@ -12,7 +12,34 @@
 
 namespace tessera::distributed {
 
+namespace {
+
+// Every live HashStore map of this process by id, so that connect_store reaches one by its
+// address without trusting a pointer written in text.
+struct Registry {
+  std::mutex mutex;
+  uint64_t next_id = 1;
+  std::unordered_map<uint64_t, std::weak_ptr<void>> maps;
+  static Registry& get() {
+    static Registry* r = new Registry;  // never destroyed: stores may outlive static teardown
+    return *r;
+  }
+};
+
+}  // namespace
+
 struct HashStore::State {
+  State() {
+    Registry& r = Registry::get();
+    std::lock_guard lock(r.mutex);
+    id = r.next_id++;
+  }
+  ~State() {
+    Registry& r = Registry::get();
+    std::lock_guard lock(r.mutex);
+    r.maps.erase(id);
+  }
+  uint64_t id = 0;
   std::mutex mutex;
   std::condition_variable cv;  // notified on every write
   std::unordered_map<std::string, Bytes> map;
@@ -24,8 +51,26 @@ struct HashStore::State {
   }
 };
 
-HashStore::HashStore(Milliseconds timeout) : Store(timeout), state_(std::make_unique<State>()) {}
+HashStore::HashStore(Milliseconds timeout) : Store(timeout), state_(std::make_shared<State>()) {
+  Registry& r = Registry::get();
+  std::lock_guard lock(r.mutex);
+  r.maps[state_->id] = state_;
+}
+HashStore::HashStore(std::shared_ptr<State> state, Milliseconds timeout)
+    : Store(timeout), state_(std::move(state)) {}
 HashStore::~HashStore() = default;
+
+StorePtr detail::attach_hash_store(uint64_t id, Milliseconds timeout) {
+  std::shared_ptr<HashStore::State> state;
+  {
+    Registry& r = Registry::get();
+    std::lock_guard lock(r.mutex);
+    const auto it = r.maps.find(id);
+    if (it != r.maps.end()) state = std::static_pointer_cast<HashStore::State>(it->second.lock());
+  }
+  if (!state) return nullptr;
+  return StorePtr(new HashStore(std::move(state), timeout));
+}
 
 void HashStore::set(const std::string& key, const Bytes& value) {
   detail::check_key("set", key);
@@ -92,7 +137,7 @@ int64_t HashStore::num_keys() {
 }
 
 std::string HashStore::address() const {
-  return fmt::format("hash://{}/{}", ::getpid(), static_cast<const void*>(state_.get()));
+  return fmt::format("hash://{}/{}", ::getpid(), state_->id);
 }
 
 }  // namespace tessera::distributed

@@ -1,6 +1,7 @@
 // Store's shared members, and PrefixStore.
 #include <fmt/chrono.h>
 
+#include "distributed/store/address.h"
 #include "distributed/store/store_util.h"
 #include "tessera/distributed/store.h"
 
@@ -73,7 +74,7 @@ int64_t PrefixStore::num_keys() {
 }
 
 std::string PrefixStore::address() const {
-  return store_->address() + "/" + prefix_;
+  return store_->address() + "#" + detail::escape_address_part(prefix_);
 }
 
 }  // namespace tessera::distributed
