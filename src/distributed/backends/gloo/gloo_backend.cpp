@@ -79,10 +79,13 @@ class StoreAdapter : public ::gloo::rendezvous::Store {
 };
 
 // Gloo's TCP device runs one event loop that waits in epoll for at most 10 ms and, when a
-// socket is unregistered (each pair's listener, a connect's descriptor), blocks the caller
-// until the loop's next turn. With no traffic that is a full 10 ms each time: a 3-rank
-// connect took 11-30 ms, most of it such waits. While a LoopTicker lives, an eventfd of its own
-// in the loop is signalled every kTick, so every turn, and every such wait, ends within that.
+// socket is unregistered (each pair's listener, a connect's descriptor, a closed pair) from
+// another thread, blocks the caller until the loop's next turn. With no traffic that is a full
+// 10 ms each time: a 3-rank connect took 11-30 ms, most of it such waits, and an abort's close
+// of two pairs 20 ms. While a LoopTicker lives, an eventfd of its own in the loop is signalled
+// every kTick, so every turn, and every such wait, ends within that. Its own descriptor is
+// unregistered by the loop thread itself (no wait there): unregistered from here, the ticks
+// could no longer wake the loop, and the last wait was the full 10 ms again.
 class LoopTicker final : public ::gloo::transport::tcp::Handler {
  public:
   static constexpr auto kTick = std::chrono::microseconds(200);
@@ -104,8 +107,19 @@ class LoopTicker final : public ::gloo::transport::tcp::Handler {
   }
   ~LoopTicker() override {
     if (fd_ < 0) return;
-    // Unregistered while still ticking: the loop's next turn, which this waits for, is near.
-    device_->unregisterDescriptor(fd_, this);
+    bool unregister_here = false;
+    {
+      std::unique_lock lock(mutex_);
+      state_ = State::kLeaving;  // the loop's next turn (within a tick) unregisters fd_
+      // Bounded: should the loop be stuck in another handler, unregister from here after all
+      // (Gloo's own wait, which ends at a turn of the loop).
+      if (!cv_.wait_for(lock, std::chrono::seconds(1),
+                        [&] { return state_ == State::kUnregistered; })) {
+        state_ = State::kGivenUp;
+        unregister_here = true;
+      }
+    }
+    if (unregister_here) device_->unregisterDescriptor(fd_, this);
     {
       std::lock_guard lock(mutex_);
       stop_ = true;
@@ -117,16 +131,24 @@ class LoopTicker final : public ::gloo::transport::tcp::Handler {
   LoopTicker(const LoopTicker&) = delete;
   LoopTicker& operator=(const LoopTicker&) = delete;
 
+  // On the loop thread.
   void handleEvents(int /*events*/) override {
     uint64_t count = 0;
     [[maybe_unused]] const ssize_t n = ::read(fd_, &count, sizeof(count));
+    std::lock_guard lock(mutex_);
+    if (state_ != State::kLeaving) return;
+    device_->unregisterDescriptor(fd_, this);  // from the loop thread: returns at once
+    state_ = State::kUnregistered;
+    cv_.notify_all();  // under the lock: the destructor proceeds only once this returns
   }
 
  private:
+  enum class State { kTicking, kLeaving, kUnregistered, kGivenUp };
   std::shared_ptr<::gloo::transport::tcp::Device> device_;
   int fd_ = -1;
   std::mutex mutex_;
   std::condition_variable cv_;
+  State state_ = State::kTicking;
   bool stop_ = false;
   std::thread thread_;
 };
@@ -300,6 +322,14 @@ class GlooBackend : public OpBackend {
     return error_;
   }
 
+  // Closes every pair of the context. Each close waits for a turn of Gloo's event loop, a full
+  // 10 ms when no traffic wakes it, so a LoopTicker keeps the turns short while they close: an
+  // abort among 3 ranks spent 20 ms here, and its peers heard of it only as each pair closed.
+  void close_connections() {
+    const LoopTicker ticker(device_);
+    context_->closeConnections();
+  }
+
   // Suspend closes the connections and drops the context; resume connects a new full mesh
   // through the store (under "gloo/<group>/resume<n>/").
   void suspend() override {
@@ -312,7 +342,7 @@ class GlooBackend : public OpBackend {
     suspended_ = true;
     for (auto& p : p2p_) p.thread.join();  // their Works completed: the waiters are ending
     p2p_.clear();
-    context_->closeConnections();
+    close_connections();
     context_.reset();
     ++suspend_count_;
   }
@@ -612,9 +642,16 @@ class GlooBackend : public OpBackend {
     // connection) instead of at their timeouts, so a failure anywhere reaches every rank
     // promptly. (Gloo offers no way to cancel a collective blocked on a peer that stays
     // silent: it ends at its own timeout; see isolate_outputs.)
-    if (context_) context_->closeConnections();  // null while suspended
-    run_abort_hooks(exception_message(error));   // once, for the first failure
+    if (context_) close_connections();          // null while suspended
+    run_abort_hooks(exception_message(error));  // once, for the first failure
   }
+
+  // `bytes` of scratch from Tessera's allocator, whose large blocks are cached across calls and
+  // threads and backed by huge pages. A fresh malloc'ed block was new pages on each
+  // communicator's first ops (each has a worker thread of its own, so another malloc arena),
+  // and where a page fault costs ~14 us (this VM) the first 4 MiB all-reduce after a
+  // reconfigure took 30-50 ms longer than the next.
+  static Tensor scratch(int64_t bytes) { return empty({bytes}, TensorOptions(kUInt8)); }
 
   // run() on private copies of the op's outputs, copied back only while its Work is not failed:
   // a collective left blocked by an abort (on a peer that stays silent) that later completes
@@ -653,20 +690,21 @@ class GlooBackend : public OpBackend {
       default:
         break;
     }
-    std::vector<uint8_t> staging(total);
+    const Tensor staging_tensor = scratch(static_cast<int64_t>(total));
+    uint8_t* staging = staging_tensor.data_ptr<uint8_t>();
     for (const auto& r : regions) {  // the ops that read their output read these copies
-      if (r.size > 0) std::memcpy(staging.data() + r.offset, r.user, r.size);
+      if (r.size > 0) std::memcpy(staging + r.offset, r.user, r.size);
     }
     if (op.kind == OpKind::ALLGATHER || op.kind == OpKind::GATHER) {
-      for (size_t i = 0; i < op.outs.size(); ++i) op.outs[i] = staging.data() + regions[i].offset;
+      for (size_t i = 0; i < op.outs.size(); ++i) op.outs[i] = staging + regions[i].offset;
     } else if (!regions.empty()) {
-      op.out = staging.data();
+      op.out = staging;
     }
     run(op);
     std::lock_guard lock(mutex_);  // abort() fails the running Work under this lock
     if (e.work->is_completed()) return;
     for (const auto& r : regions) {
-      if (r.size > 0) std::memcpy(r.user, staging.data() + r.offset, r.size);
+      if (r.size > 0) std::memcpy(r.user, staging + r.offset, r.size);
     }
   }
 
@@ -696,11 +734,12 @@ class GlooBackend : public OpBackend {
         // Gloo may use a non-root's buffer as scratch: non-roots reduce from a copy, so their
         // tensors stay unchanged.
         if (op.count == 0) return;
-        std::vector<uint8_t> scratch;
+        Tensor copy;
         uint8_t* data = op.out;
         if (rank_ != op.root) {
-          scratch.assign(op.out, op.out + bytes);
-          data = scratch.data();
+          copy = scratch(bytes);
+          data = copy.data_ptr<uint8_t>();
+          std::memcpy(data, op.out, static_cast<size_t>(bytes));
         }
         reduce_in_place(data, op, [&]<class E>(E* p, const ReduceFn& fn) {
           ::gloo::ReduceOptions o(context_);
@@ -715,11 +754,11 @@ class GlooBackend : public OpBackend {
       }
       case OpKind::ALLGATHER: {
         if (bytes == 0) return;
-        std::vector<uint8_t> staging;
+        Tensor staging;
         uint8_t* dst = op.outs[0];
         if (!consecutive(op.outs, bytes)) {
-          staging.resize(static_cast<size_t>(bytes * size_));
-          dst = staging.data();
+          staging = scratch(bytes * size_);
+          dst = staging.data_ptr<uint8_t>();
         }
         ::gloo::AllgatherOptions o(context_);
         o.setInput(mut(op.in), static_cast<size_t>(bytes));
@@ -727,19 +766,19 @@ class GlooBackend : public OpBackend {
         o.setTag(tag);
         o.setTimeout(t);
         ::gloo::allgather(o);
-        if (!staging.empty())
+        if (staging.defined())
           for (int r = 0; r < size_; ++r)
-            std::memcpy(op.outs[r], staging.data() + r * bytes, static_cast<size_t>(bytes));
+            std::memcpy(op.outs[r], dst + r * bytes, static_cast<size_t>(bytes));
         return;
       }
       case OpKind::GATHER: {
         if (bytes == 0) return;
-        std::vector<uint8_t> staging;
+        Tensor staging;
         ::gloo::GatherOptions o(context_);
         o.setInput(mut(op.in), static_cast<size_t>(bytes));
         if (rank_ == op.root) {
-          staging.resize(static_cast<size_t>(bytes * size_));
-          o.setOutput(staging.data(), staging.size());
+          staging = scratch(bytes * size_);
+          o.setOutput(staging.data_ptr<uint8_t>(), static_cast<size_t>(bytes * size_));
         }
         o.setRoot(op.root);
         o.setTag(tag);
@@ -747,7 +786,8 @@ class GlooBackend : public OpBackend {
         ::gloo::gather(o);
         if (rank_ == op.root)
           for (int r = 0; r < size_; ++r)
-            std::memcpy(op.outs[r], staging.data() + r * bytes, static_cast<size_t>(bytes));
+            std::memcpy(op.outs[r], staging.data_ptr<uint8_t>() + r * bytes,
+                        static_cast<size_t>(bytes));
         return;
       }
       case OpKind::SCATTER: {
@@ -765,13 +805,14 @@ class GlooBackend : public OpBackend {
       case OpKind::REDUCE_SCATTER: {
         // All-reduce of every rank's whole input, then this rank's block.
         if (op.count == 0) return;
-        std::vector<uint8_t> all(static_cast<size_t>(bytes * size_));
+        const Tensor all_tensor = scratch(bytes * size_);
+        uint8_t* all = all_tensor.data_ptr<uint8_t>();
         for (int r = 0; r < size_; ++r)
-          std::memcpy(all.data() + r * bytes, op.ins[r], static_cast<size_t>(bytes));
+          std::memcpy(all + r * bytes, op.ins[r], static_cast<size_t>(bytes));
         Op whole = op;
         whole.count = op.count * size_;
-        allreduce_raw(all.data(), whole, tag, t);
-        std::memcpy(op.out, all.data() + rank_ * bytes, static_cast<size_t>(bytes));
+        allreduce_raw(all, whole, tag, t);
+        std::memcpy(op.out, all + rank_ * bytes, static_cast<size_t>(bytes));
         return;
       }
       case OpKind::ALLTOALL: {
