@@ -96,20 +96,22 @@ const CacheSizes& cache_sizes() {
   return c;
 }
 
-BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSizes& caches) {
+BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSizes& caches,
+                       int64_t kc) {
   const BlockOverride& o = block_override();
-  const std::array<int64_t, 9> key = {mr,
-                                      nr,
-                                      elem_size,
-                                      caches.l1d,
-                                      caches.l2,
-                                      caches.l3,
-                                      o.mc.load(std::memory_order_relaxed),
-                                      o.kc.load(std::memory_order_relaxed),
-                                      o.nc.load(std::memory_order_relaxed)};
+  const std::array<int64_t, 10> key = {mr,
+                                       nr,
+                                       elem_size,
+                                       caches.l1d,
+                                       caches.l2,
+                                       caches.l3,
+                                       o.mc.load(std::memory_order_relaxed),
+                                       o.kc.load(std::memory_order_relaxed),
+                                       o.nc.load(std::memory_order_relaxed),
+                                       kc};
   // This thread's last answer: a run of small products asks the same question every call, and
   // the divisions below were a sixth of an 8x8x8 product's time.
-  thread_local std::array<int64_t, 9> last_key{};
+  thread_local std::array<int64_t, 10> last_key{};
   thread_local BlockSizes last;
   bool same = true;  // not ==: std::array's calls memcmp, itself a sixth of an 8x8x8 product
   for (size_t i = 0; i < key.size(); ++i) same &= key[i] == last_key[i];
@@ -117,7 +119,9 @@ BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSiz
   BlockSizes b;
   b.mr = mr;
   b.nr = nr;
-  b.kc = std::clamp<int64_t>(round_down(caches.l1d * 4 / 3 / (nr * elem_size), 8), kMinKc, 512);
+  b.kc = kc > 0 ? kc
+                : std::clamp<int64_t>(round_down(caches.l1d * 4 / 3 / (nr * elem_size), 8), kMinKc,
+                                      512);
   // Every bound is a multiple of the register tile: the drivers step MC blocks in whole MR
   // tiles (a block of 1024 rows with MR = 14 would end in a tile that overlaps the next block).
   b.mc = std::clamp<int64_t>(round_down(caches.l2 * 2 / 3 / (b.kc * elem_size), mr), mr,

@@ -35,8 +35,11 @@ struct BlockSizes {
   int64_t mc = 0, kc = 0, nc = 0;
 };
 
-// Blocking for a microkernel of mr x nr elements of `elem_size` bytes.
-BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSizes& caches);
+// Blocking for a microkernel of mr x nr elements of `elem_size` bytes. KC keeps the kernel's B
+// micro-panel in L1, unless `kc` > 0 asks for that KC instead; MC and NC follow from KC.
+// TESSERA_GEMM_BLOCKS, when set, wins over both.
+BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSizes& caches,
+                       int64_t kc = 0);
 
 // The derived KC is never below this; only TESSERA_GEMM_BLOCKS sets a smaller one.
 inline constexpr int64_t kMinKc = 64;
