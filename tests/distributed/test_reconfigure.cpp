@@ -315,6 +315,21 @@ TEST_P(Reconfigure, BadOptionsAreRefusedAtOnceAndChangeNothing) {
               dist::reconfigure(options("x", {mine, other_process}));
             },
             {"handles[1]", foreign, "cannot reach"});
+        // Bytes from outside are printed as \xNN: a NUL neither cuts the message short nor
+        // hides what follows it.
+        const std::string with_nul = GetParam() + ":9:feed:file:///tmp/a" + std::string(1, '\0') +
+                                     "tail" + std::string(1, '\x01');
+        expect_error_mentions(
+            [&] {
+              dist::reconfigure(options("x", {mine, with_nul}));
+            },
+            {"handles[1]", "/tmp/a\\x00tail\\x01"});
+        expect_error_mentions(
+            [&] {
+              dist::reconfigure(options("x", {mine, std::string("no\x02"
+                                                                "colons")}));
+            },
+            {"'no\\x02colons' is malformed"});
         EXPECT_EQ(sum_of_ranks(), 3.0);  // still generation 0, still working
         EXPECT_EQ(dist::group_world()->generation(), 0u);
         dist::reconfigure(options("ok", handles))->wait();

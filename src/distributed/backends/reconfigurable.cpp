@@ -8,6 +8,8 @@
 #include <charconv>
 #include <random>
 
+#include "distributed/store/address.h"
+
 namespace tessera::distributed {
 
 namespace {
@@ -77,7 +79,7 @@ ReconfigurableBackend::Handle ReconfigurableBackend::parse_handle(const std::str
   TS_CHECK(ok, ValueError,
            "reconfigure(): handle '{}' is malformed: expected '<backend>:<global rank>:"
            "<instance>:<store address>' as reconfigure_handle() returns it",
-           text);
+           detail::printable(text));
   return h;
 }
 
@@ -98,12 +100,12 @@ WorkPtr ReconfigurableBackend::reconfigure(const ReconfigureOptions& options) {
     const Handle h = parse_handle(options.handles[i]);
     TS_CHECK(h.backend == backend_, ValueError,
              "reconfigure(): handles[{}] ('{}') is a '{}' backend's, but group '{}' runs '{}'", i,
-             options.handles[i], h.backend, group_, backend_);
-    check_store_address(h.store,
-                        fmt::format("reconfigure(): handles[{}] ('{}')", i, options.handles[i]));
+             detail::printable(options.handles[i]), h.backend, group_, backend_);
+    check_store_address(h.store, fmt::format("reconfigure(): handles[{}] ('{}')", i,
+                                             detail::printable(options.handles[i])));
     TS_CHECK(std::find(seen.begin(), seen.end(), h.global_rank) == seen.end(), ValueError,
              "reconfigure(): two handles name global rank {} (the second is handles[{}] '{}')",
-             h.global_rank, i, options.handles[i]);
+             h.global_rank, i, detail::printable(options.handles[i]));
     seen.push_back(h.global_rank);
     found = found || options.handles[i] == mine;
   }

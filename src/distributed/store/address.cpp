@@ -27,20 +27,6 @@ int hex_value(char c) {
   return -1;
 }
 
-// The address for a message: bytes outside printable ASCII as \xNN (one may hold anything).
-std::string printable(const std::string& address) {
-  std::string out;
-  for (const char c : address) {
-    const auto b = static_cast<unsigned char>(c);
-    if (b >= 0x20 && b < 0x7f && c != '\\') {
-      out.push_back(c);
-    } else {
-      out += fmt::format("\\x{:02x}", b);
-    }
-  }
-  return out;
-}
-
 [[noreturn]] void malformed(const std::string& address, const std::string& why) {
   TS_THROW(ValueError,
            "store address '{}' is malformed: {} (expected 'tcp://HOST:PORT', 'file:///PATH' or "
@@ -77,6 +63,19 @@ bool parse_decimal(std::string_view text, Int& out) {
 }
 
 }  // namespace
+
+std::string printable(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    const auto b = static_cast<unsigned char>(c);
+    if (b >= 0x20 && b < 0x7f && c != '\\') {
+      out.push_back(c);
+    } else {
+      out += fmt::format("\\x{:02x}", b);
+    }
+  }
+  return out;
+}
 
 std::string escape_address_part(const std::string& text) {
   std::string out;

@@ -19,6 +19,10 @@ namespace tessera::distributed::detail {
 
 std::string escape_address_part(const std::string& text);
 
+// Text from outside (an address, a handle) for an error message: bytes outside printable ASCII,
+// and the backslash, as \xNN, so that a NUL or a control byte neither cuts nor garbles it.
+std::string printable(const std::string& text);
+
 struct StoreAddress {
   enum class Kind { Tcp, File, Hash };
   Kind kind = Kind::Tcp;
