@@ -14,10 +14,11 @@ namespace {
 
 using namespace std::chrono_literals;
 
-// Publishes this rank's handle under "<round>/<rank>" and returns the handles of `ranks`.
+// Publishes this rank's handle of `group` (the default one when null) under "<round>/<rank>"
+// and returns the handles of `ranks`.
 std::vector<std::string> exchange(dist::Store& side, const std::string& round, int rank,
-                                  const std::vector<int>& ranks) {
-  const std::string mine = dist::get_reconfigure_handle();
+                                  const std::vector<int>& ranks, dist::GroupRef group = nullptr) {
+  const std::string mine = dist::get_reconfigure_handle(group);
   side.set(round + "/" + std::to_string(rank), dist::Bytes(mine.begin(), mine.end()));
   std::vector<std::string> handles;
   for (int r : ranks) {
@@ -354,13 +355,6 @@ TEST_P(Reconfigure, MembersMadeOnDifferentStoresMeetInOne) {
   run_threads(3, [&](int r) {
     auto group = dist::new_reconfigurable_group(GetParam(), stores[static_cast<size_t>(r)], r,
                                                 kTestTimeout, "replicas");
-    const auto handles_of = [&](const std::string& round, const std::vector<int>& ranks) {
-      const std::string mine = group->reconfigure_handle();
-      side->set(round + "/" + std::to_string(r), mine);
-      std::vector<std::string> handles;
-      for (int q : ranks) handles.push_back(side->get_string(round + "/" + std::to_string(q)));
-      return handles;
-    };
     const auto sum = [&] {
       Tensor x = full(
           {3}, static_cast<double>(group->global_ranks()[static_cast<size_t>(group->rank())] + 1),
@@ -368,7 +362,7 @@ TEST_P(Reconfigure, MembersMadeOnDifferentStoresMeetInOne) {
       dist::all_reduce(x, dist::ReduceOp::SUM, group);
       return x[2].item<double>();
     };
-    dist::reconfigure(options("all", handles_of("a", {0, 1, 2})), group)->wait();
+    dist::reconfigure(options("all", exchange(*side, "a", r, {0, 1, 2}, group)), group)->wait();
     EXPECT_EQ(group->size(), 3);
     EXPECT_EQ(sum(), 6.0);
     // The rendezvous went through replica 0's store (the smallest address).
@@ -379,7 +373,7 @@ TEST_P(Reconfigure, MembersMadeOnDifferentStoresMeetInOne) {
       first_done = true;
       return;
     }
-    dist::reconfigure(options("without0", handles_of("b", {1, 2})), group)->wait();
+    dist::reconfigure(options("without0", exchange(*side, "b", r, {1, 2}, group)), group)->wait();
     EXPECT_EQ(group->size(), 2);
     EXPECT_EQ(sum(), 5.0);
     EXPECT_TRUE(stores[1]->check({"reconfigure/without0/member/1"}));

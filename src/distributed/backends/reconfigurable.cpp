@@ -96,6 +96,9 @@ WorkPtr ReconfigurableBackend::reconfigure(const ReconfigureOptions& options) {
   const std::string mine = reconfigure_handle();
   std::vector<int> seen;
   bool found = false;
+  // Members made on different stores (each replica its own, as torchft's replica groups) meet
+  // in one every member names the same way: the smallest of the handles' store addresses.
+  std::string meet;
   for (size_t i = 0; i < options.handles.size(); ++i) {
     const Handle h = parse_handle(options.handles[i]);
     TS_CHECK(h.backend == backend_, ValueError,
@@ -108,6 +111,7 @@ WorkPtr ReconfigurableBackend::reconfigure(const ReconfigureOptions& options) {
              h.global_rank, i, detail::printable(options.handles[i]));
     seen.push_back(h.global_rank);
     found = found || options.handles[i] == mine;
+    if (meet.empty() || h.store < meet) meet = h.store;
   }
   TS_CHECK(found, ValueError,
            "reconfigure(): this rank's handle '{}' is not among the {} handles given (every new "
@@ -146,9 +150,9 @@ WorkPtr ReconfigurableBackend::reconfigure(const ReconfigureOptions& options) {
   // 3-4 on a thread of their own.
   const Clock::time_point deadline = work->deadline();
   std::lock_guard lock(mutex_);
-  worker_ = std::thread([this, options, old = std::move(old), work, deadline]() mutable {
+  worker_ = std::thread([this, options, meet, old = std::move(old), work, deadline]() mutable {
     try {
-      bootstrap(options, std::move(old), deadline);
+      bootstrap(options, meet, std::move(old), deadline);
       work->mark_completed();
       return;
     } catch (...) {
@@ -171,8 +175,8 @@ WorkPtr ReconfigurableBackend::reconfigure(const ReconfigureOptions& options) {
   return work;
 }
 
-void ReconfigurableBackend::bootstrap(const ReconfigureOptions& options, BackendPtr old,
-                                      Clock::time_point deadline) {
+void ReconfigurableBackend::bootstrap(const ReconfigureOptions& options, const std::string& meet,
+                                      BackendPtr old, Clock::time_point deadline) {
   // 3. Drain: after the abort every queued op has failed. The old communicator's threads are
   // joined by a reaper of their own: one may stay blocked until its op's deadline (a gloo
   // collective on a silent peer cannot be cancelled; it runs on private copies of its outputs),
@@ -188,14 +192,8 @@ void ReconfigurableBackend::bootstrap(const ReconfigureOptions& options, Backend
     });
   }
 
-  // 4. The new membership, under its own namespace of the store. Members made on different
-  // stores (each replica its own, as torchft's replica groups) meet in one every member
-  // names the same way: the smallest of the handles' store addresses.
-  std::string meet;
-  for (const std::string& text : options.handles) {
-    const std::string s = parse_handle(text).store;
-    if (meet.empty() || s < meet) meet = s;
-  }
+  // 4. The new membership, under its own namespace of the store `meet` (this rank's own, or
+  // reached by its address).
   StorePtr rendezvous = store_;
   if (meet != store_->address()) {
     try {

@@ -85,8 +85,10 @@ class ReconfigurableBackend : public ForwardingBackend {
     std::string store;
   };
   static Handle parse_handle(const std::string& text);
-  // Sets up a generation's communicator and makes it current (steps 3-4; throws on failure).
-  void bootstrap(const ReconfigureOptions& options, BackendPtr old, Clock::time_point deadline);
+  // Sets up a generation's communicator and makes it current (steps 3-4; throws on failure),
+  // rendezvousing in the store at address `meet`.
+  void bootstrap(const ReconfigureOptions& options, const std::string& meet, BackendPtr old,
+                 Clock::time_point deadline);
   void install(BackendPtr comm, int rank, int size, std::vector<int> members);
 
   const std::string backend_;

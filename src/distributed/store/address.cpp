@@ -133,7 +133,10 @@ StoreAddress parse_store_address(const std::string& address) {
 
 }  // namespace detail
 
-void check_store_address(const std::string& address, const std::string& what) {
+namespace {
+
+// The address parsed, with the checks that need no connection (check_store_address).
+detail::StoreAddress checked_address(const std::string& address, const std::string& what) {
   detail::StoreAddress a;
   try {
     a = detail::parse_store_address(address);
@@ -144,11 +147,17 @@ void check_store_address(const std::string& address, const std::string& what) {
            "{}: store '{}' is an in-process HashStore of process {}, which this process ({}) "
            "cannot reach; give every member a store it can reach (a TCPStore or a FileStore)",
            what, address, a.pid, ::getpid());
+  return a;
+}
+
+}  // namespace
+
+void check_store_address(const std::string& address, const std::string& what) {
+  checked_address(address, what);
 }
 
 StorePtr connect_store(const std::string& address, Milliseconds timeout) {
-  check_store_address(address, "connect_store()");
-  const detail::StoreAddress a = detail::parse_store_address(address);
+  const detail::StoreAddress a = checked_address(address, "connect_store()");
   StorePtr store;
   switch (a.kind) {
     case detail::StoreAddress::Kind::Tcp: {

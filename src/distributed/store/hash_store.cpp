@@ -29,17 +29,12 @@ struct Registry {
 }  // namespace
 
 struct HashStore::State {
-  State() {
-    Registry& r = Registry::get();
-    std::lock_guard lock(r.mutex);
-    id = r.next_id++;
-  }
   ~State() {
     Registry& r = Registry::get();
     std::lock_guard lock(r.mutex);
     r.maps.erase(id);
   }
-  uint64_t id = 0;
+  uint64_t id = 0;  // its key in the Registry
   std::mutex mutex;
   std::condition_variable cv;  // notified on every write
   std::unordered_map<std::string, Bytes> map;
@@ -54,6 +49,7 @@ struct HashStore::State {
 HashStore::HashStore(Milliseconds timeout) : Store(timeout), state_(std::make_shared<State>()) {
   Registry& r = Registry::get();
   std::lock_guard lock(r.mutex);
+  state_->id = r.next_id++;
   r.maps[state_->id] = state_;
 }
 HashStore::HashStore(std::shared_ptr<State> state, Milliseconds timeout)
