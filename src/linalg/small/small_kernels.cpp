@@ -189,6 +189,36 @@ template <int C, class V, class At>
   for (; i < n; ++i) tile_update<1, C, false, V>(at, i, j0);
 }
 
+// Cholesky's diagonal step j: L(j, j) = sqrt(d) of the minor d stored at `diag`, and 1 / L(j, j)
+// returned. Lanes whose minor is not positive (NaN fails too) record j + 1 in fail (the first
+// failing order) and go on with d = 1, to stay finite (they are not scattered). 1 / L(j, j) is
+// sqrt(d) * (1 / d): the square root and the division run side by side rather than one after
+// the other on the column's chain (three roundings from 1 / sqrt(d) against two; in cache, 4% of
+// a batch of 4 x 4 float64 factorizations, 12% of 8 x 8). It needs 1 / d normal: outside
+// [min, 1 / min] (and where a minor is not positive) it is 1 / L(j, j).
+template <class T, int W>
+[[gnu::always_inline]] inline Vec<T> cholesky_diagonal(Vec<T> d, int64_t j, int32_t (&fail)[W],
+                                                       T* diag) {
+  using V = Vec<T>;
+  const V lo(std::numeric_limits<T>::min()), hi(T(1) / std::numeric_limits<T>::min());
+  const bool plain = V::all_lt(lo, d) && V::all_lt(d, hi);
+  if (!plain && !V::all_lt(V(T(0)), d)) {
+    alignas(64) T lane[W];
+    d.store(lane);
+    for (int l = 0; l < W; ++l) {
+      if (!(lane[l] > T(0))) {
+        if (!fail[l]) fail[l] = static_cast<int32_t>(j + 1);
+        lane[l] = T(1);
+      }
+    }
+    d = V::load(lane);
+  }
+  const V inv = V(T(1)) / d;
+  d = d.sqrt();
+  d.store(diag);
+  return plain ? d * inv : V(T(1)) / d;
+}
+
 // Lower Cholesky of one group, left-looking: column j is A(j:n, j) less the products of the
 // finished columns' rows, L(i, j) = (A(i, j) - sum_k<j L(i, k) L(j, k)) / L(j, j). Each element
 // is stored once per block of kTileCols columns (the right-looking update stored every trailing
@@ -203,7 +233,6 @@ void potrf_group(N n, const T* a, T* out, int used, int32_t* info) {
   T* buf = gather_ld(n, ld, a, used, /*lower=*/true);
   auto at = [&](int64_t i, int64_t j) { return buf + (i * ld + j) * W; };
   int32_t fail[W] = {};
-  alignas(64) T lane[W];
   for (int64_t j = 0; j < n; ++j) {
     // Every kTileCols columns, the block's columns first take the products of all the columns
     // left of it, tile by tile; each column then needs only those within its block.
@@ -229,26 +258,7 @@ void potrf_group(N n, const T* a, T* out, int used, int32_t* info) {
       const V ljk = V::load(at(j, k));
       d = d - ljk * ljk;
     }
-    // 1 / L(j, j) as sqrt(d) * (1 / d): the square root and the division run side by side
-    // rather than one after the other on the column's chain (three roundings from 1 / sqrt(d)
-    // against two; in cache, 4% of a batch of 4 x 4 float64 factorizations, 12% of 8 x 8). It needs
-    // 1 / d normal: outside [min, 1 / min] (and where a minor is not positive) r is 1 / L(j, j).
-    const V lo(std::numeric_limits<T>::min()), hi(T(1) / std::numeric_limits<T>::min());
-    const bool plain = V::all_lt(lo, d) && V::all_lt(d, hi);
-    if (!plain && !V::all_lt(V(T(0)), d)) {  // a lane's minor is not positive (NaN fails too)
-      d.store(lane);
-      for (int l = 0; l < W; ++l) {
-        if (!(lane[l] > T(0))) {
-          if (!fail[l]) fail[l] = static_cast<int32_t>(j + 1);
-          lane[l] = T(1);  // keep the lane finite; it is not scattered
-        }
-      }
-      d = V::load(lane);
-    }
-    const V inv = V(T(1)) / d;
-    d = d.sqrt();
-    d.store(at(j, j));
-    const V r = plain ? d * inv : V(T(1)) / d;
+    const V r = cholesky_diagonal<T>(d, j, fail, at(j, j));
     column_rows<V>(
         at, j + 1, n, j, [&](int64_t k) { return V::load(at(j, k)); }, [&](V x) { return x * r; },
         j0);
@@ -366,29 +376,160 @@ void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info
   scatter_ld(n, ld, buf, used, out);
 }
 
-// The right-hand sides of one group, interleaved: element (i, c) of lane l at
-// buf[(i * k + c) * W + l]; lanes from `used` on are zero. With `ipiv` (getrs), each lane's row
-// interchanges are applied in order, a swap of rows j and r as a blend in the lanes whose pivot
-// is r (as getrf swaps).
-template <class T, class N>
-T* gather_rhs(N n, int64_t k, const T* b, int used, const int32_t* ipiv) {
+// f(integral_constant<int64_t, i>) for i in [B, E), unrolled at compile time: indices into local
+// arrays of vectors stay constants, so the arrays live in registers.
+template <int64_t B, int64_t E, class F>
+[[gnu::always_inline]] inline void static_for(const F& f) {
+  if constexpr (B < E) {
+    f(std::integral_constant<int64_t, B>{});
+    static_for<B + 1, E>(f);
+  }
+}
+
+// LU's row interchange of step J on the vectors x[J .. N) of one column: in lane l, x[J] and
+// x[p(l)] exchanged (p holds row numbers >= J), by a compare and two blends per row below J,
+// no branches.
+template <class T, int64_t J, int64_t N>
+[[gnu::always_inline]] inline void interchange(Vec<T> p, Vec<T>* x) {
+  using V = Vec<T>;
+  V xj = x[J];
+  static_for<J + 1, N>([&](auto i) __attribute__((always_inline)) {
+    xj = V::select_eq(p, V(T(i)), x[i], xj);
+    x[i] = V::select_eq(p, V(T(i)), x[J], x[i]);
+  });
+  x[J] = xj;
+}
+
+// potrf_group for a compile-time order N <= 8, right-looking (every sum in the order of the
+// left-looking loop, so the factor is the same bits): unrolled, column j's vectors stay in
+// registers from its scaling through the trailing update, and only the lower triangle is read
+// or written.
+template <class T, int64_t N>
+void potrf_fixed(const T* a, T* out, int used, int32_t* info) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
-  thread_local std::vector<T> buf_tls;
-  std::vector<T>& buf = buf_tls;
-  buf.resize(static_cast<size_t>(n * k * W));
-  T* x = buf.data();
-  lanes_to_interleaved(b, n * k, used, x);
-  if (!ipiv) return x;
-  // The lanes' 0-based pivots as vectors, p[j * W + l] (0 in unused lanes: row 0 is never
-  // below step j, so those lanes swap nothing), by the same interleave: filling a vector from
-  // 16 scalar stores stalled its load (no store forwarding).
-  alignas(64) T flat[kSmallMax * W], p[kSmallMax * W];
+  alignas(64) T buf[N * N * W];
+  interleave_plain(N, a, used, buf, /*lower=*/true);
+  auto at = [&](int64_t i, int64_t j) { return buf + (i * N + j) * W; };
+  int32_t fail[W] = {};
+  static_for<0, N>([&](auto jc) __attribute__((always_inline)) {
+    constexpr int64_t j = jc;
+    const V r = cholesky_diagonal<T>(V::load(at(j, j)), j, fail, at(j, j));
+    V c[N];
+    static_for<j + 1, N>([&](auto i) __attribute__((always_inline)) {
+      c[i] = V::load(at(i, j)) * r;
+      c[i].store(at(i, j));
+    });
+    static_for<j + 1, N>([&](auto k) __attribute__((always_inline)) {
+      static_for<k, N>([&](auto i) __attribute__((always_inline)) {
+        (V::load(at(i, k)) - c[i] * c[k]).store(at(i, k));
+      });
+    });
+  });
+  interleaved_to_lanes(buf, N * N, used, out, /*lower_n=*/N);
+  for (int l = 0; l < used; ++l) {
+    info[l] = fail[l];
+    if (fail[l]) std::copy(a + l * N * N, a + (l + 1) * N * N, out + l * N * N);
+  }
+}
+
+// getrf_group for a compile-time order N <= 8 on G groups side by side (back to back in a and
+// out; all but the last full), right-looking as getf2 (every sum in the same order as the
+// Crout loop above, so the factors are the same bits). Unrolled, the per-lane row interchange
+// is branch-free: per row below j a compare of the pivot indices with the row's number and
+// two blends per column, the trailing columns' blends feeding their update (the general form
+// found the chosen rows in a loop of unpredictable branches and converted each row number to
+// a vector: 3/4 of a batch of 8 x 8 float64 factorizations). A step is one chain (pivot
+// search, interchange, division, scaling, update of the next column); G groups give the core
+// G independent chains.
+template <class T, int64_t N, int G>
+void getrf_fixed(const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
+  using V = Vec<T>;
+  constexpr int W = V::kSize;
+  constexpr int64_t kGroup = N * N * W;
+  const auto lanes = [&](int g) { return g + 1 < G ? W : used; };
+  alignas(64) T buf[G][kGroup];
+  for (int g = 0; g < G; ++g) interleave_plain(N, a + g * kGroup, lanes(g), buf[g]);
+  auto at = [&](int g, int64_t i, int64_t j) { return buf[g] + (i * N + j) * W; };
+  const V zero(T(0)), one(T(1)), half(T(0.5));
+  V first_zero[G];                 // 1-based step of the first zero pivot, 0 if none
+  alignas(64) T pivots[G][N * W];  // row chosen at step j, per lane, at j * W
+  for (int g = 0; g < G; ++g) first_zero[g] = zero;
+  static_for<0, N>([&](auto jc) __attribute__((always_inline)) {
+    constexpr int64_t j = jc;
+    V c[G][N], p[G];
+    static_for<0, G>([&](auto g) __attribute__((always_inline)) {
+      // Pivot: the first row with the largest |a(i, j)| (a < b is false for NaN: kept).
+      static_for<j, N>([&](auto i)
+                           __attribute__((always_inline)) { c[g][i] = V::load(at(g, i, j)); });
+      V best = c[g][j].abs();
+      p[g] = V(T(j));
+      static_for<j + 1, N>([&](auto i) __attribute__((always_inline)) {
+        const V v = c[g][i].abs();
+        p[g] = V::select_lt(best, v, V(T(i)), p[g]);
+        best = V::select_lt(best, v, v, best);
+      });
+      p[g].store(pivots[g] + j * W);
+      interchange<T, j, N>(p[g], c[g]);
+      // A zero pivot is recorded and its column left unscaled (getf2 skips it); NaN is not zero.
+      const V is_zero = V::select_eq(c[g][j], zero, one, zero);
+      first_zero[g] = V::select_eq(first_zero[g], zero,
+                                   V::select_lt(half, is_zero, V(T(j + 1)), zero), first_zero[g]);
+      const V r = one / c[g][j];
+      c[g][j].store(at(g, j, j));
+      static_for<j + 1, N>([&](auto i) __attribute__((always_inline)) {
+        c[g][i] = V::select_lt(half, is_zero, c[g][i], c[g][i] * r);
+        c[g][i].store(at(g, i, j));
+      });
+    });
+    static_for<0, N>([&](auto k) __attribute__((always_inline)) {
+      if constexpr (k != j) {
+        static_for<0, G>([&](auto g) __attribute__((always_inline)) {
+          V x[N];
+          static_for<j, N>([&](auto i)
+                               __attribute__((always_inline)) { x[i] = V::load(at(g, i, k)); });
+          interchange<T, j, N>(p[g], x);
+          x[j].store(at(g, j, k));
+          static_for<j + 1, N>([&](auto i) __attribute__((always_inline)) {
+            if constexpr (k > j) x[i] = x[i] - c[g][i] * x[j];
+            x[i].store(at(g, i, k));
+          });
+        });
+      }
+    });
+  });
+  for (int g = 0; g < G; ++g) {
+    alignas(64) T lane[W];
+    first_zero[g].store(lane);
+    for (int l = 0; l < lanes(g); ++l) {
+      info[g * W + l] = static_cast<int32_t>(lane[l]);
+      for (int64_t j = 0; j < N; ++j)
+        ipiv[(g * W + l) * N + j] = static_cast<int32_t>(pivots[g][j * W + l]) + 1;
+    }
+    interleaved_to_lanes(buf[g], N * N, lanes(g), out + g * kGroup);
+  }
+}
+
+// The lanes' 0-based pivots (ipiv: n per lane, 1-based) as vectors, p[j * W + l] (0 in unused
+// lanes: row 0 is never below step j, so those lanes swap nothing), by the interleave of the
+// right-hand sides: filling a vector from 16 scalar stores stalled its load (no store
+// forwarding).
+template <class T>
+void pivot_vectors(int64_t n, const int32_t* ipiv, int used, T* p) {
+  alignas(64) T flat[kSmallMax * Vec<T>::kSize];
   for (int64_t i = 0; i < used * n; ++i) flat[i] = static_cast<T>(ipiv[i] - 1);
   lanes_to_interleaved(flat, n, used, p);
-  for (int64_t j = 0; j < n; ++j)
-    swap_pivot_rows<T>(V::load(p + j * W), j, n, k, [&](int64_t i) { return x + i * k * W; });
-  return x;
+}
+
+// The right-hand sides of one group, interleaved: element (i, c) of lane l at
+// buf[(i * k + c) * W + l]; lanes from `used` on are zero.
+template <class T, class N>
+T* gather_rhs(N n, int64_t k, const T* b, int used) {
+  thread_local std::vector<T> buf_tls;
+  std::vector<T>& buf = buf_tls;
+  buf.resize(static_cast<size_t>(n * k * Vec<T>::kSize));
+  lanes_to_interleaved(b, n * k, used, buf.data());
+  return buf.data();
 }
 
 template <class T>
@@ -462,7 +603,7 @@ void substitute(N n, int64_t k, const T* f, bool cholesky, T* x) {
 // computed (the general form's loops over k kept x in memory; perf put most of a batch of
 // 8 x 8 float64 Cholesky solves in those dependent reloads).
 template <class T, int64_t N>
-void substitute_one(const T* f, bool cholesky, T* x) {
+void substitute_one(const T* f, bool cholesky, T* x, const T* pivots = nullptr) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
   auto at = [&](int64_t i, int64_t j) { return V::load(f + (i * N + j) * W); };
@@ -471,6 +612,11 @@ void substitute_one(const T* f, bool cholesky, T* x) {
   for (int64_t i = 0; i < N; ++i) {
     xs[i] = V::load(x + i * W);
     rinv[i] = V(T(1)) / at(i, i);
+  }
+  if (pivots) {
+    static_for<0, N>([&](auto j) __attribute__((always_inline)) {
+      interchange<T, j, N>(V::load(pivots + j * W), xs);
+    });
   }
 #pragma GCC unroll 8
   for (int64_t i = 0; i < N; ++i) {
@@ -485,15 +631,6 @@ void substitute_one(const T* f, bool cholesky, T* x) {
     xs[i] = xs[i] * rinv[i];
     xs[i].store(x + i * W);
   }
-}
-
-// substitute, through substitute_one where n is a compile-time constant and k is 1.
-template <class T, class N>
-void substitute_any(N n, int64_t k, const T* f, bool cholesky, T* x) {
-  if constexpr (!std::is_same_v<N, int64_t>) {
-    if (k == 1) return substitute_one<T, N::value>(f, cholesky, x);
-  }
-  substitute(n, k, f, cholesky, x);
 }
 
 // Calls f(n) with n as a compile-time constant for the sizes the batched goals name and
@@ -519,32 +656,62 @@ void with_size(int64_t n, F&& f) {
   }
 }
 
-template <class T>
-void potrs_batch(int64_t n_, int64_t k, int64_t count, const T* l, T* b) {
+// One group's system of order N with one right-hand side (b, N per lane) solved in place with
+// its factor (row-major, N * N apart) and pivot vectors (getrs; null for potrs), through
+// buffers on the stack.
+template <class T, int64_t N>
+void solve_one_fixed(const T* factor, const T* pivots, T* b, int used, bool cholesky) {
   constexpr int W = Vec<T>::kSize;
+  alignas(64) T f[N * N * W], x[N * W];
+  interleave_plain(N, factor, used, f, /*lower=*/cholesky);
+  lanes_to_interleaved(b, N, used, x);
+  substitute_one<T, N>(f, cholesky, x, pivots);
+  interleaved_to_lanes(x, N, used, b);
+}
+
+// potrs (cholesky, no ipiv) and getrs on `count` systems, a group of W at a time. With one
+// right-hand side and n a compile-time constant the group's factor, solution and pivots sit in
+// buffers on the stack and the solution in registers (substitute_one); otherwise each lane's
+// row interchanges are applied in order, a swap of rows j and r as blends in the lanes whose
+// pivot is r (as getrf swaps), before substitute.
+template <class T>
+void solve_batch(int64_t n_, int64_t k, int64_t count, const T* factor, const int32_t* ipiv, T* b,
+                 bool cholesky) {
+  using V = Vec<T>;
+  constexpr int W = V::kSize;
   with_size(n_, [&](auto n) {
     for (int64_t g = 0; g < count; g += W) {
       const int used = static_cast<int>(std::min<int64_t>(W, count - g));
-      const T* f = gather(n, l + g * n * n, used, /*lower=*/true);
-      T* x = gather_rhs(n, k, b + g * n * k, used, static_cast<const int32_t*>(nullptr));
-      substitute_any(n, k, f, /*cholesky=*/true, x);
-      scatter_rhs(n, k, x, used, b + g * n * k);
+      const T* fg = factor + g * n * n;
+      T* bg = b + g * n * k;
+      alignas(64) T p[kSmallMax * W];
+      if (ipiv) pivot_vectors(n, ipiv + g * n, used, p);
+      if constexpr (!std::is_same_v<decltype(n), int64_t>) {
+        if (k == 1) {
+          solve_one_fixed<T, decltype(n)::value>(fg, ipiv ? p : nullptr, bg, used, cholesky);
+          continue;
+        }
+      }
+      const T* f = gather(n, fg, used, /*lower=*/cholesky);
+      T* x = gather_rhs(n, k, bg, used);
+      if (ipiv) {
+        for (int64_t j = 0; j < n; ++j)
+          swap_pivot_rows<T>(V::load(p + j * W), j, n, k, [&](int64_t i) { return x + i * k * W; });
+      }
+      substitute(n, k, f, cholesky, x);
+      scatter_rhs(n, k, x, used, bg);
     }
   });
 }
 
 template <class T>
-void getrs_batch(int64_t n_, int64_t k, int64_t count, const T* lu, const int32_t* ipiv, T* b) {
-  constexpr int W = Vec<T>::kSize;
-  with_size(n_, [&](auto n) {
-    for (int64_t g = 0; g < count; g += W) {
-      const int used = static_cast<int>(std::min<int64_t>(W, count - g));
-      const T* f = gather(n, lu + g * n * n, used);
-      T* x = gather_rhs(n, k, b + g * n * k, used, ipiv + g * n);
-      substitute_any(n, k, f, /*cholesky=*/false, x);
-      scatter_rhs(n, k, x, used, b + g * n * k);
-    }
-  });
+void potrs_batch(int64_t n, int64_t k, int64_t count, const T* l, T* b) {
+  solve_batch(n, k, count, l, static_cast<const int32_t*>(nullptr), b, /*cholesky=*/true);
+}
+
+template <class T>
+void getrs_batch(int64_t n, int64_t k, int64_t count, const T* lu, const int32_t* ipiv, T* b) {
+  solve_batch(n, k, count, lu, ipiv, b, /*cholesky=*/false);
 }
 
 template <class T>
@@ -553,7 +720,11 @@ void potrf_batch(int64_t n_, int64_t count, const T* a, T* out, int32_t* info) {
   with_size(n_, [&](auto n) {
     for (int64_t g = 0; g < count; g += W) {
       const int used = static_cast<int>(std::min<int64_t>(W, count - g));
-      potrf_group(n, a + g * n * n, out + g * n * n, used, info + g);
+      if constexpr (std::is_same_v<decltype(n), int64_t>) {
+        potrf_group(n, a + g * n * n, out + g * n * n, used, info + g);
+      } else {
+        potrf_fixed<T, decltype(n)::value>(a + g * n * n, out + g * n * n, used, info + g);
+      }
     }
   });
 }
@@ -564,7 +735,17 @@ void getrf_batch(int64_t n_, int64_t count, const T* a, T* out, int32_t* ipiv, i
   with_size(n_, [&](auto n) {
     for (int64_t g = 0; g < count; g += W) {
       const int used = static_cast<int>(std::min<int64_t>(W, count - g));
-      getrf_group(n, a + g * n * n, out + g * n * n, used, ipiv + g * n, info + g);
+      if constexpr (std::is_same_v<decltype(n), int64_t>) {
+        getrf_group(n, a + g * n * n, out + g * n * n, used, ipiv + g * n, info + g);
+      } else {
+        constexpr int64_t N = decltype(n)::value;
+        if (N <= 4 && count - g >= 2 * W) {  // two groups' chains fit in the registers
+          getrf_fixed<T, N, 2>(a + g * N * N, out + g * N * N, W, ipiv + g * N, info + g);
+          g += W;
+        } else {
+          getrf_fixed<T, N, 1>(a + g * N * N, out + g * N * N, used, ipiv + g * N, info + g);
+        }
+      }
     }
   });
 }
