@@ -510,15 +510,31 @@ void getrf_fixed(const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
   }
 }
 
-// The lanes' 0-based pivots (ipiv: n per lane, 1-based) as vectors, p[j * W + l] (0 in unused
-// lanes: row 0 is never below step j, so those lanes swap nothing), by the interleave of the
-// right-hand sides: filling a vector from 16 scalar stores stalled its load (no store
-// forwarding).
+// The lanes' 0-based pivots (ipiv: n per lane, 1-based) as vectors, p[j * W + l] (-1 in unused
+// lanes: no row is -1, so those lanes swap nothing). On AVX-512 the int32 pivots are moved as
+// float bits by the 16-lane transposes and converted in registers: converting into a buffer
+// first left the transposes' loads waiting on stores they could not forward from (29% of a
+// batch of 10,000 float64 4 x 4 lu_solve calls).
 template <class T>
 void pivot_vectors(int64_t n, const int32_t* ipiv, int used, T* p) {
-  alignas(64) T flat[kSmallMax * Vec<T>::kSize];
-  for (int64_t i = 0; i < used * n; ++i) flat[i] = static_cast<T>(ipiv[i] - 1);
-  lanes_to_interleaved(flat, n, used, p);
+  constexpr int W = Vec<T>::kSize;
+#if defined(__AVX512F__)
+  alignas(64) float bits[kSmallMax * 16];
+  lanes_to_interleaved(reinterpret_cast<const float*>(ipiv), n, used, bits);
+  for (int64_t j = 0; j < n; ++j) {
+    const __m512i v = _mm512_load_si512(bits + j * 16);
+    if constexpr (std::is_same_v<T, float>) {
+      _mm512_store_ps(p + j * W, _mm512_sub_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(1.0f)));
+    } else {
+      _mm512_store_pd(p + j * W, _mm512_sub_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(v)),
+                                               _mm512_set1_pd(1.0)));
+    }
+  }
+#else
+  for (int64_t j = 0; j < n; ++j)
+    for (int l = 0; l < W; ++l)
+      p[j * W + l] = l < used ? static_cast<T>(ipiv[l * n + j] - 1) : T(-1);
+#endif
 }
 
 // The right-hand sides of one group, interleaved: element (i, c) of lane l at
@@ -598,39 +614,48 @@ void substitute(N n, int64_t k, const T* f, bool cholesky, T* x) {
   }
 }
 
-// substitute for one right-hand side of a compile-time order N (<= 8): the solution stays in
-// registers, so neither triangular sweep waits on a store and reload of the value it has just
-// computed (the general form's loops over k kept x in memory; perf put most of a batch of
-// 8 x 8 float64 Cholesky solves in those dependent reloads).
-template <class T, int64_t N>
-void substitute_one(const T* f, bool cholesky, T* x, const T* pivots = nullptr) {
+// substitute for one right-hand side of a compile-time order N (<= 8) on G groups side by side
+// (factors f[g], solutions x[g]; with pivots[g], getrs's interchanges first): the solutions
+// stay in registers, so neither triangular sweep waits on a store and reload of the value it
+// has just computed (the general form's loops over k kept x in memory; perf put most of a
+// batch of 8 x 8 float64 Cholesky solves in those dependent reloads), and the G groups' sweeps
+// are independent chains.
+template <class T, int64_t N, int G, bool kCholesky>
+void substitute_fixed(const T (*f)[N * N * Vec<T>::kSize], T (*x)[N * Vec<T>::kSize],
+                      const T (*pivots)[N * Vec<T>::kSize]) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
-  auto at = [&](int64_t i, int64_t j) { return V::load(f + (i * N + j) * W); };
-  V xs[N], rinv[N];
-#pragma GCC unroll 8
-  for (int64_t i = 0; i < N; ++i) {
-    xs[i] = V::load(x + i * W);
-    rinv[i] = V(T(1)) / at(i, i);
-  }
+  auto at = [&](int g, int64_t i, int64_t j) { return V::load(f[g] + (i * N + j) * W); };
+  V xs[G][N], rinv[G][N];
+  static_for<0, N>([&](auto i) __attribute__((always_inline)) {
+    for (int g = 0; g < G; ++g) {
+      xs[g][i] = V::load(x[g] + i * W);
+      rinv[g][i] = V(T(1)) / at(g, i, i);
+    }
+  });
   if (pivots) {
     static_for<0, N>([&](auto j) __attribute__((always_inline)) {
-      interchange<T, j, N>(V::load(pivots + j * W), xs);
+      for (int g = 0; g < G; ++g) interchange<T, j, N>(V::load(pivots[g] + j * W), xs[g]);
     });
   }
-#pragma GCC unroll 8
-  for (int64_t i = 0; i < N; ++i) {
-#pragma GCC unroll 8
-    for (int64_t m = 0; m < i; ++m) xs[i] = xs[i] - at(i, m) * xs[m];
-    if (cholesky) xs[i] = xs[i] * rinv[i];
-  }
-#pragma GCC unroll 8
-  for (int64_t i = N - 1; i >= 0; --i) {
-#pragma GCC unroll 8
-    for (int64_t m = i + 1; m < N; ++m) xs[i] = xs[i] - (cholesky ? at(m, i) : at(i, m)) * xs[m];
-    xs[i] = xs[i] * rinv[i];
-    xs[i].store(x + i * W);
-  }
+  static_for<0, N>([&](auto i) __attribute__((always_inline)) {
+    for (int g = 0; g < G; ++g) {
+      static_for<0, i>([&](auto m) __attribute__((always_inline)) {
+        xs[g][i] = xs[g][i] - at(g, i, m) * xs[g][m];
+      });
+      if constexpr (kCholesky) xs[g][i] = xs[g][i] * rinv[g][i];
+    }
+  });
+  static_for<0, N>([&](auto r) __attribute__((always_inline)) {
+    constexpr int64_t i = N - 1 - r;
+    for (int g = 0; g < G; ++g) {
+      static_for<i + 1, N>([&](auto m) __attribute__((always_inline)) {
+        xs[g][i] = xs[g][i] - (kCholesky ? at(g, m, i) : at(g, i, m)) * xs[g][m];
+      });
+      xs[g][i] = xs[g][i] * rinv[g][i];
+      xs[g][i].store(x[g] + i * W);
+    }
+  });
 }
 
 // Calls f(n) with n as a compile-time constant for the sizes the batched goals name and
@@ -656,17 +681,25 @@ void with_size(int64_t n, F&& f) {
   }
 }
 
-// One group's system of order N with one right-hand side (b, N per lane) solved in place with
-// its factor (row-major, N * N apart) and pivot vectors (getrs; null for potrs), through
-// buffers on the stack.
-template <class T, int64_t N>
-void solve_one_fixed(const T* factor, const T* pivots, T* b, int used, bool cholesky) {
+// G groups' systems of order N with one right-hand side each (b: N per lane; the groups back
+// to back in factor, ipiv and b, all but the last full) solved in place with their factors
+// (row-major, N * N apart) and pivots (getrs; null for potrs), through buffers on the stack.
+template <class T, int64_t N, int G>
+void solve_one_fixed(const T* factor, const int32_t* ipiv, T* b, int used, bool cholesky) {
   constexpr int W = Vec<T>::kSize;
-  alignas(64) T f[N * N * W], x[N * W];
-  interleave_plain(N, factor, used, f, /*lower=*/cholesky);
-  lanes_to_interleaved(b, N, used, x);
-  substitute_one<T, N>(f, cholesky, x, pivots);
-  interleaved_to_lanes(x, N, used, b);
+  alignas(64) T f[G][N * N * W], x[G][N * W], p[G][N * W];
+  const auto lanes = [&](int g) { return g + 1 < G ? W : used; };
+  for (int g = 0; g < G; ++g) {
+    interleave_plain(N, factor + g * N * N * W, lanes(g), f[g], /*lower=*/cholesky);
+    lanes_to_interleaved(b + g * N * W, N, lanes(g), x[g]);
+    if (ipiv) pivot_vectors(N, ipiv + g * N * W, lanes(g), p[g]);
+  }
+  if (cholesky) {
+    substitute_fixed<T, N, G, true>(f, x, nullptr);
+  } else {
+    substitute_fixed<T, N, G, false>(f, x, ipiv ? p : nullptr);
+  }
+  for (int g = 0; g < G; ++g) interleaved_to_lanes(x[g], N, lanes(g), b + g * N * W);
 }
 
 // potrs (cholesky, no ipiv) and getrs on `count` systems, a group of W at a time. With one
@@ -684,17 +717,24 @@ void solve_batch(int64_t n_, int64_t k, int64_t count, const T* factor, const in
       const int used = static_cast<int>(std::min<int64_t>(W, count - g));
       const T* fg = factor + g * n * n;
       T* bg = b + g * n * k;
-      alignas(64) T p[kSmallMax * W];
-      if (ipiv) pivot_vectors(n, ipiv + g * n, used, p);
+      const int32_t* pg = ipiv ? ipiv + g * n : nullptr;
       if constexpr (!std::is_same_v<decltype(n), int64_t>) {
         if (k == 1) {
-          solve_one_fixed<T, decltype(n)::value>(fg, ipiv ? p : nullptr, bg, used, cholesky);
+          constexpr int64_t N = decltype(n)::value;
+          if (count - g >= 2 * W) {  // two groups: twice the independent chains
+            solve_one_fixed<T, N, 2>(fg, pg, bg, W, cholesky);
+            g += W;
+          } else {
+            solve_one_fixed<T, N, 1>(fg, pg, bg, used, cholesky);
+          }
           continue;
         }
       }
       const T* f = gather(n, fg, used, /*lower=*/cholesky);
       T* x = gather_rhs(n, k, bg, used);
       if (ipiv) {
+        alignas(64) T p[kSmallMax * W];
+        pivot_vectors(n, pg, used, p);
         for (int64_t j = 0; j < n; ++j)
           swap_pivot_rows<T>(V::load(p + j * W), j, n, k, [&](int64_t i) { return x + i * k * W; });
       }
