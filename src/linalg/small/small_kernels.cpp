@@ -305,8 +305,10 @@ void swap_pivot_rows(Vec<T> p, int64_t j, int64_t rows, int64_t len, const Row& 
   int64_t chosen[kSmallMax];
   V take[kSmallMax];
   int count = 0;
+  V r_vec = V(T(j));  // r as a vector, counted up rather than converted each time
   for (int64_t r = j + 1; r < rows; ++r) {
-    const V t = V::select_eq(p, V(T(r)), one, zero);
+    r_vec = r_vec + one;
+    const V t = V::select_eq(p, r_vec, one, zero);
     if (V::all_lt(t, half)) continue;  // no lane chose row r
     chosen[count] = r;
     take[count++] = t;
@@ -316,6 +318,69 @@ void swap_pivot_rows(Vec<T> p, int64_t j, int64_t rows, int64_t len, const Row& 
   for (; k + 8 <= len; k += 8) swap_block<8, T>(j, k, chosen, take, count, row);
   if (k + 4 <= len) swap_block<4, T>(j, k, chosen, take, count, row), k += 4;
   for (; k < len; ++k) swap_block<1, T>(j, k, chosen, take, count, row);
+}
+
+// The lanes' 0-based pivots (ipiv: n per lane, 1-based) as vectors, p[j * W + l] (-1 in unused
+// lanes: no row is -1, so those lanes swap nothing). On AVX-512 the int32 pivots are moved as
+// float bits by the 16-lane transposes and converted in registers: converting into a buffer
+// first left the transposes' loads waiting on stores they could not forward from (29% of a
+// batch of 10,000 float64 4 x 4 lu_solve calls).
+template <class T>
+void pivot_vectors(int64_t n, const int32_t* ipiv, int used, T* p) {
+  constexpr int W = Vec<T>::kSize;
+#if defined(__AVX512F__)
+  alignas(64) float bits[kSmallMax * 16];
+  lanes_to_interleaved(reinterpret_cast<const float*>(ipiv), n, used, bits);
+  for (int64_t j = 0; j < n; ++j) {
+    const __m512i v = _mm512_load_si512(bits + j * 16);
+    if constexpr (std::is_same_v<T, float>) {
+      _mm512_store_ps(p + j * W, _mm512_sub_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(1.0f)));
+    } else {
+      _mm512_store_pd(p + j * W, _mm512_sub_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(v)),
+                                               _mm512_set1_pd(1.0)));
+    }
+  }
+#else
+  for (int64_t j = 0; j < n; ++j)
+    for (int l = 0; l < W; ++l)
+      p[j * W + l] = l < used ? static_cast<T>(ipiv[l * n + j] - 1) : T(-1);
+#endif
+}
+
+// The inverse of pivot_vectors for getrf's results: ipiv[l * n + j] = p[j * W + l] + 1 (p: the
+// 0-based rows chosen, as vectors) and info[l] = first_zero's lane l, for lanes l < used. On
+// AVX-512 the pivots are converted in registers and move out as float bits by the 16-lane
+// transposes (a conversion and a store per pivot were 8-9% of a batch of 16 x 16 float64
+// factorizations).
+template <class T>
+void pivots_to_lanes(int64_t n, const T* p, Vec<T> first_zero, int used, int32_t* ipiv,
+                     int32_t* info) {
+  constexpr int W = Vec<T>::kSize;
+  alignas(64) T lane[W];
+  first_zero.store(lane);
+  for (int l = 0; l < used; ++l) info[l] = static_cast<int32_t>(lane[l]);
+#if defined(__AVX512F__)
+  if (n < 8) {  // a few pivots per lane: scalar conversions cost less than a 16 x 16 transpose
+    for (int l = 0; l < used; ++l)
+      for (int64_t j = 0; j < n; ++j) ipiv[l * n + j] = static_cast<int32_t>(p[j * W + l]) + 1;
+    return;
+  }
+  alignas(64) float bits[kSmallMax * 16];
+  for (int64_t j = 0; j < n; ++j) {
+    __m512i v;
+    if constexpr (std::is_same_v<T, float>) {
+      v = _mm512_cvttps_epi32(_mm512_add_ps(_mm512_loadu_ps(p + j * W), _mm512_set1_ps(1.0f)));
+    } else {
+      v = _mm512_zextsi256_si512(
+          _mm512_cvttpd_epi32(_mm512_add_pd(_mm512_loadu_pd(p + j * W), _mm512_set1_pd(1.0))));
+    }
+    _mm512_store_si512(bits + j * 16, v);
+  }
+  interleaved_to_lanes(bits, n, used, reinterpret_cast<float*>(ipiv));
+#else
+  for (int l = 0; l < used; ++l)
+    for (int64_t j = 0; j < n; ++j) ipiv[l * n + j] = static_cast<int32_t>(p[j * W + l]) + 1;
+#endif
 }
 
 // LU with partial pivoting of one group, left-looking (Crout order, as potrf_group): step j
@@ -348,10 +413,11 @@ void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info
     column_rows<V>(at, j, n, j, u, keep);
     // Pivot: the first row with the largest |a(i, j)| (a < b is false for NaN: kept).
     V best = V::load(at(j, j)).abs();
-    V p = V(T(j));
+    V p = V(T(j)), i_vec = p;  // i as a vector, counted up rather than converted each time
     for (int64_t i = j + 1; i < n; ++i) {
       const V v = V::load(at(i, j)).abs();
-      p = V::select_lt(best, v, V(T(i)), p);
+      i_vec = i_vec + one;
+      p = V::select_lt(best, v, i_vec, p);
       best = V::select_lt(best, v, v, best);
     }
     p.store(pivots.data() + j * W);
@@ -367,19 +433,32 @@ void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info
       V::select_lt(half, is_zero, x, x * r).store(at(i, j));
     }
   }
-  alignas(64) T lane[W];
-  first_zero.store(lane);
-  for (int l = 0; l < used; ++l) {
-    info[l] = static_cast<int32_t>(lane[l]);
-    for (int64_t j = 0; j < n; ++j) ipiv[l * n + j] = static_cast<int32_t>(pivots[j * W + l]) + 1;
-  }
+  pivots_to_lanes(n, pivots.data(), first_zero, used, ipiv, info);
   scatter_ld(n, ld, buf, used, out);
 }
+
+// The unrolled kernels for a compile-time order n <= 8 (getrf_fixed, potrf_fixed,
+// substitute_fixed) are built in optimized builds only; at -O0 (the sanitizer build) n = 2..8
+// run the general loops, which compute the same bits: there thousands of forced inlinings
+// took 18 minutes to compile for one table. Their helpers and lambdas are forced inline: one
+// left out of line kept its arrays of vectors in memory (2x slower).
+#if defined(__OPTIMIZE__)
+constexpr bool kUnrolledKernels = true;
+#define TS_UNROLLED __attribute__((always_inline))
+#else
+constexpr bool kUnrolledKernels = false;
+#define TS_UNROLLED
+#endif
+
+// Whether a group loop whose order has type N (an integral_constant from with_size, or int64_t)
+// runs the unrolled kernels.
+template <class N>
+constexpr bool unrolled = kUnrolledKernels && !std::is_same_v<N, int64_t>;
 
 // f(integral_constant<int64_t, i>) for i in [B, E), unrolled at compile time: indices into local
 // arrays of vectors stay constants, so the arrays live in registers.
 template <int64_t B, int64_t E, class F>
-[[gnu::always_inline]] inline void static_for(const F& f) {
+TS_UNROLLED inline void static_for(const F& f) {
   if constexpr (B < E) {
     f(std::integral_constant<int64_t, B>{});
     static_for<B + 1, E>(f);
@@ -390,10 +469,10 @@ template <int64_t B, int64_t E, class F>
 // x[p(l)] exchanged (p holds row numbers >= J), by a compare and two blends per row below J,
 // no branches.
 template <class T, int64_t J, int64_t N>
-[[gnu::always_inline]] inline void interchange(Vec<T> p, Vec<T>* x) {
+TS_UNROLLED inline void interchange(Vec<T> p, Vec<T>* x) {
   using V = Vec<T>;
   V xj = x[J];
-  static_for<J + 1, N>([&](auto i) __attribute__((always_inline)) {
+  static_for<J + 1, N>([&](auto i) TS_UNROLLED {
     xj = V::select_eq(p, V(T(i)), x[i], xj);
     x[i] = V::select_eq(p, V(T(i)), x[J], x[i]);
   });
@@ -412,18 +491,17 @@ void potrf_fixed(const T* a, T* out, int used, int32_t* info) {
   interleave_plain(N, a, used, buf, /*lower=*/true);
   auto at = [&](int64_t i, int64_t j) { return buf + (i * N + j) * W; };
   int32_t fail[W] = {};
-  static_for<0, N>([&](auto jc) __attribute__((always_inline)) {
+  static_for<0, N>([&](auto jc) TS_UNROLLED {
     constexpr int64_t j = jc;
     const V r = cholesky_diagonal<T>(V::load(at(j, j)), j, fail, at(j, j));
     V c[N];
-    static_for<j + 1, N>([&](auto i) __attribute__((always_inline)) {
+    static_for<j + 1, N>([&](auto i) TS_UNROLLED {
       c[i] = V::load(at(i, j)) * r;
       c[i].store(at(i, j));
     });
-    static_for<j + 1, N>([&](auto k) __attribute__((always_inline)) {
-      static_for<k, N>([&](auto i) __attribute__((always_inline)) {
-        (V::load(at(i, k)) - c[i] * c[k]).store(at(i, k));
-      });
+    static_for<j + 1, N>([&](auto k) TS_UNROLLED {
+      static_for<k, N>([&](auto i)
+                           TS_UNROLLED { (V::load(at(i, k)) - c[i] * c[k]).store(at(i, k)); });
     });
   });
   interleaved_to_lanes(buf, N * N, used, out, /*lower_n=*/N);
@@ -455,16 +533,16 @@ void getrf_fixed(const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
   V first_zero[G];                 // 1-based step of the first zero pivot, 0 if none
   alignas(64) T pivots[G][N * W];  // row chosen at step j, per lane, at j * W
   for (int g = 0; g < G; ++g) first_zero[g] = zero;
-  static_for<0, N>([&](auto jc) __attribute__((always_inline)) {
+  static_for<0, N>([&](auto jc) TS_UNROLLED {
     constexpr int64_t j = jc;
     V c[G][N], p[G];
-    static_for<0, G>([&](auto g) __attribute__((always_inline)) {
+    static_for<0, G>([&](auto g) TS_UNROLLED {
       // Pivot: the first row with the largest |a(i, j)| (a < b is false for NaN: kept).
       static_for<j, N>([&](auto i)
                            __attribute__((always_inline)) { c[g][i] = V::load(at(g, i, j)); });
       V best = c[g][j].abs();
       p[g] = V(T(j));
-      static_for<j + 1, N>([&](auto i) __attribute__((always_inline)) {
+      static_for<j + 1, N>([&](auto i) TS_UNROLLED {
         const V v = c[g][i].abs();
         p[g] = V::select_lt(best, v, V(T(i)), p[g]);
         best = V::select_lt(best, v, v, best);
@@ -477,20 +555,20 @@ void getrf_fixed(const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
                                    V::select_lt(half, is_zero, V(T(j + 1)), zero), first_zero[g]);
       const V r = one / c[g][j];
       c[g][j].store(at(g, j, j));
-      static_for<j + 1, N>([&](auto i) __attribute__((always_inline)) {
+      static_for<j + 1, N>([&](auto i) TS_UNROLLED {
         c[g][i] = V::select_lt(half, is_zero, c[g][i], c[g][i] * r);
         c[g][i].store(at(g, i, j));
       });
     });
-    static_for<0, N>([&](auto k) __attribute__((always_inline)) {
+    static_for<0, N>([&](auto k) TS_UNROLLED {
       if constexpr (k != j) {
-        static_for<0, G>([&](auto g) __attribute__((always_inline)) {
+        static_for<0, G>([&](auto g) TS_UNROLLED {
           V x[N];
           static_for<j, N>([&](auto i)
                                __attribute__((always_inline)) { x[i] = V::load(at(g, i, k)); });
           interchange<T, j, N>(p[g], x);
           x[j].store(at(g, j, k));
-          static_for<j + 1, N>([&](auto i) __attribute__((always_inline)) {
+          static_for<j + 1, N>([&](auto i) TS_UNROLLED {
             if constexpr (k > j) x[i] = x[i] - c[g][i] * x[j];
             x[i].store(at(g, i, k));
           });
@@ -499,42 +577,9 @@ void getrf_fixed(const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
     });
   });
   for (int g = 0; g < G; ++g) {
-    alignas(64) T lane[W];
-    first_zero[g].store(lane);
-    for (int l = 0; l < lanes(g); ++l) {
-      info[g * W + l] = static_cast<int32_t>(lane[l]);
-      for (int64_t j = 0; j < N; ++j)
-        ipiv[(g * W + l) * N + j] = static_cast<int32_t>(pivots[g][j * W + l]) + 1;
-    }
+    pivots_to_lanes(N, pivots[g], first_zero[g], lanes(g), ipiv + g * W * N, info + g * W);
     interleaved_to_lanes(buf[g], N * N, lanes(g), out + g * kGroup);
   }
-}
-
-// The lanes' 0-based pivots (ipiv: n per lane, 1-based) as vectors, p[j * W + l] (-1 in unused
-// lanes: no row is -1, so those lanes swap nothing). On AVX-512 the int32 pivots are moved as
-// float bits by the 16-lane transposes and converted in registers: converting into a buffer
-// first left the transposes' loads waiting on stores they could not forward from (29% of a
-// batch of 10,000 float64 4 x 4 lu_solve calls).
-template <class T>
-void pivot_vectors(int64_t n, const int32_t* ipiv, int used, T* p) {
-  constexpr int W = Vec<T>::kSize;
-#if defined(__AVX512F__)
-  alignas(64) float bits[kSmallMax * 16];
-  lanes_to_interleaved(reinterpret_cast<const float*>(ipiv), n, used, bits);
-  for (int64_t j = 0; j < n; ++j) {
-    const __m512i v = _mm512_load_si512(bits + j * 16);
-    if constexpr (std::is_same_v<T, float>) {
-      _mm512_store_ps(p + j * W, _mm512_sub_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(1.0f)));
-    } else {
-      _mm512_store_pd(p + j * W, _mm512_sub_pd(_mm512_cvtepi32_pd(_mm512_castsi512_si256(v)),
-                                               _mm512_set1_pd(1.0)));
-    }
-  }
-#else
-  for (int64_t j = 0; j < n; ++j)
-    for (int l = 0; l < W; ++l)
-      p[j * W + l] = l < used ? static_cast<T>(ipiv[l * n + j] - 1) : T(-1);
-#endif
 }
 
 // The right-hand sides of one group, interleaved: element (i, c) of lane l at
@@ -627,29 +672,27 @@ void substitute_fixed(const T (*f)[N * N * Vec<T>::kSize], T (*x)[N * Vec<T>::kS
   constexpr int W = V::kSize;
   auto at = [&](int g, int64_t i, int64_t j) { return V::load(f[g] + (i * N + j) * W); };
   V xs[G][N], rinv[G][N];
-  static_for<0, N>([&](auto i) __attribute__((always_inline)) {
+  static_for<0, N>([&](auto i) TS_UNROLLED {
     for (int g = 0; g < G; ++g) {
       xs[g][i] = V::load(x[g] + i * W);
       rinv[g][i] = V(T(1)) / at(g, i, i);
     }
   });
   if (pivots) {
-    static_for<0, N>([&](auto j) __attribute__((always_inline)) {
+    static_for<0, N>([&](auto j) TS_UNROLLED {
       for (int g = 0; g < G; ++g) interchange<T, j, N>(V::load(pivots[g] + j * W), xs[g]);
     });
   }
-  static_for<0, N>([&](auto i) __attribute__((always_inline)) {
+  static_for<0, N>([&](auto i) TS_UNROLLED {
     for (int g = 0; g < G; ++g) {
-      static_for<0, i>([&](auto m) __attribute__((always_inline)) {
-        xs[g][i] = xs[g][i] - at(g, i, m) * xs[g][m];
-      });
+      static_for<0, i>([&](auto m) TS_UNROLLED { xs[g][i] = xs[g][i] - at(g, i, m) * xs[g][m]; });
       if constexpr (kCholesky) xs[g][i] = xs[g][i] * rinv[g][i];
     }
   });
-  static_for<0, N>([&](auto r) __attribute__((always_inline)) {
+  static_for<0, N>([&](auto r) TS_UNROLLED {
     constexpr int64_t i = N - 1 - r;
     for (int g = 0; g < G; ++g) {
-      static_for<i + 1, N>([&](auto m) __attribute__((always_inline)) {
+      static_for<i + 1, N>([&](auto m) TS_UNROLLED {
         xs[g][i] = xs[g][i] - (kCholesky ? at(g, m, i) : at(g, i, m)) * xs[g][m];
       });
       xs[g][i] = xs[g][i] * rinv[g][i];
@@ -718,7 +761,7 @@ void solve_batch(int64_t n_, int64_t k, int64_t count, const T* factor, const in
       const T* fg = factor + g * n * n;
       T* bg = b + g * n * k;
       const int32_t* pg = ipiv ? ipiv + g * n : nullptr;
-      if constexpr (!std::is_same_v<decltype(n), int64_t>) {
+      if constexpr (unrolled<decltype(n)>) {
         if (k == 1) {
           constexpr int64_t N = decltype(n)::value;
           if (count - g >= 2 * W) {  // two groups: twice the independent chains
@@ -760,10 +803,10 @@ void potrf_batch(int64_t n_, int64_t count, const T* a, T* out, int32_t* info) {
   with_size(n_, [&](auto n) {
     for (int64_t g = 0; g < count; g += W) {
       const int used = static_cast<int>(std::min<int64_t>(W, count - g));
-      if constexpr (std::is_same_v<decltype(n), int64_t>) {
-        potrf_group(n, a + g * n * n, out + g * n * n, used, info + g);
-      } else {
+      if constexpr (unrolled<decltype(n)>) {
         potrf_fixed<T, decltype(n)::value>(a + g * n * n, out + g * n * n, used, info + g);
+      } else {
+        potrf_group(n, a + g * n * n, out + g * n * n, used, info + g);
       }
     }
   });
@@ -775,9 +818,7 @@ void getrf_batch(int64_t n_, int64_t count, const T* a, T* out, int32_t* ipiv, i
   with_size(n_, [&](auto n) {
     for (int64_t g = 0; g < count; g += W) {
       const int used = static_cast<int>(std::min<int64_t>(W, count - g));
-      if constexpr (std::is_same_v<decltype(n), int64_t>) {
-        getrf_group(n, a + g * n * n, out + g * n * n, used, ipiv + g * n, info + g);
-      } else {
+      if constexpr (unrolled<decltype(n)>) {
         constexpr int64_t N = decltype(n)::value;
         if (N <= 4 && count - g >= 2 * W) {  // two groups' chains fit in the registers
           getrf_fixed<T, N, 2>(a + g * N * N, out + g * N * N, W, ipiv + g * N, info + g);
@@ -785,6 +826,8 @@ void getrf_batch(int64_t n_, int64_t count, const T* a, T* out, int32_t* ipiv, i
         } else {
           getrf_fixed<T, N, 1>(a + g * N * N, out + g * N * N, used, ipiv + g * N, info + g);
         }
+      } else {
+        getrf_group(n, a + g * n * n, out + g * n * n, used, ipiv + g * n, info + g);
       }
     }
   });
