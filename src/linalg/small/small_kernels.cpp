@@ -360,27 +360,37 @@ void pivots_to_lanes(int64_t n, const T* p, Vec<T> first_zero, int used, int32_t
   first_zero.store(lane);
   for (int l = 0; l < used; ++l) info[l] = static_cast<int32_t>(lane[l]);
 #if defined(__AVX512F__)
-  if (n < 8) {  // a few pivots per lane: scalar conversions cost less than a 16 x 16 transpose
-    for (int l = 0; l < used; ++l)
-      for (int64_t j = 0; j < n; ++j) ipiv[l * n + j] = static_cast<int32_t>(p[j * W + l]) + 1;
+  if (n >= 8) {  // below 8 the scalar loop costs less than a 16 x 16 transpose
+    alignas(64) float bits[kSmallMax * 16];
+    for (int64_t j = 0; j < n; ++j) {
+      __m512i v;
+      if constexpr (std::is_same_v<T, float>) {
+        v = _mm512_cvttps_epi32(_mm512_add_ps(_mm512_loadu_ps(p + j * W), _mm512_set1_ps(1.0f)));
+      } else {
+        v = _mm512_zextsi256_si512(
+            _mm512_cvttpd_epi32(_mm512_add_pd(_mm512_loadu_pd(p + j * W), _mm512_set1_pd(1.0))));
+      }
+      _mm512_store_si512(bits + j * 16, v);
+    }
+    interleaved_to_lanes(bits, n, used, reinterpret_cast<float*>(ipiv));
     return;
   }
-  alignas(64) float bits[kSmallMax * 16];
-  for (int64_t j = 0; j < n; ++j) {
-    __m512i v;
-    if constexpr (std::is_same_v<T, float>) {
-      v = _mm512_cvttps_epi32(_mm512_add_ps(_mm512_loadu_ps(p + j * W), _mm512_set1_ps(1.0f)));
-    } else {
-      v = _mm512_zextsi256_si512(
-          _mm512_cvttpd_epi32(_mm512_add_pd(_mm512_loadu_pd(p + j * W), _mm512_set1_pd(1.0))));
-    }
-    _mm512_store_si512(bits + j * 16, v);
-  }
-  interleaved_to_lanes(bits, n, used, reinterpret_cast<float*>(ipiv));
-#else
+#endif
   for (int l = 0; l < used; ++l)
     for (int64_t j = 0; j < n; ++j) ipiv[l * n + j] = static_cast<int32_t>(p[j * W + l]) + 1;
-#endif
+}
+
+// Step j's zero-pivot bookkeeping, per lane: 1 where the pivot is zero (NaN is not), 0 else
+// (returned); first_zero takes j + 1 (1-based) in the lanes whose first zero pivot this is.
+template <class T>
+[[gnu::always_inline]] inline Vec<T> record_zero_pivot(Vec<T> pivot, int64_t j,
+                                                       Vec<T>& first_zero) {
+  using V = Vec<T>;
+  const V zero(T(0)), one(T(1)), half(T(0.5));
+  const V is_zero = V::select_eq(pivot, zero, one, zero);
+  first_zero =
+      V::select_eq(first_zero, zero, V::select_lt(half, is_zero, V(T(j + 1)), zero), first_zero);
+  return is_zero;
 }
 
 // LU with partial pivoting of one group, left-looking (Crout order, as potrf_group): step j
@@ -424,9 +434,7 @@ void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info
     swap_pivot_rows<T>(p, j, n, n, [&](int64_t i) { return at(i, 0); });
     // A zero pivot is recorded and its column left unscaled (getf2 skips it); NaN is not zero.
     const V piv = V::load(at(j, j));
-    const V is_zero = V::select_eq(piv, zero, one, zero);
-    first_zero =
-        V::select_eq(first_zero, zero, V::select_lt(half, is_zero, V(T(j + 1)), zero), first_zero);
+    const V is_zero = record_zero_pivot<T>(piv, j, first_zero);
     const V r = one / piv;
     for (int64_t i = j + 1; i < n; ++i) {
       const V x = V::load(at(i, j));
@@ -538,8 +546,7 @@ void getrf_fixed(const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
     V c[G][N], p[G];
     static_for<0, G>([&](auto g) TS_UNROLLED {
       // Pivot: the first row with the largest |a(i, j)| (a < b is false for NaN: kept).
-      static_for<j, N>([&](auto i)
-                           __attribute__((always_inline)) { c[g][i] = V::load(at(g, i, j)); });
+      static_for<j, N>([&](auto i) TS_UNROLLED { c[g][i] = V::load(at(g, i, j)); });
       V best = c[g][j].abs();
       p[g] = V(T(j));
       static_for<j + 1, N>([&](auto i) TS_UNROLLED {
@@ -550,9 +557,7 @@ void getrf_fixed(const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
       p[g].store(pivots[g] + j * W);
       interchange<T, j, N>(p[g], c[g]);
       // A zero pivot is recorded and its column left unscaled (getf2 skips it); NaN is not zero.
-      const V is_zero = V::select_eq(c[g][j], zero, one, zero);
-      first_zero[g] = V::select_eq(first_zero[g], zero,
-                                   V::select_lt(half, is_zero, V(T(j + 1)), zero), first_zero[g]);
+      const V is_zero = record_zero_pivot<T>(c[g][j], j, first_zero[g]);
       const V r = one / c[g][j];
       c[g][j].store(at(g, j, j));
       static_for<j + 1, N>([&](auto i) TS_UNROLLED {
@@ -564,8 +569,7 @@ void getrf_fixed(const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
       if constexpr (k != j) {
         static_for<0, G>([&](auto g) TS_UNROLLED {
           V x[N];
-          static_for<j, N>([&](auto i)
-                               __attribute__((always_inline)) { x[i] = V::load(at(g, i, k)); });
+          static_for<j, N>([&](auto i) TS_UNROLLED { x[i] = V::load(at(g, i, k)); });
           interchange<T, j, N>(p[g], x);
           x[j].store(at(g, j, k));
           static_for<j + 1, N>([&](auto i) TS_UNROLLED {
