@@ -266,6 +266,34 @@ TEST(LinalgOps, LuFactorAndUnpack) {
   }
 }
 
+// lu_solve with a caller's pivots, some naming a row above their own (LAPACK's getrs applies
+// any interchange in [1, n]; getrf never makes those): with L = U = I the solution is B with
+// the interchanges applied in order, exactly, on the batched path as on the per-matrix one.
+TEST(LinalgOps, LuSolveAppliesAnyPivotsInOrder) {
+  manual_seed(27);
+  for (ScalarType dt : {kFloat32, kFloat64}) {
+    for (int64_t n : {4, 16, 32}) {
+      for (int64_t k : {1, 3}) {
+        SCOPED_TRACE(fmt::format("{} n={} k={}", dt, n, k));
+        constexpr int64_t kBatch = 37;
+        const Tensor LU = eye(n, std::nullopt, dt).expand({kBatch, n, n}).contiguous();
+        const Tensor piv = randint(1, n + 1, {kBatch, n}, kInt32);
+        const Tensor B = gaussian({kBatch, n, k}, dt);
+        const Tensor X = la::lu_solve(LU, piv, B);
+        Tensor want = B.to(kFloat64).contiguous();
+        double* w = want.data_ptr<double>();
+        const Tensor pc = piv.contiguous();
+        const int32_t* p = pc.data_ptr<int32_t>();
+        for (int64_t b = 0; b < kBatch; ++b)
+          for (int64_t j = 0; j < n; ++j)
+            for (int64_t c = 0; c < k; ++c)
+              std::swap(w[(b * n + j) * k + c], w[(b * n + p[b * n + j] - 1) * k + c]);
+        EXPECT_TRUE(equal(X.to(kFloat64), want));
+      }
+    }
+  }
+}
+
 TEST(LinalgOps, LuSolveFourForms) {
   manual_seed(26);
   for (ScalarType dt : kDtypes) {

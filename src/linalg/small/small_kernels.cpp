@@ -8,6 +8,7 @@
 #include "linalg/small/small_kernels.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <limits>
 #include <type_traits>
@@ -293,25 +294,33 @@ template <int B, class T, class Row>
   for (int t = 0; t < B; ++t) cur[t].store(xj + t * W);
 }
 
-// Swaps `len` vectors of row j with those of row r in the lanes where p (a per-lane row index)
-// equals r, for every r in (j, rows): LU's row interchange of step j, on the factor or on
-// right-hand sides. Rows no lane chose are not touched; row j is read and written once per
-// block of eight vectors (swapping it with each chosen row in turn wrote it once per row, and
-// those stores bound a batch of 32 x 32 factorizations).
+// Swaps `len` vectors of row j with those of row r in the lanes where p (a per-lane row index,
+// -1 for none) equals r, for every r != j: LU's row interchange of step j, on the factor or on
+// right-hand sides (a caller's pivots may name rows above j, as LAPACK's getrs allows). The
+// rows some lane chose come from a bit mask built from the lanes' indices (testing each row
+// below j for a lane that chose it took a branch per row that the predictor could not learn:
+// 8-16% of a batch of 16 x 16 or 32 x 32 factorizations). Rows no lane chose are not
+// touched; row j is read and written once per block of eight vectors (swapping it with each
+// chosen row in turn wrote it once per row, and those stores bound a batch of 32 x 32
+// factorizations).
 template <class T, class Row>
-void swap_pivot_rows(Vec<T> p, int64_t j, int64_t rows, int64_t len, const Row& row) {
+void swap_pivot_rows(Vec<T> p, int64_t j, int64_t len, const Row& row) {
   using V = Vec<T>;
-  const V zero(T(0)), one(T(1)), half(T(0.5));
+  constexpr int W = V::kSize;
+  static_assert(kSmallMax <= 64, "one bit per row");
+  const V zero(T(0)), one(T(1));
+  alignas(64) T lane[W];
+  p.store(lane);
+  uint64_t rows = 0;  // bit r: some lane chose row r != j
+  for (int l = 0; l < W; ++l)
+    if (lane[l] >= T(0) && lane[l] != T(j)) rows |= uint64_t(1) << static_cast<int>(lane[l]);
   int64_t chosen[kSmallMax];
   V take[kSmallMax];
   int count = 0;
-  V r_vec = V(T(j));  // r as a vector, counted up rather than converted each time
-  for (int64_t r = j + 1; r < rows; ++r) {
-    r_vec = r_vec + one;
-    const V t = V::select_eq(p, r_vec, one, zero);
-    if (V::all_lt(t, half)) continue;  // no lane chose row r
+  for (; rows != 0; rows &= rows - 1) {
+    const int r = std::countr_zero(rows);
     chosen[count] = r;
-    take[count++] = t;
+    take[count++] = V::select_eq(p, V(T(r)), one, zero);
   }
   if (count == 0) return;
   int64_t k = 0;
@@ -345,6 +354,31 @@ void pivot_vectors(int64_t n, const int32_t* ipiv, int used, T* p) {
     for (int l = 0; l < W; ++l)
       p[j * W + l] = l < used ? static_cast<T>(ipiv[l * n + j] - 1) : T(-1);
 #endif
+}
+
+// Each lane's interchanges (ipiv: n per lane, 1-based, any rows) applied in order to its k
+// right-hand sides in the interleaved x, as scalar swaps: for one column these cost less than
+// swap_pivot_rows' vector operation per row some lane chose.
+template <class T>
+void interchange_lanes(int64_t n, int64_t k, const int32_t* ipiv, int used, T* x) {
+  constexpr int W = Vec<T>::kSize;
+  for (int l = 0; l < used; ++l)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t c = 0; c < k; ++c)
+        std::swap(x[(j * k + c) * W + l], x[((ipiv[l * n + j] - 1) * k + c) * W + l]);
+}
+
+// Whether every lane's pivot of step j (pivot vectors p, -1 in unused lanes) is row j or one
+// below it, as getrf's are: the unrolled interchange reads only those rows.
+template <class T>
+bool pivots_at_or_below(int64_t n, const T* p) {
+  using V = Vec<T>;
+  bool ok = true;
+  for (int64_t j = 1; j < n; ++j) {
+    const V pj = V::load(p + j * V::kSize);
+    ok &= V::all_lt(V(T(j) - T(0.5)), V::select_lt(pj, V(T(0)), V(T(j)), pj));
+  }
+  return ok;
 }
 
 // The inverse of pivot_vectors for getrf's results: ipiv[l * n + j] = p[j * W + l] + 1 (p: the
@@ -431,7 +465,7 @@ void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info
       best = V::select_lt(best, v, v, best);
     }
     p.store(pivots.data() + j * W);
-    swap_pivot_rows<T>(p, j, n, n, [&](int64_t i) { return at(i, 0); });
+    swap_pivot_rows<T>(p, j, n, [&](int64_t i) { return at(i, 0); });
     // A zero pivot is recorded and its column left unscaled (getf2 skips it); NaN is not zero.
     const V piv = V::load(at(j, j));
     const V is_zero = record_zero_pivot<T>(piv, j, first_zero);
@@ -739,7 +773,13 @@ void solve_one_fixed(const T* factor, const int32_t* ipiv, T* b, int used, bool 
   for (int g = 0; g < G; ++g) {
     interleave_plain(N, factor + g * N * N * W, lanes(g), f[g], /*lower=*/cholesky);
     lanes_to_interleaved(b + g * N * W, N, lanes(g), x[g]);
-    if (ipiv) pivot_vectors(N, ipiv + g * N * W, lanes(g), p[g]);
+    if (ipiv) {
+      pivot_vectors(N, ipiv + g * N * W, lanes(g), p[g]);
+      if (!pivots_at_or_below(N, p[g])) {  // a caller's pivots naming rows above: in scalar
+        interchange_lanes(N, 1, ipiv + g * N * W, lanes(g), x[g]);
+        std::fill_n(p[g], N * W, T(-1));
+      }
+    }
   }
   if (cholesky) {
     substitute_fixed<T, N, G, true>(f, x, nullptr);
@@ -751,9 +791,9 @@ void solve_one_fixed(const T* factor, const int32_t* ipiv, T* b, int used, bool 
 
 // potrs (cholesky, no ipiv) and getrs on `count` systems, a group of W at a time. With one
 // right-hand side and n a compile-time constant the group's factor, solution and pivots sit in
-// buffers on the stack and the solution in registers (substitute_one); otherwise each lane's
-// row interchanges are applied in order, a swap of rows j and r as blends in the lanes whose
-// pivot is r (as getrf swaps), before substitute.
+// buffers on the stack and the solution in registers (substitute_fixed); otherwise each lane's
+// row interchanges are applied in order before substitute: as scalar swaps for one right-hand
+// side, else a swap of rows j and r as blends in the lanes whose pivot is r (as getrf swaps).
 template <class T>
 void solve_batch(int64_t n_, int64_t k, int64_t count, const T* factor, const int32_t* ipiv, T* b,
                  bool cholesky) {
@@ -779,11 +819,13 @@ void solve_batch(int64_t n_, int64_t k, int64_t count, const T* factor, const in
       }
       const T* f = gather(n, fg, used, /*lower=*/cholesky);
       T* x = gather_rhs(n, k, bg, used);
-      if (ipiv) {
+      if (ipiv && k == 1) {
+        interchange_lanes(n, k, pg, used, x);
+      } else if (ipiv) {
         alignas(64) T p[kSmallMax * W];
         pivot_vectors(n, pg, used, p);
         for (int64_t j = 0; j < n; ++j)
-          swap_pivot_rows<T>(V::load(p + j * W), j, n, k, [&](int64_t i) { return x + i * k * W; });
+          swap_pivot_rows<T>(V::load(p + j * W), j, k, [&](int64_t i) { return x + i * k * W; });
       }
       substitute(n, k, f, cholesky, x);
       scatter_rhs(n, k, x, used, bg);
