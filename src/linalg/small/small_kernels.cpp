@@ -14,6 +14,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/prefetch.h"
 #include "core/vec.h"
 #include "linalg/small/interleave.h"
 #include "linalg/small/lane_qr.h"
@@ -220,6 +221,19 @@ template <class T, int W>
   return plain ? d * inv : V(T(1)) / d;
 }
 
+// Step j of `steps` of a group's factorization prefetches its share of the next group's input
+// (the `bytes` after a, where this group's W matrices end), so that it arrives while this one
+// computes; the transposes' own prefetch runs only a block ahead of their loads. Used by groups
+// of kPrefetchGroupBytes or more (Cholesky of 10,000 float64 32 x 32 matrices 4-11% faster,
+// float32 1-7%; at 16 x 16, 16 KiB a group, float32 ran slower).
+inline constexpr int64_t kPrefetchGroupBytes = int64_t{32} << 10;
+[[gnu::always_inline]] inline void prefetch_next_group(const void* a, int64_t bytes, int64_t j,
+                                                       int64_t steps) {
+  const int64_t lines = bytes / 64, per = (lines + steps - 1) / steps;
+  for (int64_t q = j * per; q < std::min(lines, (j + 1) * per); ++q)
+    __builtin_prefetch(ahead(a, bytes + q * 64));
+}
+
 // Lower Cholesky of one group, left-looking: column j is A(j:n, j) less the products of the
 // finished columns' rows, L(i, j) = (A(i, j) - sum_k<j L(i, k) L(j, k)) / L(j, j). Each element
 // is stored once per block of kTileCols columns (the right-looking update stored every trailing
@@ -234,7 +248,10 @@ void potrf_group(N n, const T* a, T* out, int used, int32_t* info) {
   T* buf = gather_ld(n, ld, a, used, /*lower=*/true);
   auto at = [&](int64_t i, int64_t j) { return buf + (i * ld + j) * W; };
   int32_t fail[W] = {};
+  const int64_t group_bytes = W * n * n * static_cast<int64_t>(sizeof(T));
+  const bool prefetch = used == W && group_bytes >= kPrefetchGroupBytes;  // a next group may follow
   for (int64_t j = 0; j < n; ++j) {
+    if (prefetch) prefetch_next_group(a, group_bytes, j, n);
     // Every kTileCols columns, the block's columns first take the products of all the columns
     // left of it, tile by tile; each column then needs only those within its block.
     const int64_t j0 = j / kTileCols * kTileCols;
