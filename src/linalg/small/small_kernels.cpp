@@ -373,20 +373,18 @@ void pivot_vectors(int64_t n, const int32_t* ipiv, int used, T* p) {
 #endif
 }
 
-// Each lane's interchanges (ipiv: n per lane, 1-based, any rows) applied in order to its k
-// right-hand sides in the interleaved x, as scalar swaps: for one column these cost less than
-// swap_pivot_rows' vector operation per row some lane chose.
+// Each lane's interchanges (ipiv: n per lane, 1-based, any rows) applied in order to its one
+// right-hand side in the interleaved x (n vectors), as scalar swaps: for one column these cost
+// less than swap_pivot_rows' vector operation per row some lane chose.
 template <class T>
-void interchange_lanes(int64_t n, int64_t k, const int32_t* ipiv, int used, T* x) {
+void interchange_lanes(int64_t n, const int32_t* ipiv, int used, T* x) {
   constexpr int W = Vec<T>::kSize;
   for (int l = 0; l < used; ++l)
-    for (int64_t j = 0; j < n; ++j)
-      for (int64_t c = 0; c < k; ++c)
-        std::swap(x[(j * k + c) * W + l], x[((ipiv[l * n + j] - 1) * k + c) * W + l]);
+    for (int64_t j = 0; j < n; ++j) std::swap(x[j * W + l], x[(ipiv[l * n + j] - 1) * W + l]);
 }
 
-// Whether every lane's pivot of step j (pivot vectors p, -1 in unused lanes) is row j or one
-// below it, as getrf's are: the unrolled interchange reads only those rows.
+// Whether, at every step j, every lane's pivot (pivot vectors p, -1 in unused lanes) is row j
+// or one below it, as getrf's are: the unrolled interchange reads only those rows.
 template <class T>
 bool pivots_at_or_below(int64_t n, const T* p) {
   using V = Vec<T>;
@@ -793,7 +791,7 @@ void solve_one_fixed(const T* factor, const int32_t* ipiv, T* b, int used, bool 
     if (ipiv) {
       pivot_vectors(N, ipiv + g * N * W, lanes(g), p[g]);
       if (!pivots_at_or_below(N, p[g])) {  // a caller's pivots naming rows above: in scalar
-        interchange_lanes(N, 1, ipiv + g * N * W, lanes(g), x[g]);
+        interchange_lanes(N, ipiv + g * N * W, lanes(g), x[g]);
         std::fill_n(p[g], N * W, T(-1));
       }
     }
@@ -837,7 +835,7 @@ void solve_batch(int64_t n_, int64_t k, int64_t count, const T* factor, const in
       const T* f = gather(n, fg, used, /*lower=*/cholesky);
       T* x = gather_rhs(n, k, bg, used);
       if (ipiv && k == 1) {
-        interchange_lanes(n, k, pg, used, x);
+        interchange_lanes(n, pg, used, x);
       } else if (ipiv) {
         alignas(64) T p[kSmallMax * W];
         pivot_vectors(n, pg, used, p);
