@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """PyTorch 1.13 anchor for `tessera bench linalg`: torch.linalg.cholesky, lu_factor, qr, eigh,
-svd, solve (n right-hand sides), inv and torch.geqrf; factor + solve (cholesky + torch.cholesky_solve, lu_factor + lu_solve)
+svd, solve (n right-hand sides for one matrix, one per matrix in a batch), inv and torch.geqrf; factor + solve (cholesky + torch.cholesky_solve, lu_factor + lu_solve)
 with one right-hand side per matrix.
 
 Cases `<op>/<dtype>/<batch>x<n>x<n>` as in src/cli/bench_linalg.cpp and bench_linalg_spectral.cpp:
@@ -42,8 +42,8 @@ def main():
             elif op == "eigh":
                 a = a + a.transpose(1, 2)
                 fn = lambda: torch.linalg.eigh(a)  # noqa: E731
-            elif op == "solve":
-                b = torch.randn(batch, n, n, generator=g, dtype=dt)
+            elif op == "solve":  # n right-hand sides for one matrix, one per matrix in a batch
+                b = torch.randn(batch, n, n, generator=g, dtype=dt) if batch == 1 else rhs
                 fn = lambda: torch.linalg.solve(a, b)  # noqa: E731
             elif op == "inv":
                 fn = lambda: torch.linalg.inv(a)  # noqa: E731

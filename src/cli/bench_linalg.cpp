@@ -19,10 +19,12 @@
 // LAPACK's potrf + potrs and getrf + getrs, PyTorch's linalg.cholesky + cholesky_solve and
 // linalg.lu_factor + linalg.lu_solve. GFLOP/s count the factorization and 2n^2 for the solve.
 //
-// Solve and inverse rows (`solve`, `inv`, single matrices of n = 256, 1024, 2048): linalg::solve
-// with n right-hand sides (B n x n) against LAPACK's gesv and torch.linalg.solve, 8n^3/3 flops
-// (getrf and two triangular solves); linalg::inv against LAPACK's getrf + getri and
-// torch.linalg.inv, 2n^3 flops (getri's count, whatever the method).
+// Solve and inverse rows (`solve`, `inv`; single matrices of n = 256, 1024, 2048 and batches of
+// 10,000 of n = 4, 8, 16, 32): linalg::solve against LAPACK's gesv and torch.linalg.solve, with
+// n right-hand sides (B n x n) on a single matrix, 8n^3/3 flops (getrf and two triangular
+// solves), and one per matrix in a batch, 2n^3/3 + 2n^2 (LU factor + solve in one call, where
+// the lu-solve rows make two); linalg::inv against LAPACK's getrf + getri and torch.linalg.inv,
+// 2n^3 flops (getri's count, whatever the method).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -75,13 +77,19 @@ struct LinalgCase {
   std::string name() const { return fmt::format("{}/{}/{}x{}x{}", op, dtype, batch, n, n); }
   bool solves() const { return op.ends_with("-solve"); }
   bool cholesky() const { return op.starts_with("cholesky"); }
+  // Right-hand sides per matrix: one in the factor + solve rows and batched solves, n in a
+  // single matrix's solve.
+  int64_t rhs_cols() const {
+    if (solves()) return 1;
+    if (op == "solve") return batch == 1 ? n : 1;
+    return 0;
+  }
   double flops() const {
     const double n3 = double(n) * double(n) * double(n);
     if (op == "geqrf") return double(batch) * 4 * n3 / 3;
-    if (op == "qr") return double(batch) * 8 * n3 / 3;     // geqrf + orgqr
-    if (op == "solve") return double(batch) * 8 * n3 / 3;  // getrf + n right-hand sides
-    if (op == "inv") return double(batch) * 2 * n3;        // getrf + getri
-    const double solve = solves() ? 2.0 * double(n) * double(n) : 0.0;
+    if (op == "qr") return double(batch) * 8 * n3 / 3;  // geqrf + orgqr
+    if (op == "inv") return double(batch) * 2 * n3;     // getrf + getri
+    const double solve = 2.0 * double(n) * double(n) * double(rhs_cols());
     return double(batch) * ((cholesky() ? n3 / 3 : 2 * n3 / 3) + solve);
   }
 };
@@ -140,14 +148,14 @@ bool is_qr_op(const std::string& op) {
   return op == "geqrf" || op == "qr";
 }
 
-// ---- solve (gesv; B n x n in `b`, overwritten by X) and inv (getrf + getri) rows -------------
+// ---- solve (gesv; B n x nrhs in `b`, overwritten by X) and inv (getrf + getri) rows ----------
 
 template <class T>
-void lapack_solve_or_inv(const std::string& op, int n, T* a, int* ipiv, T* b) {
+void lapack_solve_or_inv(const std::string& op, int n, int nrhs, T* a, int* ipiv, T* b) {
   int info = 0;
   if (op == "solve") {
-    if constexpr (std::is_same_v<T, float>) sgesv_(&n, &n, a, &n, ipiv, b, &n, &info);
-    if constexpr (std::is_same_v<T, double>) dgesv_(&n, &n, a, &n, ipiv, b, &n, &info);
+    if constexpr (std::is_same_v<T, float>) sgesv_(&n, &nrhs, a, &n, ipiv, b, &n, &info);
+    if constexpr (std::is_same_v<T, double>) dgesv_(&n, &nrhs, a, &n, ipiv, b, &n, &info);
     return;
   }
   thread_local std::vector<T> work;
@@ -167,7 +175,8 @@ bool is_solve_or_inv(const std::string& op) {
   return op == "solve" || op == "inv";
 }
 
-// `rhs` / `x`: the right-hand sides and their solutions ([batch, n, 1]) of the -solve rows.
+// `rhs` / `x`: the right-hand sides and their solutions ([batch, n, rhs_cols]) of the -solve and
+// solve rows.
 template <class T>
 void lapack_batch(const LinalgCase& c, const Tensor& input, Tensor& work, Tensor& pivots, Tensor& q,
                   const Tensor& rhs, Tensor& x) {
@@ -181,19 +190,15 @@ void lapack_batch(const LinalgCase& c, const Tensor& input, Tensor& work, Tensor
       lapack_qr(c.op, n, out + b * n * n, q.data_ptr<T>() + b * n * n);
       return;
     }
-    if (is_solve_or_inv(c.op)) {  // q holds the solutions, starting from the right-hand sides
-      T* xb = nullptr;
-      if (c.op == "solve") {
-        xb = q.data_ptr<T>() + b * n * n;
-        std::memcpy(xb, rhs.data_ptr<T>() + b * n * n, sizeof(T) * n * n);
-      }
-      lapack_solve_or_inv(c.op, n, out + b * n * n, piv + b * n, xb);
-      return;
-    }
+    const int nrhs = static_cast<int>(c.rhs_cols());
     T* xb = nullptr;
-    if (c.solves()) {
-      xb = x.data_ptr<T>() + b * n;
-      std::memcpy(xb, rhs.data_ptr<T>() + b * n, sizeof(T) * n);
+    if (nrhs > 0) {
+      xb = x.data_ptr<T>() + b * n * nrhs;
+      std::memcpy(xb, rhs.data_ptr<T>() + b * n * nrhs, sizeof(T) * n * nrhs);
+    }
+    if (is_solve_or_inv(c.op)) {
+      lapack_solve_or_inv(c.op, n, nrhs, out + b * n * n, piv + b * n, xb);
+      return;
     }
     lapack_factor(c.cholesky(), n, out + b * n * n, piv + b * n, xb);
   };
@@ -227,8 +232,10 @@ int run_bench_linalg(const BenchOptions& options) {
       for (int64_t n : {4, 8, 16, 32}) cases.push_back({op, dt, 10000, n});
     }
   for (const char* op : {"solve", "inv"})
-    for (ScalarType dt : {kFloat32, kFloat64})
+    for (ScalarType dt : {kFloat32, kFloat64}) {
       for (int64_t n : {256, 1024, 2048}) cases.push_back({op, dt, 1, n});
+      for (int64_t n : {4, 8, 16, 32}) cases.push_back({op, dt, 10000, n});
+    }
   if (options.quick)
     std::erase_if(cases, [](const LinalgCase& c) { return c.n == 64 || c.n == 16; });
   std::erase_if(cases, [&](const LinalgCase& c) {
@@ -240,9 +247,7 @@ int run_bench_linalg(const BenchOptions& options) {
     set_num_threads(th);
     for (const LinalgCase& c : cases) {
       const Tensor a = bench_input(c);
-      const Tensor rhs = c.solves()        ? randn({c.batch, c.n, 1}, c.dtype)
-                         : c.op == "solve" ? randn({c.batch, c.n, c.n}, c.dtype)
-                                           : Tensor();
+      const Tensor rhs = c.rhs_cols() > 0 ? randn({c.batch, c.n, c.rhs_cols()}, c.dtype) : Tensor();
       BenchRow row{"linalg", c.name(), "tessera", th};
       row.stats = measure(
           [&] {
@@ -271,8 +276,8 @@ int run_bench_linalg(const BenchOptions& options) {
 
       openblas_set_num_threads(c.batch == 1 ? th : 1);
       Tensor work = empty_like(a), pivots = empty({c.batch, c.n}, kInt32);
-      Tensor q = is_qr_op(c.op) || is_solve_or_inv(c.op) ? empty_like(a) : Tensor();
-      Tensor x = c.solves() ? empty_like(rhs) : Tensor();
+      Tensor q = is_qr_op(c.op) ? empty_like(a) : Tensor();
+      Tensor x = rhs.defined() ? empty_like(rhs) : Tensor();
       BenchRow lrow{"linalg", c.name(), "lapack", th};
       lrow.stats = measure(
           [&] {

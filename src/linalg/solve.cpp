@@ -1,9 +1,11 @@
 // torch.linalg.solve / inv / inv_ex / det / slogdet, all from one LU factorization per matrix
 // (lu_internal.h): solve runs getrs on B, inv getri (or getrs on the identity for n <= 32), det
 // multiplies U's diagonal, slogdet sums log |U(i, i)| and multiplies the unit phases, each with the
-// sign of the row permutation.
+// sign of the row permutation. Batches of small real systems (solve's left form with one matrix
+// per system, inv for n <= 32) factor and solve each group of matrices in one pass.
 #include <cmath>
 #include <limits>
+#include <tuple>
 
 #include "linalg/common.h"
 #include "linalg/kernels.h"
@@ -23,13 +25,18 @@ std::tuple<Tensor, Tensor> inv_impl(const Tensor& A, std::string_view op) {
   constexpr int64_t kSolveMax = 32;
   check_no_grad(op, {A});
   check_square_input(op, A, "A");
-  auto [LU, pivots, info] = lu_factor_work(A, op);
   const int64_t n = A.size(-1);
   if (n <= kSolveMax) {
     Tensor X = contiguous_matrices(eye(n, n, A.dtype()), batch_shape(A));
-    lu_solve_in_place(X, LU, pivots, true, false, op);
+    Tensor info = lu_solve_fused(A, X, op);
+    if (!info.defined()) {
+      Tensor LU, pivots;
+      std::tie(LU, pivots, info) = lu_factor_work(A, op);
+      lu_solve_in_place(X, LU, pivots, true, false, op);
+    }
     return {X, info};
   }
+  auto [LU, pivots, info] = lu_factor_work(A, op);
   Tensor X = empty(A.sizes(), A.dtype());
   visit_linalg_dtype(A.dtype(), op, [&]<class T>() {
     const T* lu = static_cast<const T*>(LU.data_ptr());
@@ -71,13 +78,17 @@ Tensor solve(const Tensor& A, const Tensor& B, bool left) {
            "{}(): incompatible shapes of A and B for the equation {} ({}x{} and {}x{})", op,
            left ? "AX = B" : "XA = B", n, n, Bm.size(-2), Bm.size(-1));
   const DimVector batch = broadcast_batch(op, batch_shape(A), batch_shape(Bm));
-  auto [LU, pivots, info] = lu_factor_work(A, op);
+  Tensor X = contiguous_matrices(Bm, batch);
+  Tensor info = left ? lu_solve_fused(A, X, op) : Tensor();
+  if (!info.defined()) {
+    Tensor LU, pivots;
+    std::tie(LU, pivots, info) = lu_factor_work(A, op);
+    if (first_failure(info) < 0) lu_solve_in_place(X, LU, pivots, left, false, op);
+  }
   const int64_t bad = first_failure(info);
   if (bad >= 0)
     throw LinAlgError(fmt::format("{}(): {}The solver failed because the input matrix is singular.",
                                   op, batch_prefix(A.dim() - 2, bad)));
-  Tensor X = contiguous_matrices(Bm, batch);
-  lu_solve_in_place(X, LU, pivots, left, false, op);
   return vector_case ? X.squeeze(left ? -1 : -2) : X;
 }
 

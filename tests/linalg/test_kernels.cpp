@@ -492,6 +492,16 @@ void check_small_kernels() {
             if (info[b]) continue;
             expect_small_backward_error<T>(A[b], xl, b, rhs, Bl[b], 20.0);
           }
+          // gesv (factor and solve in one pass): getrf's info, and getrs's solutions bit for bit.
+          std::vector<T> xg = values_of<T>(Bl);
+          std::vector<int32_t> ginfo(kCount, -1);
+          small_gesv(n, rhs, kCount, a.data(), xg.data(), ginfo.data(), *table);
+          EXPECT_EQ(ginfo, info);
+          for (int64_t b = 0; b < kCount; ++b) {
+            if (info[b]) continue;
+            for (int64_t e = b * n * rhs; e < (b + 1) * n * rhs; ++e)
+              ASSERT_EQ(xg[e], xl[e]) << "system " << b << " element " << e - b * n * rhs;
+          }
         }
       }
   }

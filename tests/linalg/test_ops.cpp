@@ -294,6 +294,49 @@ TEST(LinalgOps, LuSolveAppliesAnyPivotsInOrder) {
   }
 }
 
+TEST(LinalgOps, BatchedSmallSolveAndInvInOnePassMatchTwoPasses) {
+  // linalg.solve and inv on batches of small real matrices factor and solve each group of
+  // matrices in one pass: their results are lu_factor + lu_solve's, bit for bit, at every order
+  // the lane kernels take (37 systems: a tail group on every ISA).
+  manual_seed(28);
+  for (ScalarType dt : {kFloat32, kFloat64}) {
+    for (int64_t n : {1, 2, 3, 4, 5, 8, 9, 16, 17, 32}) {
+      SCOPED_TRACE(fmt::format("{} n={}", dt, n));
+      const Tensor A = gaussian({37, n, n}, dt);
+      auto [LU, piv] = la::lu_factor(A);
+      for (int64_t k : {1, 4}) {
+        const Tensor B = gaussian({37, n, k}, dt);
+        const Tensor B_before = B.clone();
+        EXPECT_TRUE(equal(la::solve(A, B), la::lu_solve(LU, piv, B))) << "k=" << k;
+        EXPECT_TRUE(equal(B, B_before));  // the input is not overwritten
+      }
+      const Tensor v = gaussian({37, n}, dt);  // a batch of vectors
+      EXPECT_TRUE(equal(la::solve(A, v), la::lu_solve(LU, piv, v.unsqueeze(-1)).squeeze(-1)));
+      const Tensor I = eye(n, std::nullopt, dt).expand({37, n, n});
+      EXPECT_TRUE(equal(la::inv(A), la::lu_solve(LU, piv, I)));
+      // Two batch dims, and one A broadcast over many right-hand sides (two passes there).
+      const Tensor A2 = A.narrow(0, 0, 36).reshape({4, 9, n, n});
+      const Tensor B2 = gaussian({4, 9, n, 2}, dt);
+      EXPECT_TRUE(
+          equal(la::solve(A2, B2).reshape({36, n, 2}),
+                la::lu_solve(LU.narrow(0, 0, 36), piv.narrow(0, 0, 36), B2.reshape({36, n, 2}))));
+      const Tensor B3 = gaussian({37, n, 1}, dt);
+      EXPECT_TRUE(equal(la::solve(A[5], B3), la::lu_solve(LU[5], piv[5], B3)));
+      // A singular system in the batch: the error names it; inv_ex reports getrf's info.
+      if (n >= 2) {
+        Tensor S = A.clone();
+        S[20].select(1, n / 2).zero_();
+        expect_error_mentions([&] { la::solve(S, B3); },
+                              {"linalg.solve", "(Batch element 20)", "singular"});
+        auto [Si, info] = la::inv_ex(S);
+        auto [SLU, Spiv, Sinfo] = la::lu_factor_ex(S);
+        EXPECT_TRUE(equal(info, Sinfo));
+        EXPECT_GT(info[20].item<int32_t>(), 0);
+      }
+    }
+  }
+}
+
 TEST(LinalgOps, LuSolveFourForms) {
   manual_seed(26);
   for (ScalarType dt : kDtypes) {

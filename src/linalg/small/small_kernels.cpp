@@ -373,14 +373,34 @@ void pivot_vectors(int64_t n, const int32_t* ipiv, int used, T* p) {
 #endif
 }
 
-// Each lane's interchanges (ipiv: n per lane, 1-based, any rows) applied in order to its one
-// right-hand side in the interleaved x (n vectors), as scalar swaps: for one column these cost
-// less than swap_pivot_rows' vector operation per row some lane chose.
-template <class T>
-void interchange_lanes(int64_t n, const int32_t* ipiv, int used, T* x) {
+// Each lane's interchanges applied in order to its one right-hand side in the interleaved x (n
+// vectors), as scalar swaps: for one column these cost less than swap_pivot_rows' vector
+// operation per row some lane chose. row(l, j): the row (0-based, any) lane l's step j takes.
+template <class T, class Row>
+void interchange_lanes(int64_t n, int used, T* x, const Row& row) {
   constexpr int W = Vec<T>::kSize;
   for (int l = 0; l < used; ++l)
-    for (int64_t j = 0; j < n; ++j) std::swap(x[j * W + l], x[(ipiv[l * n + j] - 1) * W + l]);
+    for (int64_t j = 0; j < n; ++j) std::swap(x[j * W + l], x[row(l, j) * W + l]);
+}
+
+// The row lane l's step j takes, from 1-based pivots (n per lane) and from pivot vectors
+// (p[j * W + l], 0-based), for interchange_lanes.
+inline auto ipiv_rows(int64_t n, const int32_t* ipiv) {
+  return [=](int l, int64_t j) { return int64_t{ipiv[l * n + j]} - 1; };
+}
+template <class T>
+auto vector_rows(const T* p) {
+  return [=](int l, int64_t j) { return static_cast<int64_t>(p[j * Vec<T>::kSize + l]); };
+}
+
+// The interchanges of pivot vectors p (0-based, as getrf's) applied in order to the interleaved
+// right-hand sides x (n x k vectors) of the `used` lanes.
+template <class T>
+void interchange_rhs(int64_t n, int64_t k, int used, const T* p, T* x) {
+  constexpr int W = Vec<T>::kSize;
+  if (k == 1) return interchange_lanes(n, used, x, vector_rows(p));
+  for (int64_t j = 0; j < n; ++j)
+    swap_pivot_rows<T>(Vec<T>::load(p + j * W), j, k, [&](int64_t i) { return x + i * k * W; });
 }
 
 // Whether, at every step j, every lane's pivot (pivot vectors p, -1 in unused lanes) is row j
@@ -396,6 +416,14 @@ bool pivots_at_or_below(int64_t n, const T* p) {
   return ok;
 }
 
+// info[l] = first_zero's lane l (getrf's first zero pivot, 1-based, 0 if none), for l < used.
+template <class T>
+void info_to_lanes(Vec<T> first_zero, int used, int32_t* info) {
+  alignas(64) T lane[Vec<T>::kSize];
+  first_zero.store(lane);
+  for (int l = 0; l < used; ++l) info[l] = static_cast<int32_t>(lane[l]);
+}
+
 // The inverse of pivot_vectors for getrf's results: ipiv[l * n + j] = p[j * W + l] + 1 (p: the
 // 0-based rows chosen, as vectors) and info[l] = first_zero's lane l, for lanes l < used. On
 // AVX-512 the pivots are converted in registers and move out as float bits by the 16-lane
@@ -405,9 +433,7 @@ template <class T>
 void pivots_to_lanes(int64_t n, const T* p, Vec<T> first_zero, int used, int32_t* ipiv,
                      int32_t* info) {
   constexpr int W = Vec<T>::kSize;
-  alignas(64) T lane[W];
-  first_zero.store(lane);
-  for (int l = 0; l < used; ++l) info[l] = static_cast<int32_t>(lane[l]);
+  info_to_lanes(first_zero, used, info);
 #if defined(__AVX512F__)
   if (n >= 8) {  // below 8 the scalar loop costs less than a 16 x 16 transpose
     alignas(64) float bits[kSmallMax * 16];
@@ -447,17 +473,14 @@ template <class T>
 // substitution and the pivot candidates on and below it, so each element is stored once rather
 // than at every step of a right-looking update (the sums run over k in the order of getf2's
 // updates). Then the pivot (per lane, compares and blends), the swap of whole rows and the
-// scale; the pivot indices go to ipiv at the end.
+// scale. In place on the interleaved group buf (rows ld vectors apart): the rows chosen at
+// step j (0-based, per lane) go to pivots[j * W ..], and the lanes' first zero pivots
+// (1-based, 0 if none) are returned.
 template <class T, class N>
-void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
+Vec<T> getf2_lanes(N n, int64_t ld, T* buf, T* pivots) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
-  const int64_t ld = group_ld(n);
-  T* buf = gather_ld(n, ld, a, used);
   auto at = [&](int64_t i, int64_t j) { return buf + (i * ld + j) * W; };
-  thread_local std::vector<T> pivots_tls;
-  std::vector<T>& pivots = pivots_tls;  // row chosen at step j, per lane, at j * W
-  pivots.resize(static_cast<size_t>(n * W));
   const V zero(T(0)), one(T(1)), half(T(0.5));
   V first_zero = zero;  // 1-based step of the first zero pivot, 0 if none
   for (int64_t j = 0; j < n; ++j) {
@@ -479,7 +502,7 @@ void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info
       p = V::select_lt(best, v, i_vec, p);
       best = V::select_lt(best, v, v, best);
     }
-    p.store(pivots.data() + j * W);
+    p.store(pivots + j * W);
     swap_pivot_rows<T>(p, j, n, [&](int64_t i) { return at(i, 0); });
     // A zero pivot is recorded and its column left unscaled (getf2 skips it); NaN is not zero.
     const V piv = V::load(at(j, j));
@@ -490,7 +513,25 @@ void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info
       V::select_lt(half, is_zero, x, x * r).store(at(i, j));
     }
   }
-  pivots_to_lanes(n, pivots.data(), first_zero, used, ipiv, info);
+  return first_zero;
+}
+
+// The row each lane chose at each step of a group's factorization (n vectors), reused per
+// thread.
+template <class T>
+T* pivot_scratch(int64_t n) {
+  thread_local std::vector<T> pivots;
+  pivots.resize(static_cast<size_t>(n * Vec<T>::kSize));
+  return pivots.data();
+}
+
+template <class T, class N>
+void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
+  const int64_t ld = group_ld(n);
+  T* buf = gather_ld(n, ld, a, used);
+  T* pivots = pivot_scratch<T>(n);
+  const Vec<T> first_zero = getf2_lanes(n, ld, buf, pivots);
+  pivots_to_lanes(n, pivots, first_zero, used, ipiv, info);
   scatter_ld(n, ld, buf, used, out);
 }
 
@@ -568,27 +609,23 @@ void potrf_fixed(const T* a, T* out, int used, int32_t* info) {
   }
 }
 
-// getrf_group for a compile-time order N <= 8 on G groups side by side (back to back in a and
-// out; all but the last full), right-looking as getf2 (every sum in the same order as the
-// Crout loop above, so the factors are the same bits). Unrolled, the per-lane row interchange
+// getf2_lanes for a compile-time order N <= 8 on the G interleaved groups buf[g] side by side,
+// right-looking as getf2 (every sum in the same order as the Crout loop above, so the factors
+// are the same bits). Unrolled, the per-lane row interchange
 // is branch-free: per row below j a compare of the pivot indices with the row's number and
 // two blends per column, the trailing columns' blends feeding their update (the general form
 // found the chosen rows in a loop of unpredictable branches and converted each row number to
 // a vector: 3/4 of a batch of 8 x 8 float64 factorizations). A step is one chain (pivot
 // search, interchange, division, scaling, update of the next column); G groups give the core
-// G independent chains.
+// G independent chains. The rows chosen at step j (0-based, per lane) go to pivots[g][j * W ..],
+// the 1-based step of each lane's first zero pivot (0 if none) to first_zero[g].
 template <class T, int64_t N, int G>
-void getrf_fixed(const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
+TS_UNROLLED inline void getf2_fixed(T (*buf)[N * N * Vec<T>::kSize], T (*pivots)[N * Vec<T>::kSize],
+                                    Vec<T>* first_zero) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
-  constexpr int64_t kGroup = N * N * W;
-  const auto lanes = [&](int g) { return g + 1 < G ? W : used; };
-  alignas(64) T buf[G][kGroup];
-  for (int g = 0; g < G; ++g) interleave_plain(N, a + g * kGroup, lanes(g), buf[g]);
   auto at = [&](int g, int64_t i, int64_t j) { return buf[g] + (i * N + j) * W; };
   const V zero(T(0)), one(T(1)), half(T(0.5));
-  V first_zero[G];                 // 1-based step of the first zero pivot, 0 if none
-  alignas(64) T pivots[G][N * W];  // row chosen at step j, per lane, at j * W
   for (int g = 0; g < G; ++g) first_zero[g] = zero;
   static_for<0, N>([&](auto jc) TS_UNROLLED {
     constexpr int64_t j = jc;
@@ -629,6 +666,28 @@ void getrf_fixed(const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
       }
     });
   });
+}
+
+// G groups' W matrices of order N (back to back in a and out, all but the last full) interleaved
+// into buf[g] (lanes from `used` on the identity).
+template <class T, int64_t N, int G>
+void interleave_groups(const T* a, int used, T (*buf)[N * N * Vec<T>::kSize]) {
+  constexpr int W = Vec<T>::kSize;
+  for (int g = 0; g < G; ++g) interleave_plain(N, a + g * N * N * W, g + 1 < G ? W : used, buf[g]);
+}
+
+// getrf on G groups of order N (back to back in a and out; all but the last full).
+template <class T, int64_t N, int G>
+void getrf_fixed(const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
+  using V = Vec<T>;
+  constexpr int W = V::kSize;
+  constexpr int64_t kGroup = N * N * W;
+  const auto lanes = [&](int g) { return g + 1 < G ? W : used; };
+  alignas(64) T buf[G][kGroup];
+  alignas(64) T pivots[G][N * W];  // row chosen at step j, per lane, at j * W
+  V first_zero[G];                 // 1-based step of the first zero pivot, 0 if none
+  interleave_groups<T, N, G>(a, used, buf);
+  getf2_fixed<T, N, G>(buf, pivots, first_zero);
   for (int g = 0; g < G; ++g) {
     pivots_to_lanes(N, pivots[g], first_zero[g], lanes(g), ipiv + g * W * N, info + g * W);
     interleaved_to_lanes(buf[g], N * N, lanes(g), out + g * kGroup);
@@ -652,16 +711,17 @@ void scatter_rhs(int64_t n, int64_t k, const T* buf, int used, T* b) {
 }
 
 // Forward then backward substitution on one group: L Y = B with L the lower triangle of f (unit
-// diagonal unless `cholesky`), then X from U X = Y (U = the upper triangle of f, or L^T when
-// `cholesky`), one right-hand side column at a time. Rows go in blocks of four: the block's
-// sums over the solved rows are four independent chains sharing the loads of x (a row at a time
-// was one chain of FMAs per row, bound by their latency), then its triangle in registers. The
-// forward sums run over m ascending, the backward ones descending, as reference BLAS trsv.
+// diagonal unless `cholesky`; rows ld vectors apart), then X from U X = Y (U = the upper
+// triangle of f, or L^T when `cholesky`), one right-hand side column at a time. Rows go in blocks
+// of four: the block's sums over the solved rows are four independent chains sharing the loads of x
+// (a row at a time was one chain of FMAs per row, bound by their latency), then its triangle in
+// registers. The forward sums run over m ascending, the backward ones descending, as reference BLAS
+// trsv.
 template <class T, class N>
-void substitute(N n, int64_t k, const T* f, bool cholesky, T* x) {
+void substitute(N n, int64_t ld, int64_t k, const T* f, bool cholesky, T* x) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
-  const auto fa = [&](int64_t i, int64_t j) { return V::load(f + (i * n + j) * W); };
+  const auto fa = [&](int64_t i, int64_t j) { return V::load(f + (i * ld + j) * W); };
   thread_local std::vector<T> rinv_tls;
   std::vector<T>& rinv_buf = rinv_tls;
   rinv_buf.resize(static_cast<size_t>(n * W));
@@ -791,7 +851,7 @@ void solve_one_fixed(const T* factor, const int32_t* ipiv, T* b, int used, bool 
     if (ipiv) {
       pivot_vectors(N, ipiv + g * N * W, lanes(g), p[g]);
       if (!pivots_at_or_below(N, p[g])) {  // a caller's pivots naming rows above: in scalar
-        interchange_lanes(N, ipiv + g * N * W, lanes(g), x[g]);
+        interchange_lanes(N, lanes(g), x[g], ipiv_rows(N, ipiv + g * N * W));
         std::fill_n(p[g], N * W, T(-1));
       }
     }
@@ -835,14 +895,13 @@ void solve_batch(int64_t n_, int64_t k, int64_t count, const T* factor, const in
       const T* f = gather(n, fg, used, /*lower=*/cholesky);
       T* x = gather_rhs(n, k, bg, used);
       if (ipiv && k == 1) {
-        interchange_lanes(n, pg, used, x);
+        interchange_lanes(n, used, x, ipiv_rows(n, pg));
       } else if (ipiv) {
         alignas(64) T p[kSmallMax * W];
         pivot_vectors(n, pg, used, p);
-        for (int64_t j = 0; j < n; ++j)
-          swap_pivot_rows<T>(V::load(p + j * W), j, k, [&](int64_t i) { return x + i * k * W; });
+        interchange_rhs(n, k, used, p, x);
       }
-      substitute(n, k, f, cholesky, x);
+      substitute(n, n, k, f, cholesky, x);
       scatter_rhs(n, k, x, used, bg);
     }
   });
@@ -856,6 +915,78 @@ void potrs_batch(int64_t n, int64_t k, int64_t count, const T* l, T* b) {
 template <class T>
 void getrs_batch(int64_t n, int64_t k, int64_t count, const T* lu, const int32_t* ipiv, T* b) {
   solve_batch(n, k, count, lu, ipiv, b, /*cholesky=*/false);
+}
+
+// gesv for a compile-time order N on G groups side by side (a, b and info back to back, all but
+// the last full): each group factored in its buffer on the stack (G at once where two groups'
+// chains fit in the registers, N <= 4, as getrf_batch runs them), then the right-hand sides
+// interchanged and substituted with the factor still there (one right-hand side in registers).
+template <class T, int64_t N, int G>
+void gesv_fixed(int64_t k, const T* a, T* b, int used, int32_t* info) {
+  using V = Vec<T>;
+  constexpr int W = V::kSize;
+  const auto lanes = [&](int g) { return g + 1 < G ? W : used; };
+  alignas(64) T buf[G][N * N * W];
+  alignas(64) T pivots[G][N * W];
+  V first_zero[G];
+  interleave_groups<T, N, G>(a, used, buf);
+  if constexpr (N <= 4) {
+    getf2_fixed<T, N, G>(buf, pivots, first_zero);
+  } else {
+    for (int g = 0; g < G; ++g) getf2_fixed<T, N, 1>(buf + g, pivots + g, first_zero + g);
+  }
+  for (int g = 0; g < G; ++g) info_to_lanes(first_zero[g], lanes(g), info + g * W);
+  if (k == 1) {
+    alignas(64) T x[G][N * W];
+    for (int g = 0; g < G; ++g) lanes_to_interleaved(b + g * N * W, N, lanes(g), x[g]);
+    substitute_fixed<T, N, G, false>(buf, x, pivots);
+    for (int g = 0; g < G; ++g) interleaved_to_lanes(x[g], N, lanes(g), b + g * N * W);
+    return;
+  }
+  const std::integral_constant<int64_t, N> n;
+  for (int g = 0; g < G; ++g) {
+    T* bg = b + g * N * k * W;
+    T* x = gather_rhs(n, k, bg, lanes(g));
+    interchange_rhs(N, k, lanes(g), pivots[g], x);
+    substitute(n, N, k, buf[g], false, x);
+    scatter_rhs(N, k, x, lanes(g), bg);
+  }
+}
+
+// getrf then getrs on one group with the factor kept in the group's buffer: it never goes out.
+template <class T, class N>
+void gesv_group(N n, int64_t k, const T* a, T* b, int used, int32_t* info) {
+  const int64_t ld = group_ld(n);
+  T* buf = gather_ld(n, ld, a, used);
+  T* pivots = pivot_scratch<T>(n);
+  info_to_lanes(getf2_lanes(n, ld, buf, pivots), used, info);
+  T* x = gather_rhs(n, k, b, used);
+  interchange_rhs(n, k, used, pivots, x);
+  substitute(n, ld, k, buf, false, x);
+  scatter_rhs(n, k, x, used, b);
+}
+
+template <class T>
+void gesv_batch(int64_t n_, int64_t k, int64_t count, const T* a, T* b, int32_t* info) {
+  constexpr int W = Vec<T>::kSize;
+  with_size(n_, [&](auto n) {
+    for (int64_t g = 0; g < count; g += W) {
+      const int used = static_cast<int>(std::min<int64_t>(W, count - g));
+      const T* ag = a + g * n * n;
+      T* bg = b + g * n * k;
+      if constexpr (unrolled<decltype(n)>) {
+        constexpr int64_t N = decltype(n)::value;
+        if (count - g >= 2 * W) {  // two groups: twice the independent chains
+          gesv_fixed<T, N, 2>(k, ag, bg, W, info + g);
+          g += W;
+        } else {
+          gesv_fixed<T, N, 1>(k, ag, bg, used, info + g);
+        }
+        continue;
+      }
+      gesv_group(n, k, ag, bg, used, info + g);
+    }
+  });
 }
 
 template <class T>
@@ -1013,11 +1144,12 @@ void orgqr_batch(int64_t m, int64_t na, int64_t nq, int64_t k, int64_t count, co
 }  // namespace
 
 const SmallLinalgKernels& small_linalg_kernels() {
-  static const SmallLinalgKernels k{
-      potrf_batch<float>, potrf_batch<double>, getrf_batch<float>, getrf_batch<double>,
-      potrs_batch<float>, potrs_batch<double>, getrs_batch<float>, getrs_batch<double>,
-      geqrf_batch<float>, geqrf_batch<double>, orgqr_batch<float>, orgqr_batch<double>,
-      qr_batch<float>,    qr_batch<double>,    Vec<float>::kSize,  Vec<double>::kSize};
+  static const SmallLinalgKernels k{potrf_batch<float>,  potrf_batch<double>, getrf_batch<float>,
+                                    getrf_batch<double>, potrs_batch<float>,  potrs_batch<double>,
+                                    getrs_batch<float>,  getrs_batch<double>, gesv_batch<float>,
+                                    gesv_batch<double>,  geqrf_batch<float>,  geqrf_batch<double>,
+                                    orgqr_batch<float>,  orgqr_batch<double>, qr_batch<float>,
+                                    qr_batch<double>,    Vec<float>::kSize,   Vec<double>::kSize};
   return k;
 }
 
