@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "core/cached_vector.h"
 #include "core/prefetch.h"
 #include "core/vec.h"
 #include "linalg/small/small_kernels.h"
@@ -259,7 +260,7 @@ template <class T>
 // (>= n) rows (columns when transposed) of ld vectors are allocated; the padding is zero.
 template <class T>
 [[gnu::always_inline]] inline T* interleave_into(int64_t n, const T* a, int used,
-                                                 std::vector<T>& buf, int64_t ld = 0,
+                                                 cached_vector<T>& buf, int64_t ld = 0,
                                                  bool transpose = false, int64_t lines = 0) {
   constexpr int W = vec::TS_ISA::Vec<T>::kSize;
   if (ld == 0) ld = n;
@@ -287,7 +288,7 @@ template <class T>
 
 // The identity in every lane (element (i, j) at vector i * ld + j).
 template <class T>
-T* interleaved_identity(int64_t n, std::vector<T>& buf, int64_t ld = 0) {
+T* interleaved_identity(int64_t n, cached_vector<T>& buf, int64_t ld = 0) {
   constexpr int W = vec::TS_ISA::Vec<T>::kSize;
   if (ld == 0) ld = n;
   buf.assign(static_cast<size_t>(n * ld * W), T(0));

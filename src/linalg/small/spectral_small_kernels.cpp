@@ -17,6 +17,7 @@
 #include <numeric>
 #include <vector>
 
+#include "core/cached_vector.h"
 #include "core/vec.h"
 #include "linalg/small/interleave.h"
 #include "linalg/small/lane_bidiagonal.h"
@@ -78,10 +79,10 @@ enum class Part { kAll, kLower, kUpperAsLower };
 // past `used`) into buf: each half by block transposes, then merged. kLower / kUpperAsLower
 // fill only buf's lower triangle, from a's lower triangle or the transpose of its upper one.
 template <class T>
-void to_pairs(int64_t n, const T* a, int used, Part part, std::vector<T>& buf, int64_t ld) {
+void to_pairs(int64_t n, const T* a, int used, Part part, cached_vector<T>& buf, int64_t ld) {
   constexpr int W = Vec<T>::kSize;
-  thread_local std::vector<T> half_tls;
-  std::vector<T>& half = half_tls;
+  thread_local cached_vector<T> half_tls;
+  cached_vector<T>& half = half_tls;
   buf.resize(static_cast<size_t>(n * ld * 2 * W));
   for (int h = 0; h < 2; ++h) {
     const int lanes = std::clamp(used - h * W, 0, W);
@@ -97,10 +98,10 @@ void to_pairs(int64_t n, const T* a, int used, Part part, std::vector<T>& buf, i
 // per lane in out: lane l's element (i, j) at out[(l n + i) ld + j], for `lanes` lanes.
 template <class T>
 void half_from_pairs(int64_t n, const T* buf, int64_t ld, int h, bool transpose, int lanes,
-                     std::vector<T>& out) {
+                     cached_vector<T>& out) {
   constexpr int W = Vec<T>::kSize;
-  thread_local std::vector<T> split_tls;
-  std::vector<T>& split = split_tls;
+  thread_local cached_vector<T> split_tls;
+  cached_vector<T>& split = split_tls;
   split.resize(static_cast<size_t>(n * ld * W));
   for (int64_t i = 0; i < n; ++i)
     for (int64_t j = 0; j < n; ++j)
@@ -141,8 +142,8 @@ void heev_tridiagonal_group(int64_t n, const T* a, bool upper, T* w, T* v, int u
   using P = LanePair<T>;
   constexpr int W = Vec<T>::kSize, PW = P::kSize;
   const int64_t ld = n | 1;
-  thread_local std::vector<T> abuf_tls, qbuf_tls, scratch_tls, lanes_tls;
-  std::vector<T>&abuf = abuf_tls, &qbuf = qbuf_tls, &scratch = scratch_tls, &out = lanes_tls;
+  thread_local cached_vector<T> abuf_tls, qbuf_tls, scratch_tls, lanes_tls;
+  cached_vector<T>&abuf = abuf_tls, &qbuf = qbuf_tls, &scratch = scratch_tls, &out = lanes_tls;
   to_pairs(n, a, used, upper ? Part::kUpperAsLower : Part::kLower, abuf, ld);
   T* buf = abuf.data();  // its upper triangle is never read
   alignas(64) T scale[PW];
@@ -186,8 +187,8 @@ void svd_bidiagonal_group(int64_t n, const T* a, T* sv, T* u, T* vh, int used, i
   using P = LanePair<T>;
   constexpr int W = Vec<T>::kSize, PW = P::kSize;
   const int64_t ld = n | 1;
-  thread_local std::vector<T> abuf_tls, ubuf_tls, vbuf_tls, scratch_tls, lanes_tls;
-  std::vector<T>&abuf = abuf_tls, &ubuf = ubuf_tls, &vbuf = vbuf_tls, &scratch = scratch_tls,
+  thread_local cached_vector<T> abuf_tls, ubuf_tls, vbuf_tls, scratch_tls, lanes_tls;
+  cached_vector<T>&abuf = abuf_tls, &ubuf = ubuf_tls, &vbuf = vbuf_tls, &scratch = scratch_tls,
   &out = lanes_tls;
   to_pairs(n, a, used, Part::kAll, abuf, ld);
   T* buf = abuf.data();
@@ -257,9 +258,9 @@ void svd_group(int64_t n, const T* a, T* sv, T* u, T* vh, int used, int32_t* inf
   using V = Vec<T>;
   constexpr int W = V::kSize;
   const int64_t order = n + (n & 1);
-  thread_local std::vector<T> abuf_tls, vbuf_tls, cbuf_tls, sbuf_tls;
+  thread_local cached_vector<T> abuf_tls, vbuf_tls, cbuf_tls, sbuf_tls;
   thread_local std::vector<uint8_t> active_tls;
-  std::vector<T>&abuf = abuf_tls, &vbuf = vbuf_tls, &cbuf = cbuf_tls, &sbuf = sbuf_tls;
+  cached_vector<T>&abuf = abuf_tls, &vbuf = vbuf_tls, &cbuf = cbuf_tls, &sbuf = sbuf_tls;
   std::vector<uint8_t>& active = active_tls;
   const Tournament tour(order);
   const int64_t pairs = tour.pairs;
@@ -334,7 +335,7 @@ void svd_group(int64_t n, const T* a, T* sv, T* u, T* vh, int used, int32_t* inf
   auto at = [&](int64_t i, int64_t j) { return col(j) + i * W; };
   auto vat = [&](int64_t i, int64_t j) { return vb + (j * order + i) * W; };
   // Column norms of every lane at once.
-  std::vector<T> norms(static_cast<size_t>(n * W));
+  cached_vector<T> norms(static_cast<size_t>(n * W));
   for (int64_t j = 0; j < n; ++j) {
     V ss = zero;
     for (int64_t i = 0; i < n; ++i) {
