@@ -8,6 +8,7 @@
 // B^T): X^T is X with its strides swapped, A^T is LU with its strides swapped.
 #include <algorithm>
 #include <numeric>
+#include <tuple>
 
 #include "linalg/common.h"
 #include "linalg/kernels.h"
@@ -110,25 +111,6 @@ std::tuple<Tensor, Tensor, Tensor> lu_factor_work(const Tensor& A, std::string_v
   return {LU, pivots, info};
 }
 
-Tensor lu_solve_fused(const Tensor& A, const Tensor& X, std::string_view op) {
-  const DimVector batch_dims = batch_shape(X);
-  const int64_t batch = numel_of(batch_dims), n = A.size(-1), k = X.size(-1);
-  if (n == 0 || k == 0 || !std::ranges::equal(batch_shape(A), batch_dims)) return Tensor();
-  Tensor info;
-  visit_linalg_dtype(A.dtype(), op, [&]<class T>() {
-    if (!use_small_kernels<T>(n, batch)) return;
-    const Tensor in = A.contiguous();
-    info = zeros(batch_dims, kInt32);
-    const T* a = static_cast<const T*>(in.data_ptr());
-    T* x = static_cast<T*>(X.data_ptr());
-    int32_t* ip = info.data_ptr<int32_t>();
-    for_each_group<T>(batch, [&](int64_t b0, int64_t count) {
-      small_gesv(n, k, count, a + b0 * n * n, x + b0 * n * k, ip + b0);
-    });
-  });
-  return info;
-}
-
 void lu_solve_in_place(const Tensor& X, const Tensor& LU, const Tensor& pivots, bool left,
                        bool adjoint, std::string_view op) {
   const int64_t n = LU.size(-1);
@@ -171,6 +153,30 @@ void lu_solve_in_place(const Tensor& X, const Tensor& LU, const Tensor& pivots, 
       }
     });
   });
+}
+
+Tensor lu_factor_and_solve(const Tensor& A, const Tensor& X, bool left, std::string_view op) {
+  const DimVector batch_dims = batch_shape(X);
+  const int64_t batch = numel_of(batch_dims), n = A.size(-1), k = X.size(-1);
+  Tensor info;
+  if (left && n > 0 && k > 0 && std::ranges::equal(batch_shape(A), batch_dims)) {
+    visit_linalg_dtype(A.dtype(), op, [&]<class T>() {
+      if (!use_small_kernels<T>(n, batch)) return;
+      const Tensor in = A.contiguous();
+      info = zeros(batch_dims, kInt32);
+      const T* a = static_cast<const T*>(in.data_ptr());
+      T* x = static_cast<T*>(X.data_ptr());
+      int32_t* ip = info.data_ptr<int32_t>();
+      for_each_group<T>(batch, [&](int64_t b0, int64_t count) {
+        small_gesv(n, k, count, a + b0 * n * n, x + b0 * n * k, ip + b0);
+      });
+    });
+    if (info.defined()) return info;
+  }
+  Tensor LU, pivots;
+  std::tie(LU, pivots, info) = lu_factor_work(A, op);
+  lu_solve_in_place(X, LU, pivots, left, false, op);
+  return info;
 }
 
 }  // namespace detail

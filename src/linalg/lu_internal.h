@@ -20,12 +20,12 @@ std::tuple<Tensor, Tensor, Tensor> lu_factor_work(const Tensor& A, std::string_v
 void lu_solve_in_place(const Tensor& X, const Tensor& LU, const Tensor& pivots, bool left,
                        bool adjoint, std::string_view op);
 
-// A X = B in place for batches of small real systems with one matrix of A (square, validated)
-// per system: A's batch shape is X's (X contiguous [*, n, k], B on entry). getrf and getrs run
+// X := A^{-1} X (left) or X A^{-1} in place for square A (validated) broadcast over X's batch
+// (X as for lu_solve_in_place, B on entry): lu_factor_work then lu_solve_in_place, except for
+// batches of small real left systems with one matrix of A per system, where getrf and getrs run
 // on each group of lanes in one pass and the factors are never written (small/small_kernels.h,
-// gesv: the same bits as lu_factor_work + lu_solve_in_place). Returns getrf's info [*] (X holds
-// inf / NaN where it is nonzero), or an undefined tensor, X untouched, where the batch does not
-// qualify.
-Tensor lu_solve_fused(const Tensor& A, const Tensor& X, std::string_view op);
+// gesv; the same bits). Returns getrf's info (A's batch shape); X holds inf / NaN where it is
+// nonzero.
+Tensor lu_factor_and_solve(const Tensor& A, const Tensor& X, bool left, std::string_view op);
 
 }  // namespace tessera::linalg::detail

@@ -5,7 +5,6 @@
 // per system, inv for n <= 32) factor and solve each group of matrices in one pass.
 #include <cmath>
 #include <limits>
-#include <tuple>
 
 #include "linalg/common.h"
 #include "linalg/kernels.h"
@@ -28,12 +27,7 @@ std::tuple<Tensor, Tensor> inv_impl(const Tensor& A, std::string_view op) {
   const int64_t n = A.size(-1);
   if (n <= kSolveMax) {
     Tensor X = contiguous_matrices(eye(n, n, A.dtype()), batch_shape(A));
-    Tensor info = lu_solve_fused(A, X, op);
-    if (!info.defined()) {
-      Tensor LU, pivots;
-      std::tie(LU, pivots, info) = lu_factor_work(A, op);
-      lu_solve_in_place(X, LU, pivots, true, false, op);
-    }
+    Tensor info = lu_factor_and_solve(A, X, /*left=*/true, op);
     return {X, info};
   }
   auto [LU, pivots, info] = lu_factor_work(A, op);
@@ -79,13 +73,7 @@ Tensor solve(const Tensor& A, const Tensor& B, bool left) {
            left ? "AX = B" : "XA = B", n, n, Bm.size(-2), Bm.size(-1));
   const DimVector batch = broadcast_batch(op, batch_shape(A), batch_shape(Bm));
   Tensor X = contiguous_matrices(Bm, batch);
-  Tensor info = left ? lu_solve_fused(A, X, op) : Tensor();
-  if (!info.defined()) {
-    Tensor LU, pivots;
-    std::tie(LU, pivots, info) = lu_factor_work(A, op);
-    if (first_failure(info) < 0) lu_solve_in_place(X, LU, pivots, left, false, op);
-  }
-  const int64_t bad = first_failure(info);
+  const int64_t bad = first_failure(lu_factor_and_solve(A, X, left, op));
   if (bad >= 0)
     throw LinAlgError(fmt::format("{}(): {}The solver failed because the input matrix is singular.",
                                   op, batch_prefix(A.dim() - 2, bad)));
