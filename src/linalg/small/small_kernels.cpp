@@ -1,12 +1,12 @@
 // Per-ISA batched small factorizations (small_kernels.h): one matrix per SIMD lane.
 //
 // Interleaved group buffer of W lanes: element (i, j) of lane l at buf[(i * n + j) * W + l], so
-// at(i, j) is one vector. The group buffers are 64-byte aligned (cached_vector), so no vector
-// straddles two cache lines: from std::vector (16-byte alignment) a batch of 10,000 float64
-// 32 x 32 LU factorizations took 24.3-24.9 ms against 17.7-18.4 ms aligned. The loops below are the
-// per-matrix kernels' loops (potrf_lower_ unblocked and getf2) with scalars replaced by vectors;
-// the per-lane decisions are compares and blends (the pivot row, a zero pivot), or a small scalar
-// loop over the lanes (a failed leading minor).
+// at(i, j) is one vector. The loops below are the per-matrix kernels' loops (potrf_lower_
+// unblocked and getf2) with scalars replaced by vectors; the per-lane decisions are compares
+// and blends (the pivot row, a zero pivot), or a small scalar loop over the lanes (a failed
+// leading minor). The group buffers are 64-byte aligned (cached_vector), so no vector straddles
+// two cache lines: from std::vector (16-byte alignment) a batch of 10,000 float64 32 x 32 LU
+// factorizations took 24.3-24.9 ms against 17.7-18.4 ms aligned.
 #include "linalg/small/small_kernels.h"
 
 #include <algorithm>
@@ -613,14 +613,14 @@ void potrf_fixed(const T* a, T* out, int used, int32_t* info) {
 
 // getf2_lanes for a compile-time order N <= 8 on the G interleaved groups buf[g] side by side,
 // right-looking as getf2 (every sum in the same order as the Crout loop above, so the factors
-// are the same bits). Unrolled, the per-lane row interchange
-// is branch-free: per row below j a compare of the pivot indices with the row's number and
-// two blends per column, the trailing columns' blends feeding their update (the general form
-// found the chosen rows in a loop of unpredictable branches and converted each row number to
-// a vector: 3/4 of a batch of 8 x 8 float64 factorizations). A step is one chain (pivot
-// search, interchange, division, scaling, update of the next column); G groups give the core
-// G independent chains. The rows chosen at step j (0-based, per lane) go to pivots[g][j * W ..],
-// the 1-based step of each lane's first zero pivot (0 if none) to first_zero[g].
+// are the same bits). Unrolled, the per-lane row interchange is branch-free: per row below j a
+// compare of the pivot indices with the row's number and two blends per column, the trailing
+// columns' blends feeding their update (the general form found the chosen rows in a loop of
+// unpredictable branches and converted each row number to a vector: 3/4 of a batch of 8 x 8
+// float64 factorizations). A step is one chain (pivot search, interchange, division, scaling,
+// update of the next column); G groups give the core G independent chains. The rows chosen at
+// step j (0-based, per lane) go to pivots[g][j * W ..], the 1-based step of each lane's first
+// zero pivot (0 if none) to first_zero[g].
 template <class T, int64_t N, int G>
 TS_UNROLLED inline void getf2_fixed(T (*buf)[N * N * Vec<T>::kSize], T (*pivots)[N * Vec<T>::kSize],
                                     Vec<T>* first_zero) {
@@ -670,8 +670,8 @@ TS_UNROLLED inline void getf2_fixed(T (*buf)[N * N * Vec<T>::kSize], T (*pivots)
   });
 }
 
-// G groups' W matrices of order N (back to back in a and out, all but the last full) interleaved
-// into buf[g] (lanes from `used` on the identity).
+// G groups' W matrices of order N (back to back in a, all but the last full) interleaved into
+// buf[g] (lanes from `used` on the identity).
 template <class T, int64_t N, int G>
 void interleave_groups(const T* a, int used, T (*buf)[N * N * Vec<T>::kSize]) {
   constexpr int W = Vec<T>::kSize;
@@ -714,11 +714,11 @@ void scatter_rhs(int64_t n, int64_t k, const T* buf, int used, T* b) {
 
 // Forward then backward substitution on one group: L Y = B with L the lower triangle of f (unit
 // diagonal unless `cholesky`; rows ld vectors apart), then X from U X = Y (U = the upper
-// triangle of f, or L^T when `cholesky`), one right-hand side column at a time. Rows go in blocks
-// of four: the block's sums over the solved rows are four independent chains sharing the loads of x
-// (a row at a time was one chain of FMAs per row, bound by their latency), then its triangle in
-// registers. The forward sums run over m ascending, the backward ones descending, as reference BLAS
-// trsv.
+// triangle of f, or L^T when `cholesky`), one right-hand side column at a time. Rows go in
+// blocks of four: the block's sums over the solved rows are four independent chains sharing
+// the loads of x (a row at a time was one chain of FMAs per row, bound by their latency), then
+// its triangle in registers. The forward sums run over m ascending, the backward ones
+// descending, as reference BLAS trsv.
 template <class T, class N>
 void substitute(N n, int64_t ld, int64_t k, const T* f, bool cholesky, T* x) {
   using V = Vec<T>;
@@ -919,6 +919,17 @@ void getrs_batch(int64_t n, int64_t k, int64_t count, const T* lu, const int32_t
   solve_batch(n, k, count, lu, ipiv, b, /*cholesky=*/false);
 }
 
+// The group's k right-hand sides at b (n x k per lane, n * k apart) solved in place with the LU
+// factor f (interleaved, rows ld vectors apart) and its pivot vectors p (0-based): the
+// interchanges in order, then forward and backward substitution.
+template <class T, class N>
+void solve_group_rhs(N n, int64_t ld, int64_t k, const T* f, const T* p, T* b, int used) {
+  T* x = gather_rhs(n, k, b, used);
+  interchange_rhs(n, k, used, p, x);
+  substitute(n, ld, k, f, false, x);
+  scatter_rhs(n, k, x, used, b);
+}
+
 // gesv for a compile-time order N on G groups side by side (a, b and info back to back, all but
 // the last full): each group factored in its buffer on the stack (G at once where two groups'
 // chains fit in the registers, N <= 4, as getrf_batch runs them), then the right-hand sides
@@ -945,14 +956,9 @@ void gesv_fixed(int64_t k, const T* a, T* b, int used, int32_t* info) {
     for (int g = 0; g < G; ++g) interleaved_to_lanes(x[g], N, lanes(g), b + g * N * W);
     return;
   }
-  const std::integral_constant<int64_t, N> n;
-  for (int g = 0; g < G; ++g) {
-    T* bg = b + g * N * k * W;
-    T* x = gather_rhs(n, k, bg, lanes(g));
-    interchange_rhs(N, k, lanes(g), pivots[g], x);
-    substitute(n, N, k, buf[g], false, x);
-    scatter_rhs(N, k, x, lanes(g), bg);
-  }
+  for (int g = 0; g < G; ++g)
+    solve_group_rhs(std::integral_constant<int64_t, N>{}, N, k, buf[g], pivots[g],
+                    b + g * N * k * W, lanes(g));
 }
 
 // getrf then getrs on one group with the factor kept in the group's buffer: it never goes out.
@@ -962,10 +968,7 @@ void gesv_group(N n, int64_t k, const T* a, T* b, int used, int32_t* info) {
   T* buf = gather_ld(n, ld, a, used);
   T* pivots = pivot_scratch<T>(n);
   info_to_lanes(getf2_lanes(n, ld, buf, pivots), used, info);
-  T* x = gather_rhs(n, k, b, used);
-  interchange_rhs(n, k, used, pivots, x);
-  substitute(n, ld, k, buf, false, x);
-  scatter_rhs(n, k, x, used, b);
+  solve_group_rhs(n, ld, k, buf, pivots, b, used);
 }
 
 template <class T>
