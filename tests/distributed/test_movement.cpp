@@ -222,10 +222,10 @@ TEST(ShmMovementErrors, BadArgumentsNameTheOpAndBothValues) {
 
 // From 128 KiB per rank, shm's all_gather, gather, broadcast and all_to_all (its largest
 // block) and all_reduce (from 512 KiB per rank's block) read the peers' tensors directly
-// (process_vm_readv; here the ranks are threads of one process, so each reads its own
-// address space). `single_copy[r]` is rank r's ShmOptions::single_copy: a rank with it off
-// turns the single-copy form off for the whole group at the first such op, and the results
-// stay right before and after.
+// (process_vm_readv; all_reduce writes its reduced block into them with process_vm_writev;
+// here the ranks are threads of one process, so each reads and writes its own address space).
+// `single_copy[r]` is rank r's ShmOptions::single_copy: a rank with it off turns the single-copy
+// form off for the whole group at the first such op, and the results stay right before and after.
 void large_moves(const std::vector<bool>& single_copy) {
   const int n = static_cast<int>(single_copy.size());
   auto store = std::make_shared<dist::HashStore>(kTestTimeout);

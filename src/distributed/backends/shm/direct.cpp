@@ -8,7 +8,8 @@
 //      segment forms' first step too, so a mismatch between a direct and a segment call is
 //      reported the same way on every rank.
 //   -  read what this rank needs from every peer (in chunks, so the kernel's page pinning
-//      stays small), copy its own part locally.
+//      stays small), copy its own part locally. all_reduce also writes: each rank reduces its
+//      block and writes it into every peer's tensor (process_vm_writev) chunk by chunk.
 //   B  record whether every read succeeded (RankControl::direct_failed), publish, wait for
 //      everyone (after B nobody reads this rank's tensor any more, so it may return), and
 //      release the half.
@@ -40,20 +41,29 @@ struct DirectSource {
 };
 static_assert(sizeof(DirectSource) <= SlotHeader::kPayloadBytes);
 
-// Copies `bytes` from `src` in process `pid` into `dst`. False when the kernel refuses (no
-// permission, the process is gone, a bad address).
-bool read_peer(int pid, uint64_t src, uint8_t* dst, int64_t bytes) {
+// Moves `bytes` between `local` and `remote` in process `pid` (into `local` unless `write`).
+// False when the kernel refuses (no permission, the process is gone, a bad address).
+bool peer_copy(int pid, uint8_t* local, uint64_t remote, int64_t bytes, bool write) {
   int64_t done = 0;
   while (done < bytes) {
     const auto len = static_cast<size_t>(std::min(kChunk, bytes - done));
-    iovec local{dst + done, len};
-    iovec remote{reinterpret_cast<void*>(src + static_cast<uint64_t>(done)), len};
-    const ssize_t got = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
-    if (got < 0 && errno == EINTR) continue;
-    if (got <= 0) return false;
-    done += got;
+    iovec here{local + done, len};
+    iovec there{reinterpret_cast<void*>(remote + static_cast<uint64_t>(done)), len};
+    const ssize_t moved = write ? ::process_vm_writev(pid, &here, 1, &there, 1, 0)
+                                : ::process_vm_readv(pid, &here, 1, &there, 1, 0);
+    if (moved < 0 && errno == EINTR) continue;
+    if (moved <= 0) return false;
+    done += moved;
   }
   return true;
+}
+
+bool read_peer(int pid, uint64_t src, uint8_t* dst, int64_t bytes) {
+  return peer_copy(pid, dst, src, bytes, false);
+}
+
+bool write_peer(int pid, const uint8_t* src, uint64_t dst, int64_t bytes) {
+  return peer_copy(pid, const_cast<uint8_t*>(src), dst, bytes, true);  // only read from
 }
 
 }  // namespace
@@ -134,37 +144,42 @@ bool Communicator::allreduce_direct(const Op& op) {
     if (ok && r != rank_) ok = read_peer(sources[r].first, sources[r].second, &probe, 1);
   }
   if (!direct_agree(op, h, ok)) return false;  // nothing was written yet
-  const auto read_or_throw = [&](int r, int64_t from, uint8_t* to, int64_t elements) {
-    if (read_peer(sources[static_cast<size_t>(r)].first,
-                  sources[static_cast<size_t>(r)].second + static_cast<uint64_t>(from * es), to,
-                  elements * es))
-      return;
+  // After the agreement a failed read or write is an error (this rank may have written).
+  const auto peer_or_throw = [&](bool succeeded, const char* what, int r) {
+    if (succeeded) return;
     TS_THROW(distributed::DistBackendError,
-             "shm all_reduce (op #{} of group '{}', rank {}): reading rank {}'s tensor failed: {}",
-             op.seq, group_name_, rank_, r, std::strerror(errno));
+             "shm all_reduce (op #{} of group '{}', rank {}): {} rank {}'s tensor failed: {}",
+             op.seq, group_name_, rank_, what, r, std::strerror(errno));
   };
-  // Reduce-scatter: this rank's block, a chunk at a time, folded in rank order.
+  const auto peer_addr = [&](int r, int64_t element) {
+    return sources[static_cast<size_t>(r)].second + static_cast<uint64_t>(element * es);
+  };
+  // This rank's block, a chunk at a time: the peers' parts read, folded in rank order into
+  // this tensor, and the result written straight into every peer's tensor while it is still
+  // in cache. Only this rank reads or writes block rank_ of any tensor, so nobody waits in
+  // between; the peers' blocks arrive in this tensor the same way.
   const int64_t chunk = std::max<int64_t>(1, (kChunk / 2) / es);
   direct_scratch_.resize(static_cast<size_t>(world_ * chunk * es));
   const int64_t b0 = bound(rank_), b1 = bound(rank_ + 1);
   for (int64_t off = b0; off < b1; off += chunk) {
     const int64_t len = std::min(chunk, b1 - off);
+    uint8_t* mine = op.out + off * es;
     for (int r = 0; r < world_; ++r) {
       if (r == rank_) {
-        srcs_[r] = op.out + off * es;
+        srcs_[r] = mine;
         continue;
       }
       uint8_t* tmp = direct_scratch_.data() + r * chunk * es;
-      read_or_throw(r, off, tmp, len);
+      peer_or_throw(read_peer(sources[r].first, peer_addr(r, off), tmp, len * es), "reading", r);
       srcs_[r] = tmp;
     }
-    reduce_into(op.dtype, op.reduce_op, op.out + off * es, srcs_.data(), world_, len);
+    reduce_into(op.dtype, op.reduce_op, mine, srcs_.data(), world_, len);
+    for (int r = 0; r < world_; ++r)
+      if (r != rank_)
+        peer_or_throw(write_peer(sources[r].first, mine, peer_addr(r, off), len * es), "writing",
+                      r);
   }
-  wait_all(op, publish());  // every block is reduced
-  // All-gather: every other rank's reduced block, straight into this tensor.
-  for (int r = 0; r < world_; ++r)
-    if (r != rank_) read_or_throw(r, bound(r), op.out + bound(r) * es, bound(r + 1) - bound(r));
-  wait_all(op, publish());  // nobody reads this rank's tensor any more
+  wait_all(op, publish());  // every block is reduced and written everywhere
   return true;
 }
 
