@@ -310,6 +310,31 @@ void large_moves(const std::vector<bool>& single_copy) {
       if (sum.data_ptr<float>()[i] != acc / static_cast<float>(n)) ++wrong;
     }
     EXPECT_EQ(wrong, 0) << "all_reduce AVG on rank " << r;
+    // reduce_scatter from 512 KiB per block: one flat input (reduce_scatter_tensor) reads the
+    // peers' blocks directly; separate inputs (the list form, here on rank 0 only in the
+    // third call) make every rank decline, and the segment form runs; the fourth call reads
+    // directly again. SUM folded in rank order either way.
+    const int64_t block = 131072 + 3;
+    Tensor flat_in = empty({block * n}, TensorOptions(kFloat32));
+    for (int64_t i = 0; i < block * n; ++i) flat_in.data_ptr<float>()[i] = frac(r, i);
+    std::vector<Tensor> list_in;
+    for (int j = 0; j < n; ++j) list_in.push_back(flat_in.narrow(0, j * block, block).clone());
+    for (int call = 0; call < 4; ++call) {
+      Tensor part = empty({block}, TensorOptions(kFloat32));
+      const bool list = call == 1 || (call == 2 && r == 0);
+      if (list) {
+        b->reduce_scatter(part, list_in, {})->wait();
+      } else {
+        b->reduce_scatter_tensor(part, flat_in, {})->wait();
+      }
+      int64_t off = 0;
+      for (int64_t i = 0; i < block; ++i) {
+        float acc = frac(0, r * block + i);
+        for (int k = 1; k < n; ++k) acc = acc + frac(k, r * block + i);
+        if (part.data_ptr<float>()[i] != acc) ++off;
+      }
+      EXPECT_EQ(off, 0) << "reduce_scatter call " << call << " on rank " << r;
+    }
     b->shutdown();
   });
 }

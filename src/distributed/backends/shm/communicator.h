@@ -123,10 +123,16 @@ class Communicator {
   bool allgather_direct(const Op& op);
   bool broadcast_direct(const Op& op);
   // The large all_reduce: rank r reduces block r of its own tensor with the peers' blocks r
-  // (read in chunks), then reads every peer's reduced block. Its tensor is written from the
-  // first block on, so whether all ranks can read is agreed first (a one-byte read of each
-  // peer); a read that fails after that is an error, not a fallback.
+  // (read in chunks) and writes each reduced chunk into every peer's tensor
+  // (process_vm_writev). Its tensor is written from the first block on, so whether all ranks
+  // can read is agreed first (a one-byte read of each peer); a read or write that fails after
+  // that is an error, not a fallback.
   bool allreduce_direct(const Op& op);
+  // The large reduce_scatter of one flat input (reduce_scatter_tensor's): rank r reduces
+  // block r of every rank's input into its output, reading the peers' blocks in chunks. When
+  // some rank's inputs are separate tensors (the list form), every rank declines and the
+  // segment form runs; later ops may still go direct.
+  bool reduce_scatter_direct(const Op& op);
   // all_to_all's reads, after its first piece exchanged the split sizes (`sends`, n x n) and
   // the peers' input addresses (`sources`).
   bool alltoall_direct(const Op& op, const std::vector<int64_t>& sends,
@@ -140,7 +146,15 @@ class Communicator {
   int direct_descriptor(const Op& op, const uint8_t* addr);
   // Step B: tells whether this rank's reads succeeded, waits for every rank's, releases
   // `half` (unless -1); true when all succeeded (else direct ops stay off from now on).
-  bool direct_agree(const Op& op, int half, bool ok);
+  // `declined`: this rank cannot take the direct form of this op (it succeeded otherwise);
+  // every rank then returns false, and later ops may still go direct.
+  bool direct_agree(const Op& op, int half, bool ok, bool declined = false);
+  // Steps A and B for the ops that write before they finish: `addr` published, a one-byte
+  // read of each peer, the agreement; `sources` gets every rank's (pid, address).
+  bool direct_reachable(const Op& op, const uint8_t* addr, bool declined,
+                        std::vector<std::pair<int, uint64_t>>& sources);
+  // After the agreement a failed read or write is an error (this rank may have written).
+  void peer_or_throw(const Op& op, bool succeeded, const char* what, int r) const;
   void scatter(const Op& op);
   void reduce_scatter(const Op& op);
   void alltoall(const Op& op);

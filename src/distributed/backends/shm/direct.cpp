@@ -82,14 +82,19 @@ int Communicator::direct_descriptor(const Op& op, const uint8_t* addr) {
   return h;
 }
 
-bool Communicator::direct_agree(const Op& op, int half, bool ok) {
-  segment_->control(rank_).direct_failed = ok ? 0 : 1;
+bool Communicator::direct_agree(const Op& op, int half, bool ok, bool declined) {
+  constexpr uint32_t kOk = 0, kFailed = 1, kDeclined = 2;
+  segment_->control(rank_).direct_failed = !ok ? kFailed : declined ? kDeclined : kOk;
   const uint32_t step = publish();
   wait_all(op, step);
   if (half >= 0) release(half, step);
-  for (int r = 0; r < world_; ++r)
-    if (segment_->control(r).direct_failed != 0) direct_ = false;
-  return direct_;
+  bool all = true;
+  for (int r = 0; r < world_; ++r) {
+    const uint32_t said = segment_->control(r).direct_failed;
+    if (said == kFailed) direct_ = false;
+    all = all && said == kOk;
+  }
+  return direct_ && all;
 }
 
 std::pair<int, uint64_t> Communicator::direct_source(int r, int half) const {
@@ -127,6 +132,26 @@ bool Communicator::alltoall_direct(const Op& op, const std::vector<int64_t>& sen
   return direct_agree(op, -1, ok);
 }
 
+bool Communicator::direct_reachable(const Op& op, const uint8_t* addr, bool declined,
+                                    std::vector<std::pair<int, uint64_t>>& sources) {
+  const int h = direct_descriptor(op, addr);
+  sources.assign(static_cast<size_t>(world_), {});
+  bool ok = direct_reads_;
+  for (int r = 0; r < world_; ++r) {
+    sources[static_cast<size_t>(r)] = direct_source(r, h);
+    uint8_t probe = 0;
+    if (ok && r != rank_) ok = read_peer(sources[r].first, sources[r].second, &probe, 1);
+  }
+  return direct_agree(op, h, ok, declined);
+}
+
+void Communicator::peer_or_throw(const Op& op, bool succeeded, const char* what, int r) const {
+  if (succeeded) return;
+  TS_THROW(distributed::DistBackendError,
+           "shm {} (op #{} of group '{}', rank {}): {} rank {}'s tensor failed: {}",
+           op_kind_name(op.kind), op.seq, group_name_, rank_, what, r, std::strerror(errno));
+}
+
 bool Communicator::allreduce_direct(const Op& op) {
   const int64_t es = element_size(op.dtype);
   const int64_t total = op.count;
@@ -135,22 +160,8 @@ bool Communicator::allreduce_direct(const Op& op) {
   const auto bound = [&](int r) {
     return r == world_ ? total : (total * r / world_) / align * align;
   };
-  const int h = direct_descriptor(op, op.out);
-  std::vector<std::pair<int, uint64_t>> sources(static_cast<size_t>(world_));
-  bool ok = direct_reads_;
-  for (int r = 0; r < world_; ++r) {
-    sources[static_cast<size_t>(r)] = direct_source(r, h);
-    uint8_t probe = 0;
-    if (ok && r != rank_) ok = read_peer(sources[r].first, sources[r].second, &probe, 1);
-  }
-  if (!direct_agree(op, h, ok)) return false;  // nothing was written yet
-  // After the agreement a failed read or write is an error (this rank may have written).
-  const auto peer_or_throw = [&](bool succeeded, const char* what, int r) {
-    if (succeeded) return;
-    TS_THROW(distributed::DistBackendError,
-             "shm all_reduce (op #{} of group '{}', rank {}): {} rank {}'s tensor failed: {}",
-             op.seq, group_name_, rank_, what, r, std::strerror(errno));
-  };
+  std::vector<std::pair<int, uint64_t>> sources;
+  if (!direct_reachable(op, op.out, false, sources)) return false;  // nothing was written yet
   const auto peer_addr = [&](int r, int64_t element) {
     return sources[static_cast<size_t>(r)].second + static_cast<uint64_t>(element * es);
   };
@@ -170,16 +181,46 @@ bool Communicator::allreduce_direct(const Op& op) {
         continue;
       }
       uint8_t* tmp = direct_scratch_.data() + r * chunk * es;
-      peer_or_throw(read_peer(sources[r].first, peer_addr(r, off), tmp, len * es), "reading", r);
+      peer_or_throw(op, read_peer(sources[r].first, peer_addr(r, off), tmp, len * es), "reading",
+                    r);
       srcs_[r] = tmp;
     }
     reduce_into(op.dtype, op.reduce_op, mine, srcs_.data(), world_, len);
     for (int r = 0; r < world_; ++r)
       if (r != rank_)
-        peer_or_throw(write_peer(sources[r].first, mine, peer_addr(r, off), len * es), "writing",
-                      r);
+        peer_or_throw(op, write_peer(sources[r].first, mine, peer_addr(r, off), len * es),
+                      "writing", r);
   }
   wait_all(op, publish());  // every block is reduced and written everywhere
+  return true;
+}
+
+bool Communicator::reduce_scatter_direct(const Op& op) {
+  const int64_t es = element_size(op.dtype);
+  const int64_t bytes = op.count * es;  // one block
+  bool flat = true;
+  for (int j = 0; j < world_; ++j) flat = flat && op.ins[j] == op.ins[0] + j * bytes;
+  std::vector<std::pair<int, uint64_t>> sources;
+  if (!direct_reachable(op, op.ins[0], !flat, sources)) return false;
+  // Block rank_ of every input, a chunk at a time, folded in rank order into the output.
+  const int64_t chunk = std::max<int64_t>(1, (kChunk / 2) / es);
+  direct_scratch_.resize(static_cast<size_t>(world_ * chunk * es));
+  for (int64_t off = 0; off < op.count; off += chunk) {
+    const int64_t len = std::min(chunk, op.count - off);
+    for (int r = 0; r < world_; ++r) {
+      if (r == rank_) {
+        srcs_[r] = op.ins[rank_] + off * es;
+        continue;
+      }
+      uint8_t* tmp = direct_scratch_.data() + r * chunk * es;
+      const uint64_t from =
+          sources[static_cast<size_t>(r)].second + static_cast<uint64_t>(rank_ * bytes + off * es);
+      peer_or_throw(op, read_peer(sources[r].first, from, tmp, len * es), "reading", r);
+      srcs_[r] = tmp;
+    }
+    reduce_into(op.dtype, op.reduce_op, op.out + off * es, srcs_.data(), world_, len);
+  }
+  wait_all(op, publish());  // nobody reads this rank's input any more
   return true;
 }
 
