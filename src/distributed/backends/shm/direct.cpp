@@ -29,9 +29,14 @@ namespace tessera::distributed::shm {
 
 namespace {
 
-// Bytes per process_vm_readv call: the kernel pins and copies a call's pages as a batch; 256
-// KiB batches stay in cache (one 16 MiB call ran at 5.7 GB/s here, 64 KiB calls at 11.5).
-constexpr int64_t kChunk = 256 << 10;
+// Bytes per process_vm_readv/writev call: the kernel pins and copies a call's pages as a
+// batch, so calls should be large, and the reductions work on half a call per peer, which
+// should stay in L2. One 16 MiB call ran at 5.7 GB/s, 64 KiB calls at 11.5 (an earlier VM);
+// on a Zen 5 VM (1 MiB L2) 512 KiB calls beat 256 KiB in four alternations of `bench comm
+// --threads 2 --quick` (all_reduce 16 MiB 1.56-2.06 -> 1.17-1.86 ms, reduce_scatter 16 MiB
+// 1.89-2.86 -> 1.57-2.22 ms, all_gather and all_to_all within noise); 64 KiB calls were
+// slower than both (all_reduce 16 MiB 3.1 ms), 1 MiB calls no better than 512 KiB.
+constexpr int64_t kChunk = 512 << 10;
 
 // Where a peer's data is, in the header's payload of step A.
 struct DirectSource {
