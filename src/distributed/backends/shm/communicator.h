@@ -155,6 +155,12 @@ class Communicator {
                         std::vector<std::pair<int, uint64_t>>& sources);
   // After the agreement a failed read or write is an error (this rank may have written).
   void peer_or_throw(const Op& op, bool succeeded, const char* what, int r) const;
+  // Folds `count` elements of every rank, in rank order, into `dst`: this rank's from `own`,
+  // each peer's read a chunk at a time from its published address plus `peer_first`
+  // elements; `each_chunk(offset, length)` runs on every reduced chunk while it is in cache.
+  void fold_peers(const Op& op, const std::vector<std::pair<int, uint64_t>>& sources,
+                  int64_t peer_first, const uint8_t* own, uint8_t* dst, int64_t count,
+                  FunctionRef<void(int64_t, int64_t)> each_chunk);
   void scatter(const Op& op);
   void reduce_scatter(const Op& op);
   void alltoall(const Op& op);

@@ -15,7 +15,10 @@
 //      release the half.
 // When any rank's reads failed (no permission: another user, a ptrace policy; a seccomp
 // filter), every rank sees it after B and runs the segment form of the same op; no later op
-// tries the direct form again.
+// tries the direct form again. A rank that cannot take the direct form of one op (a
+// reduce_scatter given separate input tensors) declines in B instead: every rank runs that
+// op's segment form, and later ops may go direct. all_reduce and reduce_scatter write before
+// they finish, so they agree (B) before they read and write, and end with one more step.
 #include <sys/uio.h>
 
 #include <algorithm>
@@ -157,6 +160,30 @@ void Communicator::peer_or_throw(const Op& op, bool succeeded, const char* what,
            op_kind_name(op.kind), op.seq, group_name_, rank_, what, r, std::strerror(errno));
 }
 
+void Communicator::fold_peers(const Op& op, const std::vector<std::pair<int, uint64_t>>& sources,
+                              int64_t peer_first, const uint8_t* own, uint8_t* dst, int64_t count,
+                              FunctionRef<void(int64_t, int64_t)> each_chunk) {
+  const int64_t es = element_size(op.dtype);
+  const int64_t chunk = std::max<int64_t>(1, (kChunk / 2) / es);
+  direct_scratch_.resize(static_cast<size_t>(world_ * chunk * es));
+  for (int64_t off = 0; off < count; off += chunk) {
+    const int64_t len = std::min(chunk, count - off);
+    for (int r = 0; r < world_; ++r) {
+      if (r == rank_) {
+        srcs_[r] = own + off * es;
+        continue;
+      }
+      uint8_t* tmp = direct_scratch_.data() + r * chunk * es;
+      const auto& [pid, addr] = sources[static_cast<size_t>(r)];
+      const uint64_t from = addr + static_cast<uint64_t>((peer_first + off) * es);
+      peer_or_throw(op, read_peer(pid, from, tmp, len * es), "reading", r);
+      srcs_[r] = tmp;
+    }
+    reduce_into(op.dtype, op.reduce_op, dst + off * es, srcs_.data(), world_, len);
+    each_chunk(off, len);
+  }
+}
+
 bool Communicator::allreduce_direct(const Op& op) {
   const int64_t es = element_size(op.dtype);
   const int64_t total = op.count;
@@ -167,64 +194,32 @@ bool Communicator::allreduce_direct(const Op& op) {
   };
   std::vector<std::pair<int, uint64_t>> sources;
   if (!direct_reachable(op, op.out, false, sources)) return false;  // nothing was written yet
-  const auto peer_addr = [&](int r, int64_t element) {
-    return sources[static_cast<size_t>(r)].second + static_cast<uint64_t>(element * es);
-  };
-  // This rank's block, a chunk at a time: the peers' parts read, folded in rank order into
-  // this tensor, and the result written straight into every peer's tensor while it is still
-  // in cache. Only this rank reads or writes block rank_ of any tensor, so nobody waits in
-  // between; the peers' blocks arrive in this tensor the same way.
-  const int64_t chunk = std::max<int64_t>(1, (kChunk / 2) / es);
-  direct_scratch_.resize(static_cast<size_t>(world_ * chunk * es));
-  const int64_t b0 = bound(rank_), b1 = bound(rank_ + 1);
-  for (int64_t off = b0; off < b1; off += chunk) {
-    const int64_t len = std::min(chunk, b1 - off);
-    uint8_t* mine = op.out + off * es;
+  // This rank's block, folded in place, each reduced chunk written straight into every
+  // peer's tensor while it is still in cache. Only this rank reads or writes block rank_ of
+  // any tensor, so nobody waits in between; the peers' blocks arrive here the same way.
+  const int64_t b0 = bound(rank_);
+  uint8_t* block = op.out + b0 * es;
+  fold_peers(op, sources, b0, block, block, bound(rank_ + 1) - b0, [&](int64_t off, int64_t len) {
     for (int r = 0; r < world_; ++r) {
-      if (r == rank_) {
-        srcs_[r] = mine;
-        continue;
-      }
-      uint8_t* tmp = direct_scratch_.data() + r * chunk * es;
-      peer_or_throw(op, read_peer(sources[r].first, peer_addr(r, off), tmp, len * es), "reading",
-                    r);
-      srcs_[r] = tmp;
+      if (r == rank_) continue;
+      const auto& [pid, addr] = sources[static_cast<size_t>(r)];
+      const uint64_t to = addr + static_cast<uint64_t>((b0 + off) * es);
+      peer_or_throw(op, write_peer(pid, block + off * es, to, len * es), "writing", r);
     }
-    reduce_into(op.dtype, op.reduce_op, mine, srcs_.data(), world_, len);
-    for (int r = 0; r < world_; ++r)
-      if (r != rank_)
-        peer_or_throw(op, write_peer(sources[r].first, mine, peer_addr(r, off), len * es),
-                      "writing", r);
-  }
+  });
   wait_all(op, publish());  // every block is reduced and written everywhere
   return true;
 }
 
 bool Communicator::reduce_scatter_direct(const Op& op) {
-  const int64_t es = element_size(op.dtype);
-  const int64_t bytes = op.count * es;  // one block
+  const int64_t bytes = op.count * element_size(op.dtype);  // one block
   bool flat = true;
   for (int j = 0; j < world_; ++j) flat = flat && op.ins[j] == op.ins[0] + j * bytes;
   std::vector<std::pair<int, uint64_t>> sources;
   if (!direct_reachable(op, op.ins[0], !flat, sources)) return false;
-  // Block rank_ of every input, a chunk at a time, folded in rank order into the output.
-  const int64_t chunk = std::max<int64_t>(1, (kChunk / 2) / es);
-  direct_scratch_.resize(static_cast<size_t>(world_ * chunk * es));
-  for (int64_t off = 0; off < op.count; off += chunk) {
-    const int64_t len = std::min(chunk, op.count - off);
-    for (int r = 0; r < world_; ++r) {
-      if (r == rank_) {
-        srcs_[r] = op.ins[rank_] + off * es;
-        continue;
-      }
-      uint8_t* tmp = direct_scratch_.data() + r * chunk * es;
-      const uint64_t from =
-          sources[static_cast<size_t>(r)].second + static_cast<uint64_t>(rank_ * bytes + off * es);
-      peer_or_throw(op, read_peer(sources[r].first, from, tmp, len * es), "reading", r);
-      srcs_[r] = tmp;
-    }
-    reduce_into(op.dtype, op.reduce_op, op.out + off * es, srcs_.data(), world_, len);
-  }
+  // Block rank_ of every input, folded in rank order into the output.
+  fold_peers(op, sources, rank_ * op.count, op.ins[rank_], op.out, op.count,
+             [](int64_t, int64_t) {});
   wait_all(op, publish());  // nobody reads this rank's input any more
   return true;
 }
