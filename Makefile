@@ -4,7 +4,9 @@ BUILD_DIR   ?= build
 ASAN_DIR    ?= build-asan
 JOBS        ?= $(shell nproc)
 CMAKE_FLAGS ?=
-LAUNCHER    := $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
+# Expanded when a configure step runs, after `deps` has installed ccache (with `:=` a fresh
+# machine's first configure ran without it).
+LAUNCHER     = $(shell command -v ccache >/dev/null 2>&1 && echo -DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 
 # ccache keys on paths relative to the checkout, so every clone (CI clones afresh) shares hits.
 export CCACHE_BASEDIR   ?= $(CURDIR)
@@ -17,7 +19,7 @@ all: build
 deps:
 	@bash scripts/install-deps.sh
 
-$(BUILD_DIR)/build.ninja:
+$(BUILD_DIR)/build.ninja: | deps
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Release $(LAUNCHER) $(CMAKE_FLAGS)
 
 # Release build of the library, the `tessera` command, tests, examples and benchmarks.
@@ -36,7 +38,7 @@ test: deps format-check test-release test-asan
 test-release: build
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 900
 
-$(ASAN_DIR)/build.ninja:
+$(ASAN_DIR)/build.ninja: | deps
 	cmake -S . -B $(ASAN_DIR) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DTESSERA_SANITIZE=ON \
 	  -DTESSERA_BUILD_BENCH=OFF -DTESSERA_BUILD_EXAMPLES=OFF $(LAUNCHER) $(CMAKE_FLAGS)
 
