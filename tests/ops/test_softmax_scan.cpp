@@ -60,21 +60,23 @@ TEST(Softmax, DtypeArgumentAndSpecialValues) {
   EXPECT_EQ(softmax(scalar_tensor(2.0), 0).item<double>(), 1.0);
 }
 
-// Outputs of 32 MiB and more are written around the cache from a scratch row
+// Outputs of 32 MiB and more are written around the cache from scratch rows, each row's
+// stores inside the next row's exp pass where the row starts on a vector boundary
 // (src/ops/cpu/softmax_kernels.cpp). The arithmetic is the same as the cached path's, so the
 // result must equal, bit for bit, the two halves computed separately (each below the
 // threshold; the cached path is checked against the reference above): rows that start off
-// the vector alignment (odd K), float64, log_softmax, one and two threads.
+// the vector alignment (odd K) and on it (K = 1024), float64, log_softmax, one and two threads.
 TEST(Softmax, LargeStreamedOutputsEqualTheCachedPath) {
   const int saved = get_num_threads();
   std::mt19937 rng(29);
-  for (ScalarType dt : {kFloat32, kFloat64}) {
-    const int64_t K = 1003, rows = (int64_t{32} << 20) / (K * element_size(dt)) + 3;
+  for (auto [dt, K] : {std::pair{kFloat32, int64_t{1003}}, std::pair{kFloat32, int64_t{1024}},
+                       std::pair{kFloat64, int64_t{1003}}, std::pair{kFloat64, int64_t{1024}}}) {
+    const int64_t rows = (int64_t{32} << 20) / (K * element_size(dt)) + 3;
     const Tensor x = random_values({rows, K}, dt, rng);
     const Tensor top = x.narrow(0, 0, rows / 2), bottom = x.narrow(0, rows / 2, rows - rows / 2);
     for (int threads : {1, 2}) {
       set_num_threads(threads);
-      SCOPED_TRACE(fmt::format("dtype {} threads {}", dt, threads));
+      SCOPED_TRACE(fmt::format("dtype {} K {} threads {}", dt, K, threads));
       EXPECT_TRUE(equal(softmax(x, 1), cat({softmax(top, 1), softmax(bottom, 1)})));
       EXPECT_TRUE(equal(log_softmax(x, 1), cat({log_softmax(top, 1), log_softmax(bottom, 1)})));
     }

@@ -56,11 +56,17 @@ float_acc_t<T> row_max(const T* x, int64_t n) {
   return m;
 }
 
+struct NoSideWork {
+  void operator()(int64_t) const {}
+};
+
 // sum(exp(x - m)); when `y` is given (same type as compute), also writes exp(x - m) there.
 // `next` (optional, n elements) is prefetched meanwhile: the next row's max pass then reads
-// from cache instead of waiting on memory after this row's computation.
-template <class T>
-float_acc_t<T> row_exp_sum(const T* x, int64_t n, float_acc_t<T> m, T* y, const T* next = nullptr) {
+// from cache instead of waiting on memory after this row's computation. `side(j)` runs after
+// each pair of vectors at j (the pipelined softmax stores the previous row there).
+template <class T, class Side = NoSideWork>
+float_acc_t<T> row_exp_sum(const T* x, int64_t n, float_acc_t<T> m, T* y, const T* next = nullptr,
+                           const Side& side = {}) {
   using C = float_acc_t<T>;
   using V = Vec<C>;
   constexpr int W = V::kSize;
@@ -80,6 +86,7 @@ float_acc_t<T> row_exp_sum(const T* x, int64_t n, float_acc_t<T> m, T* y, const 
     }
     s0 = s0 + e0;
     s1 = s1 + e1;
+    side(j);
   }
   for (; j + W <= n; j += W) {
     const V e0 = (V::load_convert(x + j) - vm).exp();
@@ -128,8 +135,58 @@ void softmax_row(const T* x, T* y, int64_t n, bool log, bool stream, T* buf, con
   }
 }
 
+// Streamed float32/float64 softmax rows, pipelined: row r's exp pass also streams out row
+// r - 1's scaled values (kept in the other of two scratch rows), so that the stores, which
+// the core issues far faster than memory takes them, drain while it computes instead of
+// stalling it between rows. The same values as softmax_row, stored in the same places.
+template <class T>
+void softmax_rows_pipelined(const SoftmaxArgs& a) {
+  using V = Vec<T>;
+  constexpr int W = V::kSize;
+  const T* in = static_cast<const T*>(a.in);
+  T* out = static_cast<T*>(a.out);
+  const int64_t n = a.K;
+  std::vector<T> scratch(static_cast<size_t>(2 * n));
+  const T* prev_buf = nullptr;  // row r - 1: exp(x - max), its output and 1 / sum
+  T* prev_y = nullptr;
+  T prev_inv = 0;
+  auto store_prev_from = [&](int64_t j0) {
+    const V inv(prev_inv);
+    detail::store_row(prev_y + j0, n - j0, true, [&](int64_t j, int c) {
+      return (c == W ? V::load(prev_buf + j0 + j) : V::load(prev_buf + j0 + j, c)) * inv;
+    });
+  };
+  for (int64_t r = 0; r < a.rows; ++r) {
+    const T* x = in + r * a.in_row_stride;
+    T* buf = scratch.data() + (r % 2) * n;
+    const T m = row_max(x, n);
+    // Inside the exp pass only where row r - 1's output starts on a vector boundary (rows of
+    // a multiple of W elements); elsewhere it is stored after the pass, as before.
+    const bool inside = prev_y != nullptr && reinterpret_cast<uintptr_t>(prev_y) % sizeof(V) == 0;
+    const V inv(prev_inv);
+    int64_t stored = 0;  // elements of row r - 1 already out
+    const auto side = [&](int64_t j) {
+      if (!inside) return;
+      (V::load(prev_buf + j) * inv).stream_convert(prev_y + j);
+      (V::load(prev_buf + j + W) * inv).stream_convert(prev_y + j + W);
+      stored = j + 2 * W;
+    };
+    const T* next = r + 1 < a.rows ? x + a.in_row_stride : nullptr;
+    const T s = row_exp_sum<T>(x, n, m, buf, next, side);
+    if (prev_y != nullptr) store_prev_from(stored);
+    prev_buf = buf;
+    prev_y = out + r * a.out_row_stride;
+    prev_inv = T(1) / s;
+  }
+  if (prev_y != nullptr) store_prev_from(0);
+  detail::stream_fence();
+}
+
 void softmax_rows(const SoftmaxArgs& a) {
   visit_dtype<kKernelFloat>(a.dtype, "softmax", [&]<class T>() {
+    if constexpr (std::is_same_v<T, float_acc_t<T>>) {
+      if (a.stream && !a.log && a.rows > 1) return softmax_rows_pipelined<T>(a);
+    }
     const T* in = static_cast<const T*>(a.in);
     T* out = static_cast<T*>(a.out);
     std::vector<T> scratch(a.stream && !a.log && std::is_same_v<T, float_acc_t<T>> ? a.K : 0);
