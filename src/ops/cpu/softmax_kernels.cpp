@@ -56,6 +56,12 @@ float_acc_t<T> row_max(const T* x, int64_t n) {
   return m;
 }
 
+// The first cnt elements at p as a vector (cnt == W: a full load).
+template <class V, class T>
+V load_lanes(const T* p, int cnt) {
+  return cnt == V::kSize ? V::load_convert(p) : V::load_convert(p, cnt);
+}
+
 struct NoSideWork {
   void operator()(int64_t) const {}
 };
@@ -114,24 +120,22 @@ template <class T>
 void softmax_row(const T* x, T* y, int64_t n, bool log, bool stream, T* buf, const T* next) {
   using C = float_acc_t<T>;
   using V = Vec<C>;
-  constexpr int W = V::kSize;
-  auto load = [](const T* p, int cnt) {
-    return cnt == W ? V::load_convert(p) : V::load_convert(p, cnt);
-  };
   const C m = row_max(x, n);
   if (log) {
     const C s = row_exp_sum<T>(x, n, m, nullptr, next);
     const V shift(m + std::log(s));
-    detail::store_row(y, n, stream, [&](int64_t j, int c) { return load(x + j, c) - shift; });
+    detail::store_row(y, n, stream,
+                      [&](int64_t j, int c) { return load_lanes<V>(x + j, c) - shift; });
     return;
   }
   if constexpr (std::is_same_v<T, C>) {
     const V inv(C(1) / row_exp_sum<T>(x, n, m, buf, next));
-    detail::store_row(y, n, stream, [&](int64_t j, int c) { return load(buf + j, c) * inv; });
+    detail::store_row(y, n, stream,
+                      [&](int64_t j, int c) { return load_lanes<V>(buf + j, c) * inv; });
   } else {  // 16-bit rows recompute exp rather than round an intermediate
     const V vm(m), inv(C(1) / row_exp_sum<T>(x, n, m, nullptr, next));
     detail::store_row(y, n, stream,
-                      [&](int64_t j, int c) { return (load(x + j, c) - vm).exp() * inv; });
+                      [&](int64_t j, int c) { return (load_lanes<V>(x + j, c) - vm).exp() * inv; });
   }
 }
 
@@ -152,9 +156,8 @@ void softmax_rows_pipelined(const SoftmaxArgs& a) {
   T prev_inv = 0;
   auto store_prev_from = [&](int64_t j0) {
     const V inv(prev_inv);
-    detail::store_row(prev_y + j0, n - j0, true, [&](int64_t j, int c) {
-      return (c == W ? V::load(prev_buf + j0 + j) : V::load(prev_buf + j0 + j, c)) * inv;
-    });
+    detail::store_row(prev_y + j0, n - j0, true,
+                      [&](int64_t j, int c) { return load_lanes<V>(prev_buf + j0 + j, c) * inv; });
   };
   for (int64_t r = 0; r < a.rows; ++r) {
     const T* x = in + r * a.in_row_stride;

@@ -60,6 +60,9 @@ constexpr uint64_t kSmallAllreduceBytes = 32 << 10;
 constexpr int64_t kSmallAllToAllBytes = 16 << 10;
 // From this many bytes per rank, collectives that have a single-copy form use it (direct.cpp).
 constexpr int64_t kDirectBytes = 128 << 10;
+// The single-copy reductions (all_reduce, reduce_scatter) read n - 1 blocks in chunks and sync
+// once more than the moves: they win over the segment from this many bytes per rank's block.
+constexpr int64_t kDirectReduceBlockBytes = 4 * kDirectBytes;
 
 // PREFETCHW where the CPU has it (CPUID 0x80000001 ECX bit 8).
 void prefetch_for_write(const void* line) {
@@ -279,7 +282,8 @@ void Communicator::allreduce(const Op& op) {
   // the n - 1 peers and syncs three times: it wins over the segment from about 512 KiB per
   // block (1 MiB on 4 ranks ran slower with an earlier form that read the reduced blocks
   // back; 16 MiB on 2 ranks runs 2.6x faster than that form did).
-  if (direct_ && static_cast<int64_t>(bytes) / world_ >= 4 * kDirectBytes && allreduce_direct(op))
+  if (direct_ && static_cast<int64_t>(bytes) / world_ >= kDirectReduceBlockBytes &&
+      allreduce_direct(op))
     return;
   reduce(op);
 }
@@ -428,8 +432,8 @@ void Communicator::reduce_scatter(const Op& op) {
     end_header_step(h);
     return;
   }
-  // The single-copy form reads n - 1 blocks in chunks: from the all_reduce's block size.
-  if (direct_ && static_cast<int64_t>(bytes) >= 4 * kDirectBytes && reduce_scatter_direct(op))
+  if (direct_ && static_cast<int64_t>(bytes) >= kDirectReduceBlockBytes &&
+      reduce_scatter_direct(op))
     return;
   const int64_t piece = static_cast<int64_t>(half_bytes_) / (es * world_);
   const int64_t pieces = std::max<int64_t>(1, ceil_div(op.count, piece));
