@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <functional>
 
+#include <algorithm>
 #include <cmath>
 #include <complex>
 #include <cstdint>
@@ -34,11 +35,39 @@ namespace tessera::linalg_test {
 
 using linalg::detail::real_t;
 
+// LAPACK works on copies that have slack after them. Debian 12's OpenBLAS (0.3.21) was built
+// with gcc 12, whose vectorizer turned the strided-x gather in the x86-64 ?gemv_n kernels (and
+// ?dot) into loads that reach past the vector's last element (OpenBLAS issue 4013, fixed in
+// 0.3.23). LAPACK hands rows of the matrix to gemv as such vectors (zlarz under zgelsy, ?larf
+// under ?gelqf and ?gebrd), so an oracle matrix that ended at the top of the heap made the test
+// segfault about once in a hundred runs. Four spare columns cover a read a stride or more past
+// any row. The values are copied back when the copy goes out of scope.
+template <class T>
+class LapackCopy {
+ public:
+  // The rows x cols column-major matrix at `a` (leading dimension rows).
+  LapackCopy(T* a, int64_t rows, int64_t cols)
+      : a_(a), count_(rows * cols), buffer_(static_cast<size_t>(count_ + 4 * rows + 16)) {
+    std::copy(a, a + count_, buffer_.begin());
+  }
+  LapackCopy(const LapackCopy&) = delete;
+  LapackCopy& operator=(const LapackCopy&) = delete;
+  ~LapackCopy() { std::copy(buffer_.begin(), buffer_.begin() + count_, a_); }
+  T* data() { return buffer_.data(); }
+
+ private:
+  T* a_;
+  int64_t count_;
+  std::vector<T> buffer_;
+};
+
 // Column-major LAPACK on row-major data: the tests transpose before and after.
 template <class T>
-int lapack_potrf_lower_colmajor(int n, T* a) {
+int lapack_potrf_lower_colmajor(int n, T* a_in) {
   int info = 0;
   const int lda = std::max(1, n);
+  LapackCopy<T> copy(a_in, n, n);
+  T* a = copy.data();
   if constexpr (std::is_same_v<T, float>) spotrf_("L", &n, a, &lda, &info);
   if constexpr (std::is_same_v<T, double>) dpotrf_("L", &n, a, &lda, &info);
   if constexpr (std::is_same_v<T, complex64>) cpotrf_("L", &n, a, &lda, &info);
@@ -46,9 +75,11 @@ int lapack_potrf_lower_colmajor(int n, T* a) {
   return info;
 }
 template <class T>
-int lapack_getrf_colmajor(int m, int n, T* a, int* ipiv) {
+int lapack_getrf_colmajor(int m, int n, T* a_in, int* ipiv) {
   int info = 0;
   const int lda = std::max(1, m);
+  LapackCopy<T> copy(a_in, m, n);
+  T* a = copy.data();
   if constexpr (std::is_same_v<T, float>) sgetrf_(&m, &n, a, &lda, ipiv, &info);
   if constexpr (std::is_same_v<T, double>) dgetrf_(&m, &n, a, &lda, ipiv, &info);
   if constexpr (std::is_same_v<T, complex64>) cgetrf_(&m, &n, a, &lda, ipiv, &info);

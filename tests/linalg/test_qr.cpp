@@ -60,9 +60,11 @@ const ScalarType kDtypes[] = {kFloat32, kFloat64, kComplex64, kComplex128};
 // ---------------------------------------------------------------
 
 template <class T>
-void lapack_geqrf(int m, int n, T* a, T* tau) {
+void lapack_geqrf(int m, int n, T* a_in, T* tau) {
   int info = 0, lwork = std::max(1, n) * 64;
   const int lda = std::max(1, m);
+  LapackCopy<T> copy(a_in, m, n);
+  T* a = copy.data();
   std::vector<T> work(static_cast<size_t>(lwork));
   if constexpr (std::is_same_v<T, float>) sgeqrf_(&m, &n, a, &lda, tau, work.data(), &lwork, &info);
   if constexpr (std::is_same_v<T, double>)
@@ -75,9 +77,11 @@ void lapack_geqrf(int m, int n, T* a, T* tau) {
 }
 
 template <class T>
-void lapack_orgqr(int m, int n, int k, T* a, const T* tau) {
+void lapack_orgqr(int m, int n, int k, T* a_in, const T* tau) {
   int info = 0, lwork = std::max(1, n) * 64;
   const int lda = std::max(1, m);
+  LapackCopy<T> copy(a_in, m, n);
+  T* a = copy.data();
   std::vector<T> work(static_cast<size_t>(lwork));
   if constexpr (std::is_same_v<T, float>)
     sorgqr_(&m, &n, &k, a, &lda, tau, work.data(), &lwork, &info);
@@ -93,10 +97,12 @@ void lapack_orgqr(int m, int n, int k, T* a, const T* tau) {
 // gels / gelsy on A (m x n) and B (max(m, n) x nrhs), column-major; returns info (gels) or the
 // rank (gelsy).
 template <class T>
-int lapack_lstsq(bool gelsy, int m, int n, int nrhs, T* a, T* b, double rcond) {
+int lapack_lstsq(bool gelsy, int m, int n, int nrhs, T* a_in, T* b_in, double rcond) {
   using R = real_t<T>;
   int info = 0, rank = 0, lwork = (std::max(m, n) + nrhs) * 64 + 64;
   const int lda = std::max(1, m), ldb = std::max({1, m, n});
+  LapackCopy<T> a_copy(a_in, m, n), b_copy(b_in, std::max(m, n), nrhs);
+  T *a = a_copy.data(), *b = b_copy.data();
   std::vector<T> work(static_cast<size_t>(lwork));
   std::vector<R> rwork(static_cast<size_t>(2 * n + 1));
   std::vector<int> jpvt(static_cast<size_t>(n), 0);
