@@ -538,11 +538,11 @@ void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info
 }
 
 // The unrolled kernels for a compile-time order n <= 8 (getrf_fixed, potrf_fixed,
-// substitute_fixed) are built in optimized builds only; at -O0 (the sanitizer build) n = 2..8
-// run the general loops, which compute the same bits: there thousands of forced inlinings
-// took 18 minutes to compile for one table. Their helpers and lambdas are forced inline: one
-// left out of line kept its arrays of vectors in memory (2x slower).
-#if defined(__OPTIMIZE__)
+// substitute_fixed) are built in optimized builds without the sanitizers only; elsewhere
+// n = 2..8 run the general loops, which compute the same bits: with the sanitizers thousands of
+// forced inlinings took 18 minutes to compile for one table. Their helpers and lambdas are
+// forced inline: one left out of line kept its arrays of vectors in memory (2x slower).
+#if defined(__OPTIMIZE__) && !defined(__SANITIZE_ADDRESS__)
 constexpr bool kUnrolledKernels = true;
 #define TS_UNROLLED __attribute__((always_inline))
 #else
