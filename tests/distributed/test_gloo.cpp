@@ -1,12 +1,22 @@
 // The gloo backend beyond the collective suites (test_movement.cpp and test_reduce.cpp run
 // every op and dtype on it): the process-group front end, a rank that never comes, abort,
-// a peer that goes away, and bad arguments.
+// a peer that goes away, and bad arguments; and the LoopTicker that keeps Gloo's event loop
+// turning while connections open and close.
+#include <gloo/transport/tcp/attr.h>
+#include <gloo/transport/tcp/device.h>
 #include <signal.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
 
 #include <chrono>
+#include <condition_variable>
+#include <future>
+#include <mutex>
 #include <thread>
 
 #include "dist_test_util.h"
+#include "distributed/backends/gloo/loop_ticker.h"
 
 namespace tessera::testing {
 namespace {
@@ -158,6 +168,81 @@ TEST(Gloo, BadArgumentsAreClearErrors) {
                         {"gloo backend", "no network interface named 'no-such-if0'"});
   // A rank that never arrives: the set-up times out through the store, naming the key.
   expect_error_mentions([&] { dist::make_gloo_backend(store, 0, 2, 300ms); }, {"gloo/default"});
+}
+
+std::shared_ptr<::gloo::transport::Device> loopback_device() {
+  ::gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  return ::gloo::transport::tcp::CreateDevice(attr);
+}
+
+// A descriptor whose handler holds Gloo's loop thread from block() until release() (or a
+// deadline, so that a broken test cannot hang).
+class LoopBlocker final : public ::gloo::transport::tcp::Handler {
+ public:
+  explicit LoopBlocker(const std::shared_ptr<::gloo::transport::Device>& device)
+      : device_(std::dynamic_pointer_cast<::gloo::transport::tcp::Device>(device)),
+        fd_(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC)) {
+    EXPECT_GE(fd_, 0);
+    device_->registerDescriptor(fd_, EPOLLIN, this);
+  }
+  ~LoopBlocker() override {
+    release();
+    device_->unregisterDescriptor(fd_, this);
+    ::close(fd_);
+  }
+  // Returns once the loop thread is inside handleEvents.
+  void block() {
+    const uint64_t one = 1;
+    EXPECT_EQ(::write(fd_, &one, sizeof(one)), ssize_t(sizeof(one)));
+    std::unique_lock lock(mutex_);
+    EXPECT_TRUE(cv_.wait_for(lock, kTestTimeout, [&] { return entered_; }));
+  }
+  void release() {
+    std::lock_guard lock(mutex_);
+    released_ = true;
+    cv_.notify_all();
+  }
+  void handleEvents(int /*events*/) override {
+    uint64_t count = 0;
+    [[maybe_unused]] const ssize_t n = ::read(fd_, &count, sizeof(count));
+    std::unique_lock lock(mutex_);
+    entered_ = true;
+    cv_.notify_all();
+    cv_.wait_for(lock, kTestTimeout, [&] { return released_; });
+  }
+
+ private:
+  std::shared_ptr<::gloo::transport::tcp::Device> device_;
+  int fd_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool entered_ = false, released_ = false;
+};
+
+TEST(GlooLoopTicker, TheLoopUnregistersItsDescriptorWhenItTurns) {
+  const auto device = loopback_device();
+  dist::gloo_impl::LoopTicker ticker(device, std::chrono::milliseconds(kTestTimeout));
+  EXPECT_FALSE(ticker.stop());  // the loop turned and unregistered the eventfd itself
+  EXPECT_FALSE(ticker.stop());  // idempotent
+}
+
+TEST(GlooLoopTicker, AStuckLoopIsGivenUpOnAndTheDescriptorUnregisteredFromTheCaller) {
+  const auto device = loopback_device();
+  LoopBlocker blocker(device);
+  dist::gloo_impl::LoopTicker ticker(device, 20ms);
+  blocker.block();
+  auto stopped = std::async(std::launch::async, [&] { return ticker.stop(); });
+  // Given up after 20 ms, stop() unregisters from its own thread: Gloo's wait for a turn of the
+  // loop, which cannot come while the blocker holds it.
+  EXPECT_EQ(stopped.wait_for(300ms), std::future_status::timeout);
+  blocker.release();
+  ASSERT_EQ(stopped.wait_for(kTestTimeout), std::future_status::ready);
+  EXPECT_TRUE(stopped.get());
+  EXPECT_TRUE(ticker.stop());  // idempotent: the first call's answer
+  // The loop runs on: a new ticker on the same device is unregistered by the loop again.
+  dist::gloo_impl::LoopTicker again(device, std::chrono::milliseconds(kTestTimeout));
+  EXPECT_FALSE(again.stop());
 }
 
 }  // namespace

@@ -25,8 +25,6 @@
 #include <gloo/transport/tcp/device.h>
 #include <net/if.h>
 #include <signal.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -40,6 +38,7 @@
 #include <mutex>
 #include <thread>
 
+#include "distributed/backends/gloo/loop_ticker.h"
 #include "distributed/backends/op_backend.h"
 #include "distributed/backends/reduce.h"
 #include "tessera/ops/factory.h"
@@ -76,81 +75,6 @@ class StoreAdapter : public ::gloo::rendezvous::Store {
   StorePtr store_;
   std::string prefix_;
   Milliseconds timeout_;
-};
-
-// Gloo's TCP device runs one event loop that waits in epoll for at most 10 ms and, when a
-// socket is unregistered (each pair's listener, a connect's descriptor, a closed pair) from
-// another thread, blocks the caller until the loop's next turn. With no traffic that is a full
-// 10 ms each time: a 3-rank connect took 11-30 ms, most of it such waits, and an abort's close
-// of two pairs 20 ms. While a LoopTicker lives, an eventfd of its own in the loop is signalled
-// every kTick, so every turn, and every such wait, ends within that. Its own descriptor is
-// unregistered by the loop thread itself (no wait there): unregistered from here, the ticks
-// could no longer wake the loop, and the last wait was the full 10 ms again.
-class LoopTicker final : public ::gloo::transport::tcp::Handler {
- public:
-  static constexpr auto kTick = std::chrono::microseconds(200);
-
-  explicit LoopTicker(const std::shared_ptr<::gloo::transport::Device>& device)
-      : device_(std::dynamic_pointer_cast<::gloo::transport::tcp::Device>(device)) {
-    if (!device_) return;  // not the TCP transport: nothing to speed up
-    fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    if (fd_ < 0) return;
-    device_->registerDescriptor(fd_, EPOLLIN, this);
-    thread_ = std::thread([this] {
-      std::unique_lock lock(mutex_);
-      while (!stop_) {
-        const uint64_t one = 1;
-        [[maybe_unused]] const ssize_t n = ::write(fd_, &one, sizeof(one));
-        cv_.wait_for(lock, kTick, [&] { return stop_; });
-      }
-    });
-  }
-  ~LoopTicker() override {
-    if (fd_ < 0) return;
-    bool unregister_here = false;
-    {
-      std::unique_lock lock(mutex_);
-      state_ = State::kLeaving;  // the loop's next turn (within a tick) unregisters fd_
-      // Bounded: should the loop be stuck in another handler, unregister from here after all
-      // (Gloo's own wait, which ends at a turn of the loop).
-      if (!cv_.wait_for(lock, std::chrono::seconds(1),
-                        [&] { return state_ == State::kUnregistered; })) {
-        state_ = State::kGivenUp;
-        unregister_here = true;
-      }
-    }
-    if (unregister_here) device_->unregisterDescriptor(fd_, this);
-    {
-      std::lock_guard lock(mutex_);
-      stop_ = true;
-    }
-    cv_.notify_all();
-    thread_.join();
-    ::close(fd_);
-  }
-  LoopTicker(const LoopTicker&) = delete;
-  LoopTicker& operator=(const LoopTicker&) = delete;
-
-  // On the loop thread.
-  void handleEvents(int /*events*/) override {
-    uint64_t count = 0;
-    [[maybe_unused]] const ssize_t n = ::read(fd_, &count, sizeof(count));
-    std::lock_guard lock(mutex_);
-    if (state_ != State::kLeaving) return;
-    device_->unregisterDescriptor(fd_, this);  // from the loop thread: returns at once
-    state_ = State::kUnregistered;
-    cv_.notify_all();  // under the lock: the destructor proceeds only once this returns
-  }
-
- private:
-  enum class State { kTicking, kLeaving, kUnregistered, kGivenUp };
-  std::shared_ptr<::gloo::transport::tcp::Device> device_;
-  int fd_ = -1;
-  std::mutex mutex_;
-  std::condition_variable cv_;
-  State state_ = State::kTicking;
-  bool stop_ = false;
-  std::thread thread_;
 };
 
 bool is_loopback(const std::string& host) {
