@@ -222,7 +222,7 @@ class LoopBlocker final : public ::gloo::transport::tcp::Handler {
 
 TEST(GlooLoopTicker, TheLoopUnregistersItsDescriptorWhenItTurns) {
   const auto device = loopback_device();
-  dist::gloo_impl::LoopTicker ticker(device, std::chrono::milliseconds(kTestTimeout));
+  dist::gloo_impl::LoopTicker ticker(device, kTestTimeout);
   EXPECT_FALSE(ticker.stop());  // the loop turned and unregistered the eventfd itself
   EXPECT_FALSE(ticker.stop());  // idempotent
 }
@@ -241,7 +241,7 @@ TEST(GlooLoopTicker, AStuckLoopIsGivenUpOnAndTheDescriptorUnregisteredFromTheCal
   EXPECT_TRUE(stopped.get());
   EXPECT_TRUE(ticker.stop());  // idempotent: the first call's answer
   // The loop runs on: a new ticker on the same device is unregistered by the loop again.
-  dist::gloo_impl::LoopTicker again(device, std::chrono::milliseconds(kTestTimeout));
+  dist::gloo_impl::LoopTicker again(device, kTestTimeout);
   EXPECT_FALSE(again.stop());
 }
 

@@ -42,12 +42,15 @@ using linalg::detail::real_t;
 // under ?gelqf and ?gebrd), so an oracle matrix that ended at the top of the heap made the test
 // segfault about once in a hundred runs. Four spare columns cover a read a stride or more past
 // any row. The values are copied back when the copy goes out of scope.
+inline size_t lapack_slack(int64_t rows) {
+  return static_cast<size_t>(4 * rows + 16);
+}
 template <class T>
 class LapackCopy {
  public:
   // The rows x cols column-major matrix at `a` (leading dimension rows).
   LapackCopy(T* a, int64_t rows, int64_t cols)
-      : a_(a), count_(rows * cols), buffer_(static_cast<size_t>(count_ + 4 * rows + 16)) {
+      : a_(a), count_(rows * cols), buffer_(static_cast<size_t>(count_) + lapack_slack(rows)) {
     std::copy(a, a + count_, buffer_.begin());
   }
   LapackCopy(const LapackCopy&) = delete;

@@ -39,7 +39,7 @@ std::vector<real_t<T>> lapack_eigvalsh(int n, std::vector<T> a) {
   std::vector<R> w(static_cast<size_t>(std::max(n, 1)));
   const int lda = std::max(n, 1);
   int info = 0;
-  a.resize(a.size() + 4 * size_t(lda) + 16);  // slack: see LapackCopy
+  a.resize(a.size() + lapack_slack(lda));  // see LapackCopy
   const int lwork = 2 * n + n * n + 64, liwork = 5 * n + 8, lrwork = 2 * n * n + 5 * n + 8;
   std::vector<T> work(static_cast<size_t>(lwork));
   std::vector<R> rwork(static_cast<size_t>(lrwork));
@@ -75,7 +75,7 @@ std::vector<real_t<T>> lapack_svdvals(int m, int n, std::vector<T> a) {
   std::vector<int> iwork(static_cast<size_t>(8 * k + 8));
   int info = 0, one = 1;
   T dummy{};
-  a.resize(a.size() + 4 * size_t(lda) + 16);  // slack: see LapackCopy
+  a.resize(a.size() + lapack_slack(lda));  // see LapackCopy
   if constexpr (std::is_same_v<T, float>)
     sgesdd_("N", &rows, &cols, a.data(), &lda, s.data(), &dummy, &one, &dummy, &one, work.data(),
             &lwork, iwork.data(), &info);
