@@ -8,6 +8,7 @@
 #include "core/convert.h"
 #include "core/dtype_dispatch.h"
 #include "core/loops.h"
+#include "core/prefetch.h"
 #include "core/vec_math.h"
 
 namespace tessera::cpu::TS_ISA {
@@ -350,8 +351,8 @@ void unary_float(TensorIterator& iter, UnaryOp op) {
   using C = compute_t<T>;
   using V = Vec<C>;
   auto vk = [&](auto s, auto v) { cpu_kernel_vec<T>(iter, s, v); };
-  // Large outputs written around the cache, inputs prefetched (core/loops.h): for cheap ops and
-  // gelu, whose cost is now below the memory traffic's.
+  // Large outputs written around the cache, inputs prefetched (core/loops.h): for cheap ops, and
+  // for gelu where streamed stores overlap its computation (core/prefetch.h).
   auto vk_streamed = [&](auto s, auto v) { cpu_kernel_vec<T, true>(iter, s, v); };
   switch (op) {
     case UnaryOp::Abs:
@@ -394,14 +395,17 @@ void unary_float(TensorIterator& iter, UnaryOp op) {
       // relu keeps NaN (PyTorch's clamp_min(0) propagates it).
       return vk_streamed([](C x) { return x != x ? x : (x > 0 ? x : C(0)); },
                          [](V x) { return V::max(x, V(C(0))); });
-    case UnaryOp::GeluErf:
-      return vk_streamed(gelu_erf<C>, [](V x) {
+    case UnaryOp::GeluErf: {
+      auto vop = [](V x) {
         if constexpr (std::is_same_v<C, float>) {
           return x * vec::TS_ISA::normal_cdf(x);
         } else {
           return V(C(0.5)) * x * (V(C(1)) + (x * V(C(M_SQRT1_2))).erf());
         }
-      });
+      };
+      return streamed_stores_overlap_compute() ? vk_streamed(gelu_erf<C>, vop)
+                                               : vk(gelu_erf<C>, vop);
+    }
     case UnaryOp::GeluTanh:
       return vk(gelu_tanh<C>, [](V x) { return vec::TS_ISA::gelu_tanh<C>(x); });
     case UnaryOp::Silu:
