@@ -137,16 +137,27 @@ TEST(FlightRecorder, MismatchedSizesDumpOnErrorAndFrTraceNamesTheMismatch) {
     EXPECT_NE(report.find(word), std::string::npos) << "'" << word << "' missing from:\n" << report;
 }
 
-TEST(FlightRecorder, ATimeoutDumpsAndFrTraceNamesTheMissingRank) {
-  TempDir dir("fr-timeout");
+// Two ranks, each with a Flight Recorder dumping into dir, after one agreed all_reduce of x
+// (float32 [4]): fn(rank, recorder, x, options), where options time an all_reduce out after
+// `timeout`.
+void after_one_all_reduce(const TempDir& dir, dist::Milliseconds timeout,
+                          const std::function<void(int, dist::FlightRecorder&, Tensor&,
+                                                   const dist::AllreduceOptions&)>& fn) {
   run_world(2, [&](int r) {
     dist::FlightRecorder recorder(recorder_options(dir.path.string()));
     recorder.attach(dist::group_world());
     Tensor x = empty({4}, TensorOptions(kFloat32));
     dist::all_reduce(x);
+    dist::AllreduceOptions o;
+    o.timeout = timeout;
+    fn(r, recorder, x, o);
+  });
+}
+
+TEST(FlightRecorder, ATimeoutDumpsAndFrTraceNamesTheMissingRank) {
+  TempDir dir("fr-timeout");
+  after_one_all_reduce(dir, 300ms, [](int r, auto& recorder, Tensor& x, const auto& o) {
     if (r == 0) {
-      dist::AllreduceOptions o;
-      o.timeout = 300ms;
       EXPECT_THROW(dist::group_world()->allreduce(x, o)->wait(), dist::DistTimeoutError);
       EXPECT_TRUE(recorder.flush(30s));
       EXPECT_EQ(recorder.dumps_written(), 1u);
@@ -162,6 +173,23 @@ TEST(FlightRecorder, ATimeoutDumpsAndFrTraceNamesTheMissingRank) {
         "rank 0: #2 all_reduce(SUM), inputs [4] float32", "state timed out",
         "rank 1: no collective #2; its last before it: #1 all_reduce(SUM)"})
     EXPECT_NE(report.find(word), std::string::npos) << "'" << word << "' missing from:\n" << report;
+}
+
+// flush() right after a failed op must wait for that op's dump: the failure's completion
+// callback requests it on the completing thread, and a flush() that ran between the entry
+// turning terminal and the request once returned without it (the process then ended
+// undumped). Many timeouts in a row, each followed at once by flush().
+TEST(FlightRecorder, FlushAfterAFailedOpWaitsForItsDump) {
+  TempDir dir("fr-flush-race");
+  after_one_all_reduce(dir, 2ms, [](int r, auto& recorder, Tensor& x, const auto& o) {
+    if (r == 0) {
+      for (uint64_t i = 1; i <= 200; ++i) {
+        EXPECT_THROW(dist::group_world()->allreduce(x, o)->wait(), dist::DistError);
+        ASSERT_TRUE(recorder.flush(30s));
+        ASSERT_EQ(recorder.dumps_written(), i) << "the dump of failed op " << i;
+      }
+    }
+  });
 }
 
 TEST(FlightRecorder, AgreeingRanksAreReportedAsSuch) {

@@ -222,38 +222,38 @@ struct FlightRecorder::Impl : std::enable_shared_from_this<Impl> {
       g.last_completed_collective = std::max(g.last_completed_collective, e.collective_seq_id);
   }
 
+  // The dump a failure asks for is requested before the lock that made the entry terminal is
+  // released: flush() takes an entry that is no longer scheduled or started as recorded, and
+  // then waits only for the dumps requested so far. (Requested after the unlock, a flush() in
+  // between returned without it, and the process could end undumped; seen under ASan.)
   void on_done(int64_t id, const std::weak_ptr<Work>& weak, Future& f) {
     const WorkPtr work = weak.lock();
-    std::string what, state;
-    {
-      std::lock_guard lock(mutex);
-      Slot* s = find(id);
-      if (!s) return;  // overwritten meanwhile
-      auto& e = s->entry;
-      s->work.reset();  // terminal now: the entry holds all it needs
-      if (work) {
-        refresh(e, *work);
-      } else {  // only the Future is left: its error tells what happened
-        e.time_completed_ns = system_now_ns();
-        e.state = "completed";
-        if (const auto error = f.exception()) {
-          e.error = exception_message(error);
-          try {
-            std::rethrow_exception(error);
-          } catch (const DistTimeoutError&) {
-            e.state = "timed out";
-          } catch (...) {
-            e.state = "error";
-          }
+    std::lock_guard lock(mutex);
+    Slot* s = find(id);
+    if (!s) return;  // overwritten meanwhile
+    auto& e = s->entry;
+    s->work.reset();  // terminal now: the entry holds all it needs
+    if (work) {
+      refresh(e, *work);
+    } else {  // only the Future is left: its error tells what happened
+      e.time_completed_ns = system_now_ns();
+      e.state = "completed";
+      if (const auto error = f.exception()) {
+        e.error = exception_message(error);
+        try {
+          std::rethrow_exception(error);
+        } catch (const DistTimeoutError&) {
+          e.state = "timed out";
+        } catch (...) {
+          e.state = "error";
         }
       }
-      count_completion(e, groups[e.group]);
-      state = e.state;
-      what = fmt::format("{} #{} of group '{}'", e.op, e.seq_id(), e.group);
     }
-    if (state == "timed out" && options.dump_on_timeout) {
-      request("timeout of " + what);
-    } else if (state == "error" && options.dump_on_error) {
+    count_completion(e, groups[e.group]);
+    const std::string what = fmt::format("{} #{} of group '{}'", e.op, e.seq_id(), e.group);
+    if (e.state == "timed out" && options.dump_on_timeout) {
+      request("timeout of " + what);  // takes dump_mutex, which is never held while taking `mutex`
+    } else if (e.state == "error" && options.dump_on_error) {
       request("error in " + what);
     }
   }
