@@ -250,11 +250,12 @@ struct FlightRecorder::Impl : std::enable_shared_from_this<Impl> {
       }
     }
     count_completion(e, groups[e.group]);
-    const std::string what = fmt::format("{} #{} of group '{}'", e.op, e.seq_id(), e.group);
-    if (e.state == "timed out" && options.dump_on_timeout) {
-      request("timeout of " + what);  // takes dump_mutex, which is never held while taking `mutex`
-    } else if (e.state == "error" && options.dump_on_error) {
-      request("error in " + what);
+    // The reason is formatted only for a dump: most ops complete and ask for none.
+    const bool timed_out = e.state == "timed out";
+    if ((timed_out && options.dump_on_timeout) || (e.state == "error" && options.dump_on_error)) {
+      // request() takes dump_mutex, which is never held while taking `mutex`.
+      request(fmt::format("{} {} #{} of group '{}'", timed_out ? "timeout of" : "error in", e.op,
+                          e.seq_id(), e.group));
     }
   }
 
