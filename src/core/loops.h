@@ -87,14 +87,6 @@ inline constexpr bool kStreamable = std::is_same_v<S, compute_t<S>>
 #endif
     ;
 
-// Orders store_row's non-temporal stores (Vec::stream_convert) before the loop's results are
-// handed to another thread.
-inline void stream_fence() {
-#if defined(__AVX512F__) || defined(__AVX2__)
-  _mm_sfence();
-#endif
-}
-
 // Writes out[0, n) = compute(i, cnt), a Vec<compute_t<S>> whose first cnt lanes are valid
 // (cnt == W but at the tail). With `stream`, whole vectors of a streamable output (kStreamable:
 // float32, float64, and float16/bfloat16 on AVX2/AVX-512) at aligned addresses go around the
@@ -202,7 +194,7 @@ void cpu_kernel_vec(TensorIterator& iter, ScalarOp sop, VecOp vop, int64_t grain
           }
           for (int k = 0; k < kArgs; ++k) p[k] += strides[kArgs + k];
         }
-        if (stream) detail::stream_fence();
+        if (stream) stream_fence();
       },
       grain);
 }

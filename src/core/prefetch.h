@@ -20,6 +20,10 @@
 
 #include "core/cpu_features.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace tessera {
 
 [[gnu::always_inline]] inline const void* ahead(const void* p, int64_t bytes) {
@@ -41,6 +45,14 @@ inline bool stream_prefetch_pays() {
 inline bool streamed_stores_overlap_compute() {
   static const bool overlap = !cpu_features().amd;
   return overlap;
+}
+
+// Orders a loop's non-temporal stores before its results are handed to another thread (they
+// are weakly ordered).
+inline void stream_fence() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_sfence();
+#endif
 }
 
 }  // namespace tessera

@@ -119,8 +119,9 @@ std::tuple<Tensor, Tensor> factor(const Tensor& A, bool upper, std::string_view 
       Tensor L = empty(A.sizes(), A.dtype());
       const T* src = static_cast<const T*>(in.data_ptr());
       T* dst = static_cast<T*>(L.data_ptr());
+      const bool stream = streams_factors<T>(n, batch);
       for_each_group<T>(batch, [&](int64_t b0, int64_t count) {
-        small_potrf(n, count, src + b0 * n * n, dst + b0 * n * n, ip + b0);
+        small_potrf(n, count, src + b0 * n * n, dst + b0 * n * n, ip + b0, small_kernels(), stream);
       });
       if (first_failure(info) >= 0) {  // a vectorized scan first: failures are rare
         for (int64_t b = 0; b < batch; ++b) {

@@ -97,8 +97,10 @@ std::tuple<Tensor, Tensor, Tensor> lu_factor_work(const Tensor& A, std::string_v
       LU = empty(A.sizes(), A.dtype());
       const T* src = static_cast<const T*>(in.data_ptr());
       T* dst = static_cast<T*>(LU.data_ptr());
+      const bool stream = streams_factors<T>(n, batch);
       for_each_group<T>(batch, [&](int64_t b0, int64_t count) {
-        small_getrf(n, count, src + b0 * n * n, dst + b0 * n * n, pp + b0 * n, ip + b0);
+        small_getrf(n, count, src + b0 * n * n, dst + b0 * n * n, pp + b0 * n, ip + b0,
+                    small_kernels(), stream);
       });
       return;
     }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <limits>
 #include <vector>
 
@@ -533,6 +534,49 @@ TEST(LinalgSmallKernels, MatchPerMatrixKernelsAndLapackOnEveryIsa) {
   openblas_set_num_threads(1);
   check_small_kernels<float>();
   check_small_kernels<double>();
+}
+
+// potrf and getrf with `stream` (non-temporal stores of whole aligned blocks, for large
+// batches) write the same bits, pivots and info as without. Outputs are tensors, whose storage
+// is 64-byte aligned as the streamed stores need; n = 17 and 31 leave rows unaligned (plain
+// stores), n = 8 runs the unrolled kernels, 37 matrices leave a part group.
+template <class T>
+void check_streamed_factors() {
+  const ScalarType dt = scalar_type_of<T>;
+  manual_seed(17);
+  constexpr int64_t kCount = 37;
+  for (const auto& [isa, table] : small_tables())
+    for (int64_t n : {4, 8, 16, 17, 31, 32}) {
+      SCOPED_TRACE(fmt::format("{} {} n={}", isa, dt, n));
+      const int64_t bytes = kCount * n * n * static_cast<int64_t>(sizeof(T));
+      Tensor A = make_matrix({kCount}, n, dt, Kind::kRandom);
+      A[3].select(1, n / 2).zero_();  // a zero pivot: info 1 + n / 2
+      Tensor H = make_matrix({kCount}, n, dt, Kind::kRandom, true);
+      H[5].select(0, n / 2).select(0, n / 2).fill_(-1.0);  // fails at order n / 2 + 1
+      Tensor plain = empty({kCount, n, n}, dt), streamed = empty({kCount, n, n}, dt);
+      std::vector<int32_t> piv_plain(kCount * n), piv_streamed(kCount * n), info_plain(kCount),
+          info_streamed(kCount);
+      small_getrf(n, kCount, A.data_ptr<T>(), plain.data_ptr<T>(), piv_plain.data(),
+                  info_plain.data(), *table, false);
+      small_getrf(n, kCount, A.data_ptr<T>(), streamed.data_ptr<T>(), piv_streamed.data(),
+                  info_streamed.data(), *table, true);
+      EXPECT_EQ(std::memcmp(plain.data_ptr<T>(), streamed.data_ptr<T>(), bytes), 0) << "getrf";
+      EXPECT_EQ(piv_plain, piv_streamed);
+      EXPECT_EQ(info_plain, info_streamed);
+      EXPECT_EQ(info_streamed[3], 1 + n / 2);
+      small_potrf(n, kCount, H.data_ptr<T>(), plain.data_ptr<T>(), info_plain.data(), *table,
+                  false);
+      small_potrf(n, kCount, H.data_ptr<T>(), streamed.data_ptr<T>(), info_streamed.data(), *table,
+                  true);
+      EXPECT_EQ(std::memcmp(plain.data_ptr<T>(), streamed.data_ptr<T>(), bytes), 0) << "potrf";
+      EXPECT_EQ(info_plain, info_streamed);
+      EXPECT_EQ(info_streamed[5], 1 + n / 2);
+    }
+}
+
+TEST(LinalgSmallKernels, StreamedFactorsAreThePlainOnes) {
+  check_streamed_factors<float>();
+  check_streamed_factors<double>();
 }
 
 }  // namespace

@@ -82,6 +82,7 @@ struct Block<float> {
   static constexpr int W = 16;
   static R load(const float* p, int n) { return _mm512_maskz_loadu_ps((1u << n) - 1u, p); }
   static void store(float* p, R v, int n) { _mm512_mask_storeu_ps(p, (1u << n) - 1u, v); }
+  static void stream(float* p, R v) { _mm512_stream_ps(p, v); }  // p 64-byte aligned
   // v with the lanes whose bit in keep is clear set to zero.
   static R keep(R v, unsigned keep) { return _mm512_maskz_mov_ps(static_cast<__mmask16>(keep), v); }
   static R zero() { return _mm512_setzero_ps(); }
@@ -108,6 +109,7 @@ struct Block<double> {
   static void store(double* p, R v, int n) {
     _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1u), v);
   }
+  static void stream(double* p, R v) { _mm512_stream_pd(p, v); }  // p 64-byte aligned
   static R keep(R v, unsigned keep) { return _mm512_maskz_mov_pd(static_cast<__mmask8>(keep), v); }
   static R zero() { return _mm512_setzero_pd(); }
   static __m256i offsets(int64_t stride) {
@@ -203,15 +205,19 @@ template <class T>
 // out[l * stride + e] = buf[e * W + l] for e < count and lanes l < used (the inverse of
 // lanes_to_interleaved; stride 0: count). With lower_n > 0 each run is a row-major lower_n x
 // lower_n matrix (count = lower_n^2) whose strict upper triangle is written as zero, whatever
-// buf holds there.
+// buf holds there. With `stream`, whole blocks of W lanes at 64-byte aligned addresses are
+// written with non-temporal stores (AVX-512 only; the caller fences with stream_fence()).
 template <class T>
 [[gnu::always_inline]] inline void interleaved_to_lanes(const T* buf, int64_t count, int used,
                                                         T* out, int64_t lower_n = 0,
-                                                        int64_t stride = 0) {
+                                                        int64_t stride = 0, bool stream = false) {
   constexpr int W = vec::TS_ISA::Vec<T>::kSize;
   if (stride == 0) stride = count;
 #if defined(__AVX512F__)
   using B = interleave_detail::Block<T>;
+  // Every block starts at out + l * stride + e0 with e0 a multiple of W (64 bytes).
+  stream = stream && used == W && reinterpret_cast<uintptr_t>(out) % 64 == 0 &&
+           stride * static_cast<int64_t>(sizeof(T)) % 64 == 0;
   if (count <= W / 2 && lower_n == 0 && small_moves_by_gathers().load(std::memory_order_relaxed)) {
     for (int64_t e = 0; e < count; ++e) B::scatter(out + e, stride, used, B::load(buf + e * W, W));
     return;
@@ -231,10 +237,15 @@ template <class T>
     }
     interleave_detail::transpose(r);
     const unsigned keep = ~blocks.upper_mask(len) & ((1u << W) - 1u);
+    if (stream && len == W && keep == (1u << W) - 1u) {
+      for (int l = 0; l < W; ++l) B::stream(out + l * stride + e0, r[l]);
+      continue;
+    }
     for (int l = 0; l < used; ++l)
       B::store(out + l * stride + e0, keep == (1u << W) - 1u ? r[l] : B::keep(r[l], keep), len);
   }
 #else
+  (void)stream;
   for (int l = 0; l < used; ++l)
     for (int64_t e = 0; e < count; ++e)
       out[l * stride + e] = lower_n > 0 && e % lower_n > e / lower_n ? T(0) : buf[e * W + l];

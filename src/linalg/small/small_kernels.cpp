@@ -63,14 +63,15 @@ template <class T>
     lanes_to_interleaved(a + i * cols, cols, used, buf + i * ld * W, 0, rows * cols);
 }
 
-// The inverse of rows_to_interleaved for the `used` matrices.
+// The inverse of rows_to_interleaved for the `used` matrices (`stream`: interleaved_to_lanes').
 template <class T>
 [[gnu::always_inline]] inline void interleaved_to_rows(int64_t rows, int64_t cols, int64_t ld,
-                                                       const T* buf, int used, T* out) {
+                                                       const T* buf, int used, T* out,
+                                                       bool stream = false) {
   constexpr int W = Vec<T>::kSize;
-  if (ld == cols) return interleaved_to_lanes(buf, rows * cols, used, out);
+  if (ld == cols) return interleaved_to_lanes(buf, rows * cols, used, out, 0, 0, stream);
   for (int64_t i = 0; i < rows; ++i)
-    interleaved_to_lanes(buf + i * ld * W, cols, used, out + i * cols, 0, rows * cols);
+    interleaved_to_lanes(buf + i * ld * W, cols, used, out + i * cols, 0, rows * cols, stream);
 }
 
 // gather, into rows ld vectors apart.
@@ -88,16 +89,16 @@ template <class T>
 }
 
 // The group's factors from buf (rows ld vectors apart) to out; with `lower`, the strict upper
-// triangle goes out as zero.
+// triangle goes out as zero (`stream`: interleaved_to_lanes').
 template <class T>
 [[gnu::always_inline]] inline void scatter_ld(int64_t n, int64_t ld, T* buf, int used, T* out,
-                                              bool lower = false) {
+                                              bool lower, bool stream) {
   constexpr int W = Vec<T>::kSize;
-  if (ld == n) return interleaved_to_lanes(buf, n * n, used, out, lower ? n : 0);
+  if (ld == n) return interleaved_to_lanes(buf, n * n, used, out, lower ? n : 0, 0, stream);
   if (lower)
     for (int64_t i = 0; i < n; ++i)
       for (int64_t j = i + 1; j < n; ++j) Vec<T>(T(0)).store(buf + (i * ld + j) * W);
-  interleaved_to_rows(n, n, ld, buf, used, out);
+  interleaved_to_rows(n, n, ld, buf, used, out, stream);
 }
 
 // s[r] -= a(r, t) * x(t) summed in order of t < len: R rows share each x(t) and run R
@@ -243,7 +244,7 @@ inline constexpr int64_t kPrefetchGroupBytes = int64_t{32} << 10;
 // goes out as zero. The sums over k < j0 (the block's first column) run in register tiles
 // (block_update), the rest column by column, every sum in order of k as in the unblocked loop.
 template <class T, class N>
-void potrf_group(N n, const T* a, T* out, int used, int32_t* info) {
+void potrf_group(N n, const T* a, T* out, int used, int32_t* info, bool stream) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
   const int64_t ld = group_ld(n);
@@ -283,7 +284,7 @@ void potrf_group(N n, const T* a, T* out, int used, int32_t* info) {
         at, j + 1, n, j, [&](int64_t k) { return V::load(at(j, k)); }, [&](V x) { return x * r; },
         j0);
   }
-  scatter_ld(n, ld, buf, used, out, /*lower=*/true);
+  scatter_ld(n, ld, buf, used, out, /*lower=*/true, stream);
   for (int l = 0; l < used; ++l) {
     info[l] = fail[l];
     if (fail[l]) std::copy(a + l * n * n, a + (l + 1) * n * n, out + l * n * n);
@@ -528,13 +529,13 @@ T* pivot_scratch(int64_t n) {
 }
 
 template <class T, class N>
-void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
+void getrf_group(N n, const T* a, T* out, int used, int32_t* ipiv, int32_t* info, bool stream) {
   const int64_t ld = group_ld(n);
   T* buf = gather_ld(n, ld, a, used);
   T* pivots = pivot_scratch<T>(n);
   const Vec<T> first_zero = getf2_lanes(n, ld, buf, pivots);
   pivots_to_lanes(n, pivots, first_zero, used, ipiv, info);
-  scatter_ld(n, ld, buf, used, out);
+  scatter_ld(n, ld, buf, used, out, /*lower=*/false, stream);
 }
 
 // The unrolled kernels for a compile-time order n <= 8 (getrf_fixed, potrf_fixed,
@@ -584,7 +585,7 @@ TS_UNROLLED inline void interchange(Vec<T> p, Vec<T>* x) {
 // registers from its scaling through the trailing update, and only the lower triangle is read
 // or written.
 template <class T, int64_t N>
-void potrf_fixed(const T* a, T* out, int used, int32_t* info) {
+void potrf_fixed(const T* a, T* out, int used, int32_t* info, bool stream) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
   alignas(64) T buf[N * N * W];
@@ -604,7 +605,7 @@ void potrf_fixed(const T* a, T* out, int used, int32_t* info) {
                            TS_UNROLLED { (V::load(at(i, k)) - c[i] * c[k]).store(at(i, k)); });
     });
   });
-  interleaved_to_lanes(buf, N * N, used, out, /*lower_n=*/N);
+  interleaved_to_lanes(buf, N * N, used, out, /*lower_n=*/N, 0, stream);
   for (int l = 0; l < used; ++l) {
     info[l] = fail[l];
     if (fail[l]) std::copy(a + l * N * N, a + (l + 1) * N * N, out + l * N * N);
@@ -680,7 +681,7 @@ void interleave_groups(const T* a, int used, T (*buf)[N * N * Vec<T>::kSize]) {
 
 // getrf on G groups of order N (back to back in a and out; all but the last full).
 template <class T, int64_t N, int G>
-void getrf_fixed(const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
+void getrf_fixed(const T* a, T* out, int used, int32_t* ipiv, int32_t* info, bool stream) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
   constexpr int64_t kGroup = N * N * W;
@@ -692,7 +693,7 @@ void getrf_fixed(const T* a, T* out, int used, int32_t* ipiv, int32_t* info) {
   getf2_fixed<T, N, G>(buf, pivots, first_zero);
   for (int g = 0; g < G; ++g) {
     pivots_to_lanes(N, pivots[g], first_zero[g], lanes(g), ipiv + g * W * N, info + g * W);
-    interleaved_to_lanes(buf[g], N * N, lanes(g), out + g * kGroup);
+    interleaved_to_lanes(buf[g], N * N, lanes(g), out + g * kGroup, 0, 0, stream);
   }
 }
 
@@ -995,22 +996,24 @@ void gesv_batch(int64_t n_, int64_t k, int64_t count, const T* a, T* b, int32_t*
 }
 
 template <class T>
-void potrf_batch(int64_t n_, int64_t count, const T* a, T* out, int32_t* info) {
+void potrf_batch(int64_t n_, int64_t count, const T* a, T* out, int32_t* info, bool stream) {
   constexpr int W = Vec<T>::kSize;
   with_size(n_, [&](auto n) {
     for (int64_t g = 0; g < count; g += W) {
       const int used = static_cast<int>(std::min<int64_t>(W, count - g));
       if constexpr (unrolled<decltype(n)>) {
-        potrf_fixed<T, decltype(n)::value>(a + g * n * n, out + g * n * n, used, info + g);
+        potrf_fixed<T, decltype(n)::value>(a + g * n * n, out + g * n * n, used, info + g, stream);
       } else {
-        potrf_group(n, a + g * n * n, out + g * n * n, used, info + g);
+        potrf_group(n, a + g * n * n, out + g * n * n, used, info + g, stream);
       }
     }
   });
+  if (stream) stream_fence();
 }
 
 template <class T>
-void getrf_batch(int64_t n_, int64_t count, const T* a, T* out, int32_t* ipiv, int32_t* info) {
+void getrf_batch(int64_t n_, int64_t count, const T* a, T* out, int32_t* ipiv, int32_t* info,
+                 bool stream) {
   constexpr int W = Vec<T>::kSize;
   with_size(n_, [&](auto n) {
     for (int64_t g = 0; g < count; g += W) {
@@ -1018,16 +1021,18 @@ void getrf_batch(int64_t n_, int64_t count, const T* a, T* out, int32_t* ipiv, i
       if constexpr (unrolled<decltype(n)>) {
         constexpr int64_t N = decltype(n)::value;
         if (N <= 4 && count - g >= 2 * W) {  // two groups' chains fit in the registers
-          getrf_fixed<T, N, 2>(a + g * N * N, out + g * N * N, W, ipiv + g * N, info + g);
+          getrf_fixed<T, N, 2>(a + g * N * N, out + g * N * N, W, ipiv + g * N, info + g, stream);
           g += W;
         } else {
-          getrf_fixed<T, N, 1>(a + g * N * N, out + g * N * N, used, ipiv + g * N, info + g);
+          getrf_fixed<T, N, 1>(a + g * N * N, out + g * N * N, used, ipiv + g * N, info + g,
+                               stream);
         }
       } else {
-        getrf_group(n, a + g * n * n, out + g * n * n, used, ipiv + g * n, info + g);
+        getrf_group(n, a + g * n * n, out + g * n * n, used, ipiv + g * n, info + g, stream);
       }
     }
   });
+  if (stream) stream_fence();
 }
 
 // Householder QR of one group (lane_qr.h) into x (the factor, m rows lda >= n vectors apart),

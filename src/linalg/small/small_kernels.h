@@ -57,13 +57,18 @@ inline std::atomic<bool>& small_moves_by_gathers() {
   return on;
 }
 
+// potrf and getrf with `stream` write whole aligned blocks of the factors with non-temporal
+// stores (AVX-512; the same bits, fenced before they return): for a batch too large for the
+// cache to keep (small_batch.h, streams_factors).
 struct SmallLinalgKernels {
-  void (*potrf_f32)(int64_t n, int64_t count, const float* a, float* out, int32_t* info);
-  void (*potrf_f64)(int64_t n, int64_t count, const double* a, double* out, int32_t* info);
+  void (*potrf_f32)(int64_t n, int64_t count, const float* a, float* out, int32_t* info,
+                    bool stream);
+  void (*potrf_f64)(int64_t n, int64_t count, const double* a, double* out, int32_t* info,
+                    bool stream);
   void (*getrf_f32)(int64_t n, int64_t count, const float* a, float* out, int32_t* ipiv,
-                    int32_t* info);
+                    int32_t* info, bool stream);
   void (*getrf_f64)(int64_t n, int64_t count, const double* a, double* out, int32_t* ipiv,
-                    int32_t* info);
+                    int32_t* info, bool stream);
   void (*potrs_f32)(int64_t n, int64_t k, int64_t count, const float* l, float* b);
   void (*potrs_f64)(int64_t n, int64_t k, int64_t count, const double* l, double* b);
   void (*getrs_f32)(int64_t n, int64_t k, int64_t count, const float* lu, const int32_t* ipiv,

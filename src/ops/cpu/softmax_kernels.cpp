@@ -182,7 +182,7 @@ void softmax_rows_pipelined(const SoftmaxArgs& a) {
     prev_inv = T(1) / s;
   }
   if (prev_y != nullptr) store_prev_from(0);
-  detail::stream_fence();
+  stream_fence();
 }
 
 void softmax_rows(const SoftmaxArgs& a) {
@@ -199,7 +199,7 @@ void softmax_rows(const SoftmaxArgs& a) {
       softmax_row(x, y, a.K, a.log, a.stream, scratch.empty() ? y : scratch.data(),
                   r + 1 < a.rows ? x + a.in_row_stride : nullptr);
     }
-    if (a.stream) detail::stream_fence();
+    if (a.stream) stream_fence();
   });
 }
 
