@@ -42,10 +42,11 @@ void for_each_group(int64_t batch, const std::function<void(int64_t, int64_t)>& 
 // `stream`): from kStreamFactorBytes on, more than the cache keeps until a solve reads the
 // factors back. Each plain store of a transposed block first read its line from L3 or memory.
 // Measured on a Zen 5 VM (L3 32 MiB, one thread, batches of 10,000, two runs of `tessera bench
-// linalg` alternating both ways): streaming made cholesky 1.4-2.2x faster at 16 x 16 (10-20 MB)
-// and cholesky + cholesky_solve 1.2-1.8x; lu_factor + lu_solve at 16 x 16 1.0-1.3x; at 32 x 32
-// 1.0-1.3x both. Batches of 1.3-5 MB (float64 4 x 4, float32 and float64 8 x 8), whose factors
-// the solve then found in L3, ran lu_factor + lu_solve up to 1.4x slower streamed.
+// linalg` alternating both ways): at 16 x 16 (10-20 MB) streaming made cholesky 1.25-2.3x
+// faster, cholesky + cholesky_solve 1.2-1.9x, lu_factor + lu_solve 0.9-1.4x; at 32 x 32
+// cholesky 1.0-1.4x, lu_factor + lu_solve 0.9-1.3x. Batches of 1.3-5 MB (float64 4 x 4, float32 and
+// float64 8 x 8), whose factors the solve then found in L3, ran lu_factor + lu_solve up to 1.4x
+// slower streamed.
 inline constexpr int64_t kStreamFactorBytes = int64_t{8} << 20;
 
 template <class T>

@@ -82,7 +82,6 @@ struct Block<float> {
   static constexpr int W = 16;
   static R load(const float* p, int n) { return _mm512_maskz_loadu_ps((1u << n) - 1u, p); }
   static void store(float* p, R v, int n) { _mm512_mask_storeu_ps(p, (1u << n) - 1u, v); }
-  static void stream(float* p, R v) { _mm512_stream_ps(p, v); }  // p 64-byte aligned
   // v with the lanes whose bit in keep is clear set to zero.
   static R keep(R v, unsigned keep) { return _mm512_maskz_mov_ps(static_cast<__mmask16>(keep), v); }
   static R zero() { return _mm512_setzero_ps(); }
@@ -109,7 +108,6 @@ struct Block<double> {
   static void store(double* p, R v, int n) {
     _mm512_mask_storeu_pd(p, static_cast<__mmask8>((1u << n) - 1u), v);
   }
-  static void stream(double* p, R v) { _mm512_stream_pd(p, v); }  // p 64-byte aligned
   static R keep(R v, unsigned keep) { return _mm512_maskz_mov_pd(static_cast<__mmask8>(keep), v); }
   static R zero() { return _mm512_setzero_pd(); }
   static __m256i offsets(int64_t stride) {
@@ -237,12 +235,13 @@ template <class T>
     }
     interleave_detail::transpose(r);
     const unsigned keep = ~blocks.upper_mask(len) & ((1u << W) - 1u);
-    if (stream && len == W && keep == (1u << W) - 1u) {
-      for (int l = 0; l < W; ++l) B::stream(out + l * stride + e0, r[l]);
+    const bool whole = keep == (1u << W) - 1u;
+    if (stream && whole && len == W) {
+      for (int l = 0; l < W; ++l) vec::TS_ISA::Vec<T>(r[l]).stream_convert(out + l * stride + e0);
       continue;
     }
     for (int l = 0; l < used; ++l)
-      B::store(out + l * stride + e0, keep == (1u << W) - 1u ? r[l] : B::keep(r[l], keep), len);
+      B::store(out + l * stride + e0, whole ? r[l] : B::keep(r[l], keep), len);
   }
 #else
   (void)stream;
