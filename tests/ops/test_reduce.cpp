@@ -372,6 +372,28 @@ TEST(Reduce, LargeShapesMatchReference) {
   }
 }
 
+TEST(Reduce, RowLengthsAroundTheBlocks) {
+  // Row kernels take groups of four vectors, then single vectors, then scalars, and cascade
+  // rows of a whole block (64 vectors) or more: lengths on each side of each edge, for every
+  // vector width.
+  std::mt19937 rng(11);
+  for (int64_t K : {1,   5,   8,   9,    16,   17,   31,   33,   63,   64,  65,
+                    100, 255, 257, 1023, 1024, 1025, 1090, 2048, 3000, 5000}) {
+    for (ScalarType dt : float_dtypes()) {
+      Tensor x = random_values({3, K}, dt, rng);
+      SCOPED_TRACE(where(x.sizes(), dt, Layout::kContiguous, {1}, false));
+      const double scale = 4 * std::sqrt(static_cast<double>(K));
+      EXPECT_TRUE(close(sum(x, {1}), ref::sum(x, {1}, false, std::nullopt), scale));
+      for (double p : {1.0, 2.0, 3.0})
+        EXPECT_TRUE(close(norm(x, p, {1}), ref::norm(x, p, {1}, false), scale)) << "p " << p;
+      // Factors near one keep the products finite in every dtype.
+      Tensor f = (x * 0.01 + 1.0).to(dt);
+      EXPECT_TRUE(close(prod(f, 1), ref::prod(f, 1, false, std::nullopt), 1,
+                        8 * rel_tol(dt) * std::sqrt(static_cast<double>(K))));
+    }
+  }
+}
+
 TEST(Reduce, DtypesOfResults) {
   Tensor i = tensor<int32_t>({1, 2, 3});
   Tensor b = tensor<bool>({true, false, true});
