@@ -91,15 +91,19 @@ void run_reduction(const ReducePlan& plan, cpu::ReduceArgs args, RowsKernel rows
     return;
   }
 
-  // Cols: tasks are (batch, column tile, row chunk).
+  // Cols: tasks are (batch, column tile, row chunk). Tiles are as wide as cpu::kColTile,
+  // narrowed (halving, down to kMinTile) while the threads outnumber the tasks.
   const int64_t N = plan.N;
   const int64_t nrc = (K + cpu::kColRowChunk - 1) / cpu::kColRowChunk;
-  constexpr int64_t kTile = 2048;
-  const int64_t ntiles = (N + kTile - 1) / kTile;
+  constexpr int64_t kMinTile = 1024;
+  const int64_t threads = get_num_threads();
+  int64_t width = cpu::kColTile;
+  while (width > kMinTile && B * ((N + width - 1) / width) * nrc < threads) width /= 2;
+  const int64_t ntiles = (N + width - 1) / width;
   std::vector<Partial> parts(nrc > 1 ? static_cast<size_t>(B * nrc * N) : 0);
   parallel_tasks(B * ntiles * nrc, [&](int64_t t) {
     const int64_t c = t % nrc, tile = (t / nrc) % ntiles, b = t / (nrc * ntiles);
-    const int64_t j0 = tile * kTile, nb = std::min(kTile, N - j0);
+    const int64_t j0 = tile * width, nb = std::min(width, N - j0);
     int64_t in_off, out_off;
     plan.batch_offsets(b, in_off, out_off);
     cpu::ReduceArgs a = args;

@@ -316,6 +316,9 @@ TEST(Reduce, ResultsDoNotDependOnThreadCount) {
   Tensor big = random_values({3000017}, kFloat32, rng);
   Tensor mat = random_values({9001, 300}, kFloat32, rng);
   Tensor wide = random_values({7, 70001}, kFloat32, rng);
+  // Column tiles narrow as threads are added (one tile of 2500 columns for one thread, two
+  // of 2048 and 452 for two and three).
+  Tensor cols = random_values({600, 2500}, kFloat32, rng);
   auto run = [&]() {
     std::vector<Tensor> r = {sum(big),
                              mean(big),
@@ -336,7 +339,12 @@ TEST(Reduce, ResultsDoNotDependOnThreadCount) {
                              cumsum(mat, 0),
                              sum(mat.t(), 1),
                              sum(big.to(kBFloat16)),
-                             var(mat.to(kFloat16), 0)};
+                             var(mat.to(kFloat16), 0),
+                             sum(cols, 0),
+                             amax(cols, 0),
+                             argmax(cols, 0),
+                             var(cols, 0),
+                             sum(wide, 0)};
     return r;
   };
   const int saved = get_num_threads();

@@ -27,8 +27,11 @@
 #include <array>
 #include <bit>
 #include <cmath>
+#include <cstddef>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <new>
 #include <type_traits>
 #include <utility>
 
@@ -407,10 +410,45 @@ void reduce_rows(const ReduceArgs& args) {
 }
 
 // ---- cols: K rows of N contiguous columns --------------------------------------------
-// Extremes down a strip of columns: running extremes stay in L1 and four rows are folded in
-// per pass. kExact = false uses the instruction's max/min and returns true when a sum of
-// every value seen is NaN (a NaN, or both infinities, in the strip): the caller then redoes
-// the strip with kExact = true, the NaN-propagating combine.
+// Uninitialised, 64-byte aligned scratch for a cols kernel's per-column state (accumulators,
+// running extremes, moments). For strips of kColTile columns it runs to hundreds of KiB, more
+// than belongs on a thread's stack. Arrays are carved a cache line more than a multiple of
+// 4 KiB apart: at exactly 4 KiB a store to one and a load from the next alias in the
+// load/store unit and stall (measured on the moments loop: -30%).
+class StripScratch {
+ public:
+  // Bytes that carve<T>(n) takes.
+  template <class T>
+  static size_t need(int64_t n) {
+    return (static_cast<size_t>(n) * sizeof(T) + 63) / 64 * 64 + 64;
+  }
+  explicit StripScratch(size_t bytes)
+      : base_(static_cast<std::byte*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64)))),
+        end_(base_ + bytes),
+        next_(base_) {
+    if (base_ == nullptr) throw std::bad_alloc();
+  }
+  StripScratch(const StripScratch&) = delete;
+  StripScratch& operator=(const StripScratch&) = delete;
+  ~StripScratch() { std::free(base_); }
+  template <class T>
+  T* carve(int64_t n) {
+    T* p = reinterpret_cast<T*>(next_);
+    next_ += need<T>(n);
+    TS_INTERNAL_ASSERT(next_ <= end_);
+    return p;
+  }
+
+ private:
+  std::byte* base_;
+  std::byte* end_;
+  std::byte* next_;
+};
+
+// Extremes down a strip of columns: four rows are folded into the running extremes per pass.
+// kExact = false uses the instruction's max/min and returns true when a sum of every value
+// seen is NaN (a NaN, or both infinities, in the strip): the caller then redoes the strip
+// with kExact = true, the NaN-propagating combine.
 template <bool kExact, class T, class Map, class Comb>
 bool extreme_cols_strip(const T* x, int64_t K, int64_t rs, int64_t nb, float_acc_t<T>* acc,
                         const Map& map, const Comb& comb) {
@@ -458,28 +496,30 @@ bool extreme_cols_strip(const T* x, int64_t K, int64_t rs, int64_t nb, float_acc
   }
 }
 
-// Sums down columns: groups of kGroup rows are summed linearly (four rows per pass) into an
-// L1-resident strip of accumulators; group strips are merged pairwise by a binary counter.
+// Sums down columns: groups of kGroup rows are summed linearly (four rows per pass) into a
+// strip of accumulators; group strips are merged pairwise by a binary counter.
 template <class T, class Map, class Comb>
 void sum_cols(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out, const Map& map,
               const Comb& comb) {
   using C = float_acc_t<T>;
   using V = Vec<C>;
   constexpr int W = V::kSize;
-  constexpr int64_t kStrip = 4096 / sizeof(C);  // columns per strip: 4 KiB of accumulators
-  constexpr int64_t kGroup = 32;                // rows summed linearly before the cascade
-  constexpr int kLevels = 16;                   // enough for kColRowChunk / kGroup groups
-  static_assert((int64_t{1} << kLevels) * kGroup >= kColRowChunk);
-  alignas(64) C acc[kStrip];
-  alignas(64) C levels[kLevels][kStrip];
+  constexpr int64_t kGroup = 32;  // rows summed linearly before the cascade
+  constexpr int kLevels = 8;      // a binary counter of kColRowChunk / kGroup groups
+  static_assert((int64_t{1} << (kLevels - 1)) * kGroup >= kColRowChunk);
+  const int64_t strip = std::min(N, kColTile);
+  StripScratch scratch((1 + kLevels) * StripScratch::need<C>(strip));
+  C* acc = scratch.carve<C>(strip);
+  C* levels[kLevels];
+  for (C*& l : levels) l = scratch.carve<C>(strip);
   const bool pf = stream_prefetch_pays();
   auto merge = [&](C* dst, const C* src, int64_t nb) {  // dst = src (+) dst
     int64_t j = 0;
     for (; j + W <= nb; j += W) comb.v(V::load(src + j), V::load(dst + j)).store(dst + j);
     for (; j < nb; ++j) dst[j] = comb.s(src[j], dst[j]);
   };
-  for (int64_t c0 = 0; c0 < N; c0 += kStrip) {
-    const int64_t nb = std::min(kStrip, N - c0);
+  for (int64_t c0 = 0; c0 < N; c0 += strip) {
+    const int64_t nb = std::min(strip, N - c0);
     uint32_t occupied = 0;
     for (int64_t k0 = 0; k0 < K; k0 += kGroup) {
       const int64_t kg = std::min(kGroup, K - k0);
@@ -528,10 +568,11 @@ void reduce_cols_float(const T* x, int64_t K, int64_t rs, int64_t N, Partial* ou
                        const Comb& comb) {
   using C = float_acc_t<T>;
   if constexpr (Comb::kExtreme) {
-    constexpr int64_t kStrip = 4096 / sizeof(C);
-    alignas(64) C acc[kStrip];
-    for (int64_t c0 = 0; c0 < N; c0 += kStrip) {
-      const int64_t nb = std::min(kStrip, N - c0);
+    const int64_t strip = std::min(N, kColTile);
+    StripScratch scratch(StripScratch::need<C>(strip));
+    C* acc = scratch.carve<C>(strip);
+    for (int64_t c0 = 0; c0 < N; c0 += strip) {
+      const int64_t nb = std::min(strip, N - c0);
       if (extreme_cols_strip<false>(x + c0, K, rs, nb, acc, map, comb))
         extreme_cols_strip<true>(x + c0, K, rs, nb, acc, map, comb);
       for (int64_t j = 0; j < nb; ++j) out[c0 + j].a = static_cast<double>(acc[j]);
@@ -792,16 +833,12 @@ bool arg_cols_strip_fast(const float* x, int64_t K, int64_t rs, int64_t nb, floa
 template <bool kMax, class T>
 void arg_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out) {
   using C = std::conditional_t<is_float_input_v<T>, float_acc_t<T>, int64_t>;
-  constexpr int64_t kStrip = 1024;
-  struct Strip {  // idx a cache line more than 4 KiB after best: no 4K aliasing (see moments)
-    alignas(64) C best[kStrip];
-    char pad[64];
-    alignas(64) int32_t idx[kStrip];
-  } strip;
-  C* best = strip.best;
-  int32_t* idx = strip.idx;
-  for (int64_t c0 = 0; c0 < N; c0 += kStrip) {
-    const int64_t nb = std::min(kStrip, N - c0);
+  const int64_t strip = std::min(N, kColTile);
+  StripScratch scratch(StripScratch::need<C>(strip) + StripScratch::need<int32_t>(strip));
+  C* best = scratch.carve<C>(strip);
+  int32_t* idx = scratch.carve<int32_t>(strip);
+  for (int64_t c0 = 0; c0 < N; c0 += strip) {
+    const int64_t nb = std::min(strip, N - c0);
     int64_t done = 0;  // columns finished by the fast path
 #if defined(__AVX512F__)
     if constexpr (std::is_same_v<T, float>) {
@@ -964,19 +1001,17 @@ void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, Partial* ou
   using C = float_acc_t<T>;
   using V = Vec<C>;
   constexpr int W = V::kSize;
-  constexpr int64_t kStrip = 1024;
+  const int64_t strip = std::min(N, kColTile);
   constexpr int64_t kGroup = 65;  // the first row, then eight passes of eight
-  // Three accumulator rows a cache line more than 4 KiB apart: at exactly 4 KiB the store to
-  // s1[j] and the load of s2[j] alias in the load/store unit and stall (measured: -30%).
-  constexpr int64_t kPitch = kStrip + 64 / static_cast<int64_t>(sizeof(C));
-  alignas(64) C acc[3 * kPitch];
-  C* shift = acc;
-  C* s1 = acc + kPitch;
-  C* s2 = acc + 2 * kPitch;
-  double mean[kStrip], m2[kStrip];
+  StripScratch scratch(3 * StripScratch::need<C>(strip) + 2 * StripScratch::need<double>(strip));
+  C* shift = scratch.carve<C>(strip);
+  C* s1 = scratch.carve<C>(strip);
+  C* s2 = scratch.carve<C>(strip);
+  double* mean = scratch.carve<double>(strip);
+  double* m2 = scratch.carve<double>(strip);
   const bool pf = stream_prefetch_pays();
-  for (int64_t c0 = 0; c0 < N; c0 += kStrip) {
-    const int64_t nb = std::min(kStrip, N - c0);
+  for (int64_t c0 = 0; c0 < N; c0 += strip) {
+    const int64_t nb = std::min(strip, N - c0);
     double cnt = 0;
     for (int64_t j = 0; j < nb; ++j) mean[j] = m2[j] = 0;
     for (int64_t k0 = 0; k0 < K; k0 += kGroup) {

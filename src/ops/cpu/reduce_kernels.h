@@ -107,6 +107,15 @@ struct SoftmaxKernels {
 inline constexpr int64_t kRowChunk = 32768;    // elements of one row per rows-kernel call
 inline constexpr int64_t kColRowChunk = 4096;  // rows per cols-kernel call
 
+// Columns per strip of the floating cols kernels, and the widest tile the front ends hand
+// them: a kernel walks each row's strip as one run, so a matrix up to kColTile wide is read
+// as one sequential stream, where narrower strips restart the hardware prefetchers on every
+// row. Zen 5 VM, 8192x8192 float32 over dim 0, medians of 21 alternations in one process,
+// two runs, against the earlier tiles of 2048 and strips of 1024 columns (one thread / two):
+// sum 3-7% / 5-8% faster, amax 7-13% / 4-12%, argmax 3-5% / 0-2%, var 13-16% / 9-12%.
+// Tiles never change results (columns are independent).
+inline constexpr int64_t kColTile = 8192;
+
 }  // namespace tessera::cpu
 
 TS_DECLARE_ISA_TABLE(ReduceKernels, reduce_kernels)
