@@ -580,35 +580,47 @@ TS_UNROLLED inline void interchange(Vec<T> p, Vec<T>* x) {
   x[J] = xj;
 }
 
-// potrf_group for a compile-time order N <= 8, right-looking (every sum in the order of the
-// left-looking loop, so the factor is the same bits): unrolled, column j's vectors stay in
-// registers from its scaling through the trailing update, and only the lower triangle is read
-// or written.
-template <class T, int64_t N>
+// potrf_group for a compile-time order N <= 8 on G groups (back to back in a and out; all but
+// the last full), right-looking (every sum in the order of the left-looking loop, so the
+// factor is the same bits): unrolled, column j's vectors stay in registers from its scaling
+// through the trailing update, and only the lower triangle is read or written. A step is one
+// chain per group (the diagonal's square root and reciprocal, the scaling, the update of the
+// next diagonal); G groups side by side give the core G independent chains.
+template <class T, int64_t N, int G>
 void potrf_fixed(const T* a, T* out, int used, int32_t* info, bool stream) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
-  alignas(64) T buf[N * N * W];
-  interleave_plain(N, a, used, buf, /*lower=*/true);
-  auto at = [&](int64_t i, int64_t j) { return buf + (i * N + j) * W; };
-  int32_t fail[W] = {};
+  constexpr int64_t kGroup = N * N * W;
+  const auto lanes = [&](int g) { return g + 1 < G ? W : used; };
+  alignas(64) T buf[G][kGroup];
+  for (int g = 0; g < G; ++g) interleave_plain(N, a + g * kGroup, lanes(g), buf[g], /*lower=*/true);
+  auto at = [&](int g, int64_t i, int64_t j) { return buf[g] + (i * N + j) * W; };
+  int32_t fail[G][W] = {};
   static_for<0, N>([&](auto jc) TS_UNROLLED {
     constexpr int64_t j = jc;
-    const V r = cholesky_diagonal<T>(V::load(at(j, j)), j, fail, at(j, j));
-    V c[N];
-    static_for<j + 1, N>([&](auto i) TS_UNROLLED {
-      c[i] = V::load(at(i, j)) * r;
-      c[i].store(at(i, j));
+    V c[G][N];
+    static_for<0, G>([&](auto g) TS_UNROLLED {
+      const V r = cholesky_diagonal<T>(V::load(at(g, j, j)), j, fail[g], at(g, j, j));
+      static_for<j + 1, N>([&](auto i) TS_UNROLLED {
+        c[g][i] = V::load(at(g, i, j)) * r;
+        c[g][i].store(at(g, i, j));
+      });
     });
-    static_for<j + 1, N>([&](auto k) TS_UNROLLED {
-      static_for<k, N>([&](auto i)
-                           TS_UNROLLED { (V::load(at(i, k)) - c[i] * c[k]).store(at(i, k)); });
+    static_for<0, G>([&](auto g) TS_UNROLLED {
+      static_for<j + 1, N>([&](auto k) TS_UNROLLED {
+        static_for<k, N>([&](auto i) TS_UNROLLED {
+          (V::load(at(g, i, k)) - c[g][i] * c[g][k]).store(at(g, i, k));
+        });
+      });
     });
   });
-  interleaved_to_lanes(buf, N * N, used, out, /*lower_n=*/N, 0, stream);
-  for (int l = 0; l < used; ++l) {
-    info[l] = fail[l];
-    if (fail[l]) std::copy(a + l * N * N, a + (l + 1) * N * N, out + l * N * N);
+  for (int g = 0; g < G; ++g) {
+    interleaved_to_lanes(buf[g], N * N, lanes(g), out + g * kGroup, /*lower_n=*/N, 0, stream);
+    for (int l = 0; l < lanes(g); ++l) {
+      const int64_t m = g * W + l;
+      info[m] = fail[g][l];
+      if (fail[g][l]) std::copy(a + m * N * N, a + (m + 1) * N * N, out + m * N * N);
+    }
   }
 }
 
@@ -1002,7 +1014,13 @@ void potrf_batch(int64_t n_, int64_t count, const T* a, T* out, int32_t* info, b
     for (int64_t g = 0; g < count; g += W) {
       const int used = static_cast<int>(std::min<int64_t>(W, count - g));
       if constexpr (unrolled<decltype(n)>) {
-        potrf_fixed<T, decltype(n)::value>(a + g * n * n, out + g * n * n, used, info + g, stream);
+        constexpr int64_t N = decltype(n)::value;
+        if (count - g >= 2 * W) {  // two groups: twice the independent chains
+          potrf_fixed<T, N, 2>(a + g * N * N, out + g * N * N, W, info + g, stream);
+          g += W;
+        } else {
+          potrf_fixed<T, N, 1>(a + g * N * N, out + g * N * N, used, info + g, stream);
+        }
       } else {
         potrf_group(n, a + g * n * n, out + g * n * n, used, info + g, stream);
       }
