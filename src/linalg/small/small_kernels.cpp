@@ -580,6 +580,15 @@ TS_UNROLLED inline void interchange(Vec<T> p, Vec<T>* x) {
   x[J] = xj;
 }
 
+// G groups' W matrices of order N (back to back in a, all but the last full) interleaved into
+// buf[g] (lanes from `used` on the identity; `lower`: interleave_plain's).
+template <class T, int64_t N, int G>
+void interleave_groups(const T* a, int used, T (*buf)[N * N * Vec<T>::kSize], bool lower = false) {
+  constexpr int W = Vec<T>::kSize;
+  for (int g = 0; g < G; ++g)
+    interleave_plain(N, a + g * N * N * W, g + 1 < G ? W : used, buf[g], lower);
+}
+
 // potrf_group for a compile-time order N <= 8 on G groups (back to back in a and out; all but
 // the last full), right-looking (every sum in the order of the left-looking loop, so the
 // factor is the same bits): unrolled, column j's vectors stay in registers from its scaling
@@ -593,7 +602,7 @@ void potrf_fixed(const T* a, T* out, int used, int32_t* info, bool stream) {
   constexpr int64_t kGroup = N * N * W;
   const auto lanes = [&](int g) { return g + 1 < G ? W : used; };
   alignas(64) T buf[G][kGroup];
-  for (int g = 0; g < G; ++g) interleave_plain(N, a + g * kGroup, lanes(g), buf[g], /*lower=*/true);
+  interleave_groups<T, N, G>(a, used, buf, /*lower=*/true);
   auto at = [&](int g, int64_t i, int64_t j) { return buf[g] + (i * N + j) * W; };
   int32_t fail[G][W] = {};
   static_for<0, N>([&](auto jc) TS_UNROLLED {
@@ -681,14 +690,6 @@ TS_UNROLLED inline void getf2_fixed(T (*buf)[N * N * Vec<T>::kSize], T (*pivots)
       }
     });
   });
-}
-
-// G groups' W matrices of order N (back to back in a, all but the last full) interleaved into
-// buf[g] (lanes from `used` on the identity).
-template <class T, int64_t N, int G>
-void interleave_groups(const T* a, int used, T (*buf)[N * N * Vec<T>::kSize]) {
-  constexpr int W = Vec<T>::kSize;
-  for (int g = 0; g < G; ++g) interleave_plain(N, a + g * N * N * W, g + 1 < G ? W : used, buf[g]);
 }
 
 // getrf on G groups of order N (back to back in a and out; all but the last full).

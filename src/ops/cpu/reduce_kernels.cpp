@@ -28,10 +28,8 @@
 #include <bit>
 #include <cmath>
 #include <cstddef>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
-#include <new>
 #include <type_traits>
 #include <utility>
 
@@ -39,6 +37,7 @@
 #include "core/dtype_dispatch.h"
 #include "core/prefetch.h"
 #include "core/vec.h"
+#include "tessera/core/storage.h"
 
 namespace tessera::cpu::TS_ISA {
 namespace {
@@ -412,9 +411,10 @@ void reduce_rows(const ReduceArgs& args) {
 // ---- cols: K rows of N contiguous columns --------------------------------------------
 // Uninitialised, 64-byte aligned scratch for a cols kernel's per-column state (accumulators,
 // running extremes, moments). For strips of kColTile columns it runs to hundreds of KiB, more
-// than belongs on a thread's stack. Arrays are carved a cache line more than a multiple of
-// 4 KiB apart: at exactly 4 KiB a store to one and a load from the next alias in the
-// load/store unit and stall (measured on the moments loop: -30%).
+// than belongs on a thread's stack; it comes from Tessera's caching allocator (cpu_allocate),
+// so a call does not fault in fresh pages. Arrays are carved a cache line more than a
+// multiple of 4 KiB apart: at exactly 4 KiB a store to one and a load from the next alias in
+// the load/store unit and stall (measured on the moments loop: -30%).
 class StripScratch {
  public:
   // Bytes that carve<T>(n) takes.
@@ -423,14 +423,13 @@ class StripScratch {
     return (static_cast<size_t>(n) * sizeof(T) + 63) / 64 * 64 + 64;
   }
   explicit StripScratch(size_t bytes)
-      : base_(static_cast<std::byte*>(std::aligned_alloc(64, std::max<size_t>(bytes, 64)))),
-        end_(base_ + bytes),
-        next_(base_) {
-    if (base_ == nullptr) throw std::bad_alloc();
-  }
+      : bytes_(std::max<size_t>(bytes, 64)),
+        base_(static_cast<std::byte*>(cpu_allocate(bytes_))),
+        end_(base_ + bytes_),
+        next_(base_) {}
   StripScratch(const StripScratch&) = delete;
   StripScratch& operator=(const StripScratch&) = delete;
-  ~StripScratch() { std::free(base_); }
+  ~StripScratch() { cpu_free(base_, bytes_); }
   template <class T>
   T* carve(int64_t n) {
     T* p = reinterpret_cast<T*>(next_);
@@ -440,6 +439,7 @@ class StripScratch {
   }
 
  private:
+  size_t bytes_;
   std::byte* base_;
   std::byte* end_;
   std::byte* next_;
