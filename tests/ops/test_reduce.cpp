@@ -258,6 +258,44 @@ TEST(Reduce, FirstIndexOfTies) {
   EXPECT_EQ(argmax(m, 0).data_ptr<int64_t>()[7], 100);
 }
 
+TEST(Reduce, ColumnArgExtremesFindTheFirstOfTies) {
+  // float32 down columns: the vector path folds eight rows per pass after row 0, one row at a
+  // time after the last whole pass, and a column chunk of 4096 rows per call. Values from
+  // {-1, -0, +0, 1} tie everywhere; the index is the first row holding the extreme (+0 and -0
+  // equal) and max()/min() return that row's own value, sign of zero included.
+  std::mt19937 rng(17);
+  const float vals[] = {-1.0f, -0.0f, 0.0f, 1.0f};
+  for (int64_t K : {1, 2, 8, 9, 10, 17, 64, 4097, 4105}) {
+    for (int64_t N : {16, 37, 64}) {
+      std::vector<float> v(static_cast<size_t>(K * N));
+      std::uniform_int_distribution<int> pick(0, 3);
+      for (float& e : v) e = vals[pick(rng)];
+      // A lone extreme late in a pass and one in the last rows, so both paths find one.
+      if (K > 6) v[static_cast<size_t>(6 * N + 3)] = 2.0f;
+      if (K > 9) v[static_cast<size_t>((K - 1) * N + 5)] = -2.0f;
+      Tensor x = tensor<float>(v).reshape({K, N});
+      SCOPED_TRACE(fmt::format("K={} N={}", K, N));
+      auto [mx, ix] = max(x, 0);
+      auto [mn, in] = min(x, 0);
+      for (int64_t j = 0; j < N; ++j) {
+        int64_t bi = 0, si = 0;
+        for (int64_t k = 1; k < K; ++k) {
+          if (v[k * N + j] > v[bi * N + j]) bi = k;
+          if (v[k * N + j] < v[si * N + j]) si = k;
+        }
+        ASSERT_EQ(ix.data_ptr<int64_t>()[j], bi) << "argmax column " << j;
+        ASSERT_EQ(in.data_ptr<int64_t>()[j], si) << "argmin column " << j;
+        const float got_max = mx.data_ptr<float>()[j], got_min = mn.data_ptr<float>()[j];
+        ASSERT_EQ(got_max, v[bi * N + j]);
+        ASSERT_EQ(std::signbit(got_max), std::signbit(v[bi * N + j])) << "max column " << j;
+        ASSERT_EQ(got_min, v[si * N + j]);
+        ASSERT_EQ(std::signbit(got_min), std::signbit(v[si * N + j])) << "min column " << j;
+      }
+      EXPECT_TRUE(close(argmax(x, 0), ix));
+    }
+  }
+}
+
 TEST(Reduce, Float32SumIsAccurate) {
   // Cascaded summation: the float32 result is within a few ulp of the float64 sum.
   std::mt19937 rng(5);

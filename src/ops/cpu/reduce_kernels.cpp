@@ -79,7 +79,8 @@ template <class T>
 // The sums', extremes' and moments' column loops prefetch only where `pf`
 // (stream_prefetch_pays(): not on AMD, whose prefetchers keep up with these loops alone; Zen 5
 // VM, 8192x8192 float32 over dim 0, one thread, three alternations of the two builds: sum
-// 9.5-9.8 -> 8.3-8.6 ms, amax 9.7-10.1 -> 8.5-9.3, var 11.4-11.6 -> 9.7-10.1). The argmax
+// 9.5-9.8 -> 8.3-8.6 ms, amax 9.7-10.1 -> 8.5-9.3, var 11.4-11.6 -> 9.7-10.1), and so does the
+// float32 column argmax since its passes do as little per line as theirs. The exact argmax
 // loops, with more work per loaded line, prefetch everywhere (without: 3-10% slower there).
 template <int kRows, class T>
 [[gnu::always_inline]] inline void prefetch_rows(const T* first, int64_t rs) {
@@ -767,66 +768,72 @@ void arg_cols_strip_exact(const T* x, int64_t K, int64_t rs, int64_t nb,
 }
 
 #if defined(__AVX512F__)
-// float32 fast path (nb a multiple of 16): four rows per pass are first compared with each other
-// (the later row wins only when strictly better, keeping the first index), then with the running
-// extreme. Ordered compares never pick a NaN; a sum of every value seen flags one, and the caller
-// then redoes the strip exactly. Returns whether it flagged.
+// float32 fast path (nb a multiple of 16), eight rows per pass: each column's extreme of the
+// pass (vmaxps/vminps) meets the running extreme, and only where one is strictly better are
+// the pass's rows compared with it to find the first that holds it (a branch taken ever more
+// rarely as the rows go by). The earlier form carried every column's index through a four-row
+// tournament (three selects of value and index per four rows) and a sum to flag NaNs:
+// 8192x8192 float32 over dim 0, alternated in one process, one thread 12.7-13.0 -> 10.8-11.1
+// ms, two 6.5-6.7 -> 6.2-6.4. vmaxps drops a NaN, so ordered compares of the rows in pairs,
+// chained through their mask, flag any; the caller then redoes the strip exactly. Returns
+// whether they flagged.
 template <bool kMax>
 bool arg_cols_strip_fast(const float* x, int64_t K, int64_t rs, int64_t nb, float* best,
                          int32_t* idx) {
   constexpr int kCmp = kMax ? _CMP_GT_OQ : _CMP_LT_OQ;
-  const int64_t nv = nb;
-  for (int64_t j = 0; j < nv; j += 16) {
-    _mm512_store_ps(best + j, _mm512_loadu_ps(x + j));
+  constexpr int64_t kRows = 8;
+  auto ext = [](__m512 a, __m512 b) { return kMax ? _mm512_max_ps(a, b) : _mm512_min_ps(a, b); };
+  auto pair_ordered = [](__mmask16 ok, __m512 a, __m512 b) {
+    return _mm512_mask_cmp_ps_mask(ok, a, b, _CMP_ORD_Q);
+  };
+  const bool pf = stream_prefetch_pays();
+  __mmask16 ordered = 0xffff;  // lanes with no NaN so far
+  for (int64_t j = 0; j < nb; j += 16) {
+    const __m512 v = _mm512_loadu_ps(x + j);
+    ordered = pair_ordered(ordered, v, v);
+    _mm512_store_ps(best + j, v);
     _mm512_store_si512(idx + j, _mm512_setzero_si512());
   }
-  __m512 c0 = _mm512_setzero_ps(), c1 = _mm512_setzero_ps();
-  for (int64_t j = 0; j < nv; j += 16) c0 = _mm512_add_ps(c0, _mm512_load_ps(best + j));
-  // Four rows per pass, as a tournament: (0 vs 1), (2 vs 3), then the winners; the later
-  // row wins only when strictly better, so ties keep the first index.
-  auto duel = [&](__m512 a, __m512i ia, __m512 b, __m512i ib, __m512& v, __m512i& i) {
-    const __mmask16 second = _mm512_cmp_ps_mask(b, a, kCmp);
-    v = _mm512_mask_mov_ps(a, second, b);
-    i = _mm512_mask_mov_epi32(ia, second, ib);
-  };
   int64_t k = 1;
-  for (; k + 4 <= K; k += 4) {
+  for (; k + kRows <= K; k += kRows) {
     const float* r = x + k * rs;
-    const bool more = k + 8 <= K;
-    const __m512i k0 = _mm512_set1_epi32(static_cast<int32_t>(k));
-    const __m512i k1 = _mm512_set1_epi32(static_cast<int32_t>(k + 1));
-    const __m512i k2 = _mm512_set1_epi32(static_cast<int32_t>(k + 2));
-    const __m512i k3 = _mm512_set1_epi32(static_cast<int32_t>(k + 3));
-    for (int64_t j = 0; j < nv; j += 16) {
-      if (more) prefetch_rows<4>(r + 4 * rs + j, rs);
-      const __m512 v0 = _mm512_loadu_ps(r + j), v1 = _mm512_loadu_ps(r + rs + j);
-      const __m512 v2 = _mm512_loadu_ps(r + 2 * rs + j), v3 = _mm512_loadu_ps(r + 3 * rs + j);
-      __m512 v01, v23, v;
-      __m512i i01, i23, i;
-      duel(v0, k0, v1, k1, v01, i01);
-      duel(v2, k2, v3, k3, v23, i23);
-      duel(v01, i01, v23, i23, v, i);
-      const __m512 b = _mm512_load_ps(best + j);
-      const __mmask16 take = _mm512_cmp_ps_mask(v, b, kCmp);
-      _mm512_store_ps(best + j, _mm512_mask_mov_ps(b, take, v));
-      _mm512_store_si512(idx + j, _mm512_mask_mov_epi32(_mm512_load_si512(idx + j), take, i));
-      c0 = _mm512_add_ps(c0, _mm512_add_ps(v0, v2));
-      c1 = _mm512_add_ps(c1, _mm512_add_ps(v1, v3));
+    const bool more = pf && k + 2 * kRows <= K;
+    for (int64_t j = 0; j < nb; j += 16) {
+      if (more) prefetch_rows<kRows>(r + kRows * rs + j, rs);
+      __m512 v[kRows];
+      for (int i = 0; i < kRows; ++i) v[i] = _mm512_loadu_ps(r + i * rs + j);
+      __mmask16 ok = 0xffff;
+      for (int i = 0; i < kRows; i += 2) ok = pair_ordered(ok, v[i], v[i + 1]);
+      ordered &= ok;
+      const __m512 m =
+          ext(ext(ext(v[0], v[1]), ext(v[2], v[3])), ext(ext(v[4], v[5]), ext(v[6], v[7])));
+      const __mmask16 take = _mm512_cmp_ps_mask(m, _mm512_load_ps(best + j), kCmp);
+      if (take == 0) continue;
+      // The first row of the pass equal to m (m is one of them; +0 and -0 compare equal, and the
+      // value kept is that row's own).
+      __m512 val = v[kRows - 1];
+      __m512i row = _mm512_set1_epi32(static_cast<int32_t>(k + kRows - 1));
+      for (int i = kRows - 2; i >= 0; --i) {
+        const __mmask16 eq = _mm512_cmp_ps_mask(v[i], m, _CMP_EQ_OQ);
+        val = _mm512_mask_mov_ps(val, eq, v[i]);
+        row = _mm512_mask_mov_epi32(row, eq, _mm512_set1_epi32(static_cast<int32_t>(k + i)));
+      }
+      _mm512_mask_store_ps(best + j, take, val);
+      _mm512_mask_store_epi32(idx + j, take, row);
     }
   }
   for (; k < K; ++k) {  // the last rows
     const float* r = x + k * rs;
     const __m512i kv = _mm512_set1_epi32(static_cast<int32_t>(k));
-    for (int64_t j = 0; j < nv; j += 16) {
+    for (int64_t j = 0; j < nb; j += 16) {
       const __m512 v = _mm512_loadu_ps(r + j), b = _mm512_load_ps(best + j);
+      ordered = pair_ordered(ordered, v, v);
       const __mmask16 take = _mm512_cmp_ps_mask(v, b, kCmp);
       _mm512_store_ps(best + j, _mm512_mask_mov_ps(b, take, v));
       _mm512_store_si512(idx + j, _mm512_mask_mov_epi32(_mm512_load_si512(idx + j), take, kv));
-      c0 = _mm512_add_ps(c0, v);
     }
   }
-  const float check = _mm512_reduce_add_ps(_mm512_add_ps(c0, c1));
-  return check != check;
+  return ordered != 0xffff;
 }
 #endif
 
