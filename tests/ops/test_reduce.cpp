@@ -256,6 +256,17 @@ TEST(Reduce, FirstIndexOfTies) {
   m.data_ptr<float>()[4500 * 20 + 7] = 1;
   m.data_ptr<float>()[100 * 20 + 7] = 1;
   EXPECT_EQ(argmax(m, 0).data_ptr<int64_t>()[7], 100);
+  // Within a block the first position is found four vectors at a time: the first of two equal
+  // maxima at every offset of a 64-element group, and in a row's second block.
+  for (int64_t pos : {0, 5, 16, 21, 38, 47, 48, 63, 64, 100, 4095, 4096, 4160, 5000, 8100}) {
+    Tensor r = zeros({2, 8192});
+    float* q = r.data_ptr<float>();
+    const int64_t later = std::min<int64_t>(pos + 9, 8191);
+    q[pos] = q[later] = 3;
+    q[8192 + pos] = q[8192 + later] = -3;
+    EXPECT_EQ(argmax(r, 1).data_ptr<int64_t>()[0], pos) << pos;
+    EXPECT_EQ(argmin(r, 1).data_ptr<int64_t>()[1], pos) << pos;
+  }
 }
 
 TEST(Reduce, ColumnArgExtremesFindTheFirstOfTies) {

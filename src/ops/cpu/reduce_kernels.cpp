@@ -95,15 +95,24 @@ constexpr int64_t kPrefetchRows = 4;
   for (int64_t o = 0; o < head; o += 64) __builtin_prefetch(ahead(p, o));
 }
 
-// First q in [0, n) with p[q] == v (v is known to occur).
+// First q in [0, n) with p[q] == v (v is known to occur). The AVX-512 loop tests four vectors
+// per branch: one per branch was bound by the compare-and-branch chain and took 11% of a row
+// argmax over rows of 8192 float32 (each row rescans about one and a half 4096-element blocks).
 template <class T, class C>
 int64_t find_first_equal(const T* p, int64_t n, C v) {
   int64_t q = 0;
 #if defined(__AVX512F__)
   if constexpr (std::is_same_v<T, float>) {
     const __m512 vv = _mm512_set1_ps(v);
+    auto eq = [&](int64_t i) { return _mm512_cmp_ps_mask(_mm512_loadu_ps(p + i), vv, _CMP_EQ_OQ); };
+    for (; q + 64 <= n; q += 64) {
+      const __mmask16 m0 = eq(q), m1 = eq(q + 16), m2 = eq(q + 32), m3 = eq(q + 48);
+      if ((m0 | m1 | m2 | m3) == 0) continue;
+      const uint64_t all = m0 | (uint64_t{m1} << 16) | (uint64_t{m2} << 32) | (uint64_t{m3} << 48);
+      return q + std::countr_zero(all);
+    }
     for (; q + 16 <= n; q += 16) {
-      const __mmask16 m = _mm512_cmp_ps_mask(_mm512_loadu_ps(p + q), vv, _CMP_EQ_OQ);
+      const __mmask16 m = eq(q);
       if (m) return q + __builtin_ctz(m);
     }
   }
