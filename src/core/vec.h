@@ -153,8 +153,8 @@ struct Vec<float> {
   // The polynomial goes in Estrin's order, r^2 (c2 + c3 r + r^2 (c4 + c5 r + c6 r^2)), and 1 + r
   // is kept as a sum of two floats (hi + lo, exact) that the small terms join before the last
   // rounding. Horner's six dependent FMAs made this the longest chain in softmax's exp pass;
-  // with fewer operations of each vector waiting, more vectors fit in flight: softmax's exp pass
-  // from cache took 3.4-3.8 instead of 3.7-6.2 ms per 16M float32 here, and the bound dropped
+  // with fewer operations of each vector waiting, more vectors fit in flight: softmax's passes
+  // over 16M float32 in cache took 3.4-3.8 instead of 3.7-6.2 ms here, and the bound dropped
   // from 0.91 to 0.83 ulp.
   Vec exp_finite() const {
     const __m512 x = v, one = _mm512_set1_ps(1.0f);

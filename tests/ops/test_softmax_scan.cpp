@@ -68,6 +68,9 @@ TEST(Softmax, DtypeArgumentAndSpecialValues) {
 // result must equal, bit for bit, the two halves computed separately (each below the
 // threshold; the cached path is checked against the reference above): rows that start off
 // the vector alignment (odd K) and on it (K = 1024), float64, log_softmax, one and two threads.
+// Outputs stream only where streamed_stores_overlap_compute() (not on AMD); elsewhere this
+// checks the row split alone, and StreamedRowsEqualCachedRowsOnEveryIsa below calls the
+// streamed kernel directly.
 TEST(Softmax, LargeStreamedOutputsEqualTheCachedPath) {
   const int saved = get_num_threads();
   std::mt19937 rng(29);
