@@ -455,7 +455,7 @@ class StripScratch {
   std::byte* next_;
 };
 
-// Extremes down a strip of columns: four rows are folded into the running extremes per pass.
+// Extremes down a strip of columns: eight rows are folded into the running extremes per pass.
 // kExact = false uses the instruction's max/min and returns true when a sum of every value
 // seen is NaN (a NaN, or both infinities, in the strip): the caller then redoes the strip
 // with kExact = true, the NaN-propagating combine.
@@ -468,7 +468,9 @@ bool extreme_cols_strip(const T* x, int64_t K, int64_t rs, int64_t nb, float_acc
   for (int64_t j = 0; j < nb; ++j) acc[j] = Comb::id;
   const bool pf = stream_prefetch_pays();
   V c0(C(0)), c1(C(0));
-  // Folds M consecutive rows starting at r (M = 4 per pass: less accumulator traffic).
+  // Folds M consecutive rows starting at r (M = 8 per pass: half the accumulator loads and
+  // stores of four; amax of 8192x8192 float32 over dim 0, alternated in one process, 7-8%
+  // faster on one thread and on two).
   auto fold = [&](const T* r, auto rows, bool more) {  // more: see prefetch_rows
     constexpr int M = decltype(rows)::value;
     int64_t j = 0;
@@ -494,8 +496,8 @@ bool extreme_cols_strip(const T* x, int64_t K, int64_t rs, int64_t nb, float_acc
       for (int i = 0; i < M; ++i) acc[j] = comb.s(acc[j], map.s(static_cast<C>(r[i * rs + j])));
   };
   int64_t k = 0;
-  for (; k + 4 <= K; k += 4) {
-    fold(x + k * rs, std::integral_constant<int, 4>{}, pf && k + 8 <= K);
+  for (; k + 8 <= K; k += 8) {
+    fold(x + k * rs, std::integral_constant<int, 8>{}, pf && k + 16 <= K);
   }
   for (; k < K; ++k) fold(x + k * rs, std::integral_constant<int, 1>{}, false);
   if constexpr (kExact) {
