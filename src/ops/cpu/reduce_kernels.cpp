@@ -665,6 +665,13 @@ inline bool better(C v, C best) {
   return (kMax ? v > best : v < best) || (v != v && best == best);
 }
 
+// The instruction's max (kMax) or min of two vectors: fast, but it may drop a NaN, so the
+// callers flag NaNs apart.
+template <bool kMax, class V>
+[[gnu::always_inline]] inline V extreme_fast(V v, V acc) {
+  return kMax ? V::max_fast(v, acc) : V::min_fast(v, acc);
+}
+
 // First index of the extreme of x[0..n). Block extremes are found with the instruction's
 // max/min at memory speed (a plain sum beside it flags a NaN, as in extreme_contig); only a
 // block whose extreme beats the running one is rescanned, from L1, for its first position.
@@ -675,7 +682,6 @@ Partial arg_contig_float(const T* x, int64_t n) {
   using V = Vec<C>;
   constexpr int W = V::kSize;
   constexpr int64_t kBlock = 4096;
-  auto fast = [](V v, V acc) { return kMax ? V::max_fast(v, acc) : V::min_fast(v, acc); };
   C best = static_cast<C>(x[0]);
   int64_t best_i = 0;
   if (best != best) return Partial{static_cast<double>(best), 0, 0, 0};
@@ -688,19 +694,19 @@ Partial arg_contig_float(const T* x, int64_t n) {
       prefetch_stream(p + j, 4 * W, pf);
       const V v0 = V::load_convert(p + j), v1 = V::load_convert(p + j + W);
       const V v2 = V::load_convert(p + j + 2 * W), v3 = V::load_convert(p + j + 3 * W);
-      m0 = fast(v0, m0);
-      m1 = fast(v1, m1);
-      m2 = fast(v2, m2);
-      m3 = fast(v3, m3);
+      m0 = extreme_fast<kMax>(v0, m0);
+      m1 = extreme_fast<kMax>(v1, m1);
+      m2 = extreme_fast<kMax>(v2, m2);
+      m3 = extreme_fast<kMax>(v3, m3);
       c0 = c0 + v0 + v2;
       c1 = c1 + v1 + v3;
     }
     for (; j + W <= nb; j += W) {
       const V v0 = V::load_convert(p + j);
-      m0 = fast(v0, m0);
+      m0 = extreme_fast<kMax>(v0, m0);
       c0 = c0 + v0;
     }
-    const V m = fast(fast(m0, m1), fast(m2, m3));
+    const V m = extreme_fast<kMax>(extreme_fast<kMax>(m0, m1), extreme_fast<kMax>(m2, m3));
     C bm = kMax ? m.reduce_max() : m.reduce_min();
     C check = (c0 + c1).reduce_add();
     for (; j < nb; ++j) {
@@ -793,7 +799,7 @@ bool arg_cols_strip_fast(const float* x, int64_t K, int64_t rs, int64_t nb, floa
                          int32_t* idx) {
   constexpr int kCmp = kMax ? _CMP_GT_OQ : _CMP_LT_OQ;
   constexpr int64_t kRows = 8;
-  auto ext = [](__m512 a, __m512 b) { return kMax ? _mm512_max_ps(a, b) : _mm512_min_ps(a, b); };
+  auto ext = [](__m512 a, __m512 b) { return extreme_fast<kMax>(Vec<float>(a), Vec<float>(b)).v; };
   auto pair_ordered = [](__mmask16 ok, __m512 a, __m512 b) {
     return _mm512_mask_cmp_ps_mask(ok, a, b, _CMP_ORD_Q);
   };
