@@ -67,18 +67,25 @@ void run_reduction(const ReducePlan& plan, cpu::ReduceArgs args, RowsKernel rows
     }
     std::vector<Partial> parts(static_cast<size_t>(B * nc));
     parallel_for(0, B * nc, 1, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
+      // A thread's consecutive chunks of one row go to the kernel as rows of one call, which
+      // reads several of them side by side (reduce_kernels.cpp, kReadStreams); the last,
+      // shorter chunk of a row alone.
+      for (int64_t t = t0; t < t1;) {
         const int64_t b = t / nc, c = t % nc;
+        const int64_t full = (K % cpu::kRowChunk == 0) ? nc : nc - 1;  // chunks of kRowChunk
+        const int64_t run = c < full ? std::min(t1 - t, full - c) : 1;
         int64_t in_off, out_off;
         plan.batch_offsets(b, in_off, out_off);
         cpu::ReduceArgs a = args;
         a.in = base + (in_off + c * cpu::kRowChunk) * esize;
-        a.rows = 1;
+        a.rows = run;
         a.K = std::min(cpu::kRowChunk, K - c * cpu::kRowChunk);
-        a.row_stride = 0;
+        a.row_stride = cpu::kRowChunk;
         a.out = &parts[t];
         rows_kernel(a);
-        if (index_partials) parts[t].n += c * cpu::kRowChunk;
+        if (index_partials)
+          for (int64_t r = 0; r < run; ++r) parts[t + r].n += (c + r) * cpu::kRowChunk;
+        t += run;
       }
     });
     parallel_for(0, B, std::max<int64_t>(1, 4096 / nc), [&](int64_t b0, int64_t b1) {

@@ -360,6 +360,37 @@ TEST(Reduce, Float32VarianceIsAccurateWhereverTheDataSits) {
   }
 }
 
+TEST(Reduce, RowsReadSideBySideEqualRowsAlone) {
+  // A rows kernel walks several parts of its rows side by side (kReadStreams); a row's sum,
+  // norm, product or arg-extreme must be the same bits as when the row is reduced alone. Row
+  // counts leave rows over after the parts; lengths cover short rows, the cascade's blocks with
+  // tails, and argmax's 4096-element blocks (a NaN in one row, ties in another).
+  std::mt19937 rng(29);
+  for (int64_t rows : {4, 9, 15}) {
+    for (int64_t K : {3, 64, 1000, 1024 * 5 + 7, 8192 + 33}) {
+      for (ScalarType dt : {kFloat32, kFloat64, kBFloat16}) {
+        Tensor x = random_values({rows, K}, dt, rng);
+        SCOPED_TRACE(where(x.sizes(), dt, Layout::kContiguous, {1}, false));
+        if (rows > 5) {
+          x.select(0, 5).narrow(0, K / 2, 1).fill_(std::nan(""));
+          x.select(0, 2).narrow(0, K - 1, 1).fill_(100.0);
+          x.select(0, 2).narrow(0, K / 3, 1).fill_(100.0);
+        }
+        const std::vector<Tensor> together = {sum(x, 1), norm(x, 2, 1), prod(x, 1), argmax(x, 1),
+                                              argmin(x, 1)};
+        for (int64_t r = 0; r < rows; ++r) {
+          const Tensor row = x.select(0, r).clone();
+          const std::vector<Tensor> alone = {sum(row), norm(row), prod(row), argmax(row),
+                                             argmin(row)};
+          for (size_t i = 0; i < alone.size(); ++i)
+            EXPECT_TRUE(bitwise_equal(together[i].select(0, r), alone[i]))
+                << "result " << i << ", row " << r;
+        }
+      }
+    }
+  }
+}
+
 TEST(Reduce, ResultsDoNotDependOnThreadCount) {
   std::mt19937 rng(11);
   Tensor big = random_values({3000017}, kFloat32, rng);
