@@ -362,7 +362,8 @@ TEST(Reduce, Float32VarianceIsAccurateWhereverTheDataSits) {
 
 TEST(Reduce, RowsReadSideBySideEqualRowsAlone) {
   // A rows kernel walks several parts of its rows side by side (kReadStreams); a row's sum,
-  // norm, product or arg-extreme must be the same bits as when the row is reduced alone. Row
+  // norm, product, extreme, arg-extreme or variance must be the same bits as when it is reduced
+  // alone. Row
   // counts leave rows over after the parts; lengths cover short rows, the cascade's blocks with
   // tails, and argmax's 4096-element blocks (a NaN in one row, ties in another).
   std::mt19937 rng(29);
@@ -375,13 +376,21 @@ TEST(Reduce, RowsReadSideBySideEqualRowsAlone) {
           x.select(0, 5).narrow(0, K / 2, 1).fill_(std::nan(""));
           x.select(0, 2).narrow(0, K - 1, 1).fill_(100.0);
           x.select(0, 2).narrow(0, K / 3, 1).fill_(100.0);
+          // Row 4's maximum is a zero held as both -0 and +0: which one max returns depends on
+          // the order the accumulators meet them.
+          Tensor r4 = x.select(0, 4);
+          r4.copy_(r4.abs().neg() - 1);
+          r4.narrow(0, K / 4, 1).fill_(-0.0);
+          r4.narrow(0, std::min(K / 4 + 16, K - 1), 1).fill_(0.0);
+          // Row 1's second half sits far from the first's mean: var redoes those blocks.
+          x.select(0, 1).narrow(0, K / 2, K - K / 2).add_(50.0);
         }
-        const std::vector<Tensor> together = {sum(x, 1), norm(x, 2, 1), prod(x, 1), argmax(x, 1),
-                                              argmin(x, 1)};
+        const std::vector<Tensor> together = {sum(x, 1),    norm(x, 2, 1), prod(x, 1), argmax(x, 1),
+                                              argmin(x, 1), amax(x, 1),    amin(x, 1), var(x, 1)};
         for (int64_t r = 0; r < rows; ++r) {
           const Tensor row = x.select(0, r).clone();
-          const std::vector<Tensor> alone = {sum(row), norm(row), prod(row), argmax(row),
-                                             argmin(row)};
+          const std::vector<Tensor> alone = {sum(row),    norm(row), prod(row), argmax(row),
+                                             argmin(row), amax(row), amin(row), var(row)};
           for (size_t i = 0; i < alone.size(); ++i)
             EXPECT_TRUE(bitwise_equal(together[i].select(0, r), alone[i]))
                 << "result " << i << ", row " << r;

@@ -245,47 +245,80 @@ void with_float_ops(ReduceKind kind, double p, F&& f) {
 // instruction's max/min (which drops a NaN operand) and, beside it, a plain sum of the same
 // values: a NaN sum means the block held a NaN (or both infinities), and only then is the
 // block searched for a NaN, which is the result. Eight accumulators keep loads in flight.
-template <class T, class Map, class Comb>
-float_acc_t<T> extreme_contig(const T* x, int64_t n, const Map& map, const Comb& comb) {
+//
+// S rows (rs elements apart) side by side, as cascade_rows reads them (kReadStreams). Each row
+// keeps the eight accumulators and the order it has alone: the instruction's max/min picks
+// between +0 and -0 by operand order, so fewer accumulators per row would change which zero a
+// row returns.
+template <class C>
+inline constexpr int64_t kExtremeBlock = 8 * Vec<C>::kSize * 32;
+
+template <int S, class T, class Map, class Comb>
+std::array<float_acc_t<T>, S> extreme_rows(const T* x, int64_t rs, int64_t n, const Map& map,
+                                           const Comb& comb) {
   const bool pf = stream_prefetch_pays();
   using C = float_acc_t<T>;
   using V = Vec<C>;
   constexpr int W = V::kSize;
   constexpr int kAcc = 8;
-  constexpr int64_t kBlock = kAcc * W * 32;
-  V a[kAcc];
-  for (V& v : a) v = V(Comb::id);
+  constexpr int64_t kBlock = kExtremeBlock<C>;
+  std::array<C, S> out;
+  bool done[S] = {};  // the row held a NaN: out[s] is final
+  V a[S][kAcc];
+#pragma GCC unroll 4
+  for (int s = 0; s < S; ++s)
+#pragma GCC unroll 8
+    for (int q = 0; q < kAcc; ++q) a[s][q] = V(Comb::id);
   int64_t i = 0;
   for (; i + kBlock <= n; i += kBlock) {
-    V c0(C(0)), c1(C(0));
+    V c[S][2];
+#pragma GCC unroll 4
+    for (int s = 0; s < S; ++s) c[s][0] = c[s][1] = V(C(0));
     for (int64_t j = i; j < i + kBlock; j += kAcc * W) {
-      prefetch_stream(x + j, kAcc * W, pf);
-      for (int q = 0; q < kAcc; q += 2) {
-        const V v0 = map.v(V::load_convert(x + j + q * W));
-        const V v1 = map.v(V::load_convert(x + j + (q + 1) * W));
-        a[q] = comb.fast(v0, a[q]);
-        a[q + 1] = comb.fast(v1, a[q + 1]);
-        c0 = c0 + v0;
-        c1 = c1 + v1;
+#pragma GCC unroll 4
+      for (int s = 0; s < S; ++s) prefetch_stream(x + s * rs + j, kAcc * W, pf);
+#pragma GCC unroll 4
+      for (int s = 0; s < S; ++s) {
+        const T* p = x + s * rs + j;
+#pragma GCC unroll 4
+        for (int q = 0; q < kAcc; q += 2) {
+          const V v0 = map.v(V::load_convert(p + q * W));
+          const V v1 = map.v(V::load_convert(p + (q + 1) * W));
+          a[s][q] = comb.fast(v0, a[s][q]);
+          a[s][q + 1] = comb.fast(v1, a[s][q + 1]);
+          c[s][0] = c[s][0] + v0;
+          c[s][1] = c[s][1] + v1;
+        }
       }
     }
-    const C check = (c0 + c1).reduce_add();
-    if (check != check) {
+    for (int s = 0; s < S; ++s) {
+      const C check = (c[s][0] + c[s][1]).reduce_add();
+      if (check == check || done[s]) continue;
       for (int64_t j = i; j < i + kBlock; ++j) {
-        const C v = map.s(static_cast<C>(x[j]));
-        if (v != v) return v;
+        const C v = map.s(static_cast<C>(x[s * rs + j]));
+        if (v != v) {
+          out[s] = v;
+          done[s] = true;
+          break;
+        }
       }
     }
   }
-  V r = a[0];
-  for (int q = 1; q < kAcc; ++q) r = comb.v(r, a[q]);
-  for (; i + W <= n; i += W) r = comb.v(r, map.v(V::load_convert(x + i)));
-  alignas(64) C lanes[W];
-  r.store(lanes);
-  C t = lanes[0];
-  for (int k = 1; k < W; ++k) t = comb.s(t, lanes[k]);
-  for (; i < n; ++i) t = comb.s(t, map.s(static_cast<C>(x[i])));
-  return t;
+  for (int s = 0; s < S; ++s) {
+    if (done[s]) continue;
+    const T* row = x + s * rs;
+    int64_t j = i;
+    V r = a[s][0];
+    for (int q = 1; q < kAcc; ++q) r = comb.v(r, a[s][q]);
+    for (; j + W <= n; j += W) r = comb.v(r, map.v(V::load_convert(row + j)));
+    alignas(64) C lanes[W];
+    r.store(lanes);
+    C t = lanes[0];
+    for (int k = 1; k < W; ++k) t = comb.s(t, lanes[k]);
+    for (; j < n; ++j) t = comb.s(t, map.s(static_cast<C>(row[j])));
+    out[s] = t;
+  }
+  return out;
 }
 
 // Sums and products of a contiguous run: four accumulators over fixed blocks, block results
@@ -367,12 +400,6 @@ template <int S, class T, class Map, class Comb>
   return out;
 }
 
-template <class T, class Map, class Comb>
-[[gnu::always_inline]] inline float_acc_t<T> cascade_contig(const T* x, int64_t n, const Map& map,
-                                                            const Comb& comb) {
-  return cascade_rows<1>(x, 0, n, map, comb)[0];
-}
-
 // Rows read side by side. One core streams memory faster from several far-apart places at
 // once than from one: its prefetchers keep a stream each in flight. Zen 5 VM, 64M float32
 // summed in one thread, medians of 21 alternations: 26.8-28.1 GB/s as one stream, 33.3 as two,
@@ -385,8 +412,11 @@ template <class T, class Map, class Comb>
 // alternations in one process, 64M float32, one / two threads, two runs): sum 1.13 / 1.07-1.13x
 // faster, norm 1.07 / 1.05-1.10x, sums of rows of 8192 1.25 / 1.13-1.14x, of rows of 256
 // 1.80 / 1.66-1.80x, argmax 1.02-1.10 / 0.96-1.08x, argmax of rows of 8192 1.09-1.12 /
-// 0.87-1.08x. Sums, norms, products and arg-extremes read this way; extremes (amax) and
-// moments (var) still read one row at a time.
+// 0.87-1.08x. Extremes (amax) and moments (var) keep eight or more accumulators per row, so
+// they read two rows at a time (kWideStreams), and only rows of a block or more (shorter ones
+// measured slower side by side: rows of 256 0.6-0.95x for amax, 0.75-0.82x for var): amax
+// 1.01-1.14 / 0.96-1.01x, amax of rows of 8192 1.01-1.13 / 1.00-1.17x, var 1.05-1.10 /
+// 1.03-1.07x, var of rows of 8192 1.09-1.15 / 1.05-1.07x.
 #if defined(__AVX512F__)
 constexpr int kReadStreams = 4;
 #elif defined(__AVX2__)
@@ -394,6 +424,9 @@ constexpr int kReadStreams = 2;
 #else
 constexpr int kReadStreams = 1;
 #endif
+// Kernels with eight or more accumulators per row (extreme_rows, moments_rows_of): the
+// registers hold two rows' worth on AVX-512.
+constexpr int kWideStreams = kReadStreams >= 4 ? 2 : 1;
 
 // many(r, q) for the rows r, r + q, ... (S of them, q = rows / S) with r < q, then one(r) for
 // the rows left over.
@@ -404,13 +437,15 @@ void row_streams(int64_t rows, const Many& many, const One& one) {
   for (int64_t r = S * q; r < rows; ++r) one(r);
 }
 
-template <class T, class Map, class Comb>
-[[gnu::always_inline]] inline float_acc_t<T> reduce_contig(const T* x, int64_t n, const Map& map,
-                                                           const Comb& comb) {
+template <int S, class T, class Map, class Comb>
+[[gnu::always_inline]] inline std::array<float_acc_t<T>, S> reduce_rows_of(const T* x, int64_t rs,
+                                                                           int64_t n,
+                                                                           const Map& map,
+                                                                           const Comb& comb) {
   if constexpr (Comb::kExtreme) {
-    return extreme_contig(x, n, map, comb);
+    return extreme_rows<S>(x, rs, n, map, comb);
   } else {
-    return cascade_contig(x, n, map, comb);
+    return cascade_rows<S>(x, rs, n, map, comb);
   }
 }
 
@@ -464,19 +499,27 @@ void reduce_rows(const ReduceArgs& args) {
     } else if constexpr (is_float_input_v<T>) {
       // The op is chosen once per call, so short rows run back to back in one loop.
       with_float_ops<float_acc_t<T>>(args.kind, args.p, [&](const auto& map, const auto& comb) {
+        using Comb = std::decay_t<decltype(comb)>;
         const int64_t rs = args.row_stride;
         auto one = [&](int64_t r) {
-          args.out[r].a = static_cast<double>(reduce_contig(in + r * rs, args.K, map, comb));
+          args.out[r].a =
+              static_cast<double>(reduce_rows_of<1>(in + r * rs, 0, args.K, map, comb)[0]);
         };
-        if constexpr (std::decay_t<decltype(comb)>::kExtreme) {
-          for (int64_t r = 0; r < args.rows; ++r) one(r);
-        } else {
-          auto many = [&](int64_t r, int64_t q) {
-            const auto v = cascade_rows<kReadStreams>(in + r * rs, q * rs, args.K, map, comb);
-            for (int s = 0; s < kReadStreams; ++s)
-              args.out[r + s * q].a = static_cast<double>(v[s]);
-          };
-          row_streams<kReadStreams>(args.rows, many, one);
+        auto rows = [&]<int S>() {
+          row_streams<S>(
+              args.rows,
+              [&](int64_t r, int64_t q) {
+                const auto v = reduce_rows_of<S>(in + r * rs, q * rs, args.K, map, comb);
+                for (int s = 0; s < S; ++s) args.out[r + s * q].a = static_cast<double>(v[s]);
+              },
+              one);
+        };
+        if constexpr (!Comb::kExtreme) {
+          rows.template operator()<kReadStreams>();
+        } else if (args.K >= kExtremeBlock<float_acc_t<T>>) {
+          rows.template operator()<kWideStreams>();
+        } else {  // shorter rows: see kWideStreams
+          rows.template operator()<1>();
         }
       });
     } else {
@@ -1071,6 +1114,10 @@ struct MomentBlocks {
         prefetch_stream(p + j, kStep, pf);
         step(p + j);
       }
+      return finish(p, j, nb);
+    }
+    // total's end, from p[j] on (j: the whole steps taken).
+    std::pair<C, C> finish(const T* p, int64_t j, int64_t nb) {
       for (; j + W <= nb; j += W) one(V::load_convert(p + j) - vm, a0, q0);
       C a = ((a0 + a1) + (a2 + a3)).reduce_add();
       C q = ((q0 + q1) + (q2 + q3)).reduce_add();
@@ -1084,42 +1131,80 @@ struct MomentBlocks {
   };
 };
 
-template <class T>
-Partial moments_contig(const T* x, int64_t n) {
+// S rows (rs elements apart) side by side, as cascade_rows reads them (kReadStreams): the
+// deviations' pass runs over the same block of every row together; each row keeps its own
+// shift, redo and merge, so its result is the bits it has alone.
+inline constexpr int64_t kMomentBlock = 4096;
+
+template <int S, class T>
+std::array<Partial, S> moments_rows_of(const T* x, int64_t rs, int64_t n) {
   const bool pf = stream_prefetch_pays();
   using B = MomentBlocks<T>;
   using C = typename B::C;
-  constexpr int64_t kBlock = 4096;
-  double cnt = 0, mean = 0, m2 = 0;
+  using Dev = typename B::Deviations;
+  constexpr int64_t kBlock = kMomentBlock;
+  double cnt[S] = {}, mean[S] = {}, m2[S] = {};
   for (int64_t b0 = 0; b0 < n; b0 += kBlock) {
     const int64_t nb = std::min(kBlock, n - b0);
-    const T* p = x + b0;
     const double dn = static_cast<double>(nb);
-    // The block's mean and M2 from one pass around `shift`, and that pass's sum of squares.
+    // A block's mean and M2 from one pass around its shift, and that pass's sum of squares.
     struct Around {
       double mean, m2, squares;
     };
-    auto around = [&](C shift, bool prefetch) {
-      const auto [s1, s2] = typename B::Deviations(shift).total(p, nb, prefetch);
-      const double d1 = static_cast<double>(s1), d2 = static_cast<double>(s2);
+    auto around = [&](C shift, std::pair<C, C> sums) {
+      const double d1 = static_cast<double>(sums.first), d2 = static_cast<double>(sums.second);
       return Around{static_cast<double>(shift) + d1 / dn, d2 - d1 * d1 / dn, d2};
     };
-    Around r = around(b0 == 0 ? static_cast<C>(p[0]) : static_cast<C>(mean), pf);
-    if (!(r.squares <= 4 * r.m2)) {  // cancellation, NaN or infinity
-      // Around the block's own mean: the deviations' sum then corrects that mean's rounding
-      // (a float sum of large values carries it).
-      r = around(typename B::Sum().total(p, nb) / static_cast<C>(nb), false);
+    C shift[S];
+    for (int s = 0; s < S; ++s)
+      shift[s] = b0 == 0 ? static_cast<C>(x[s * rs]) : static_cast<C>(mean[s]);
+    auto dev = [&]<size_t... I>(std::index_sequence<I...>) {
+      return std::array<Dev, S>{Dev(shift[I])...};
     }
-    chan_merge(cnt, mean, m2, dn, r.mean, r.m2);
+    (std::make_index_sequence<S>{});
+    int64_t j = 0;
+    for (; j + B::kStep <= nb; j += B::kStep) {
+#pragma GCC unroll 4
+      for (int s = 0; s < S; ++s) prefetch_stream(x + s * rs + b0 + j, B::kStep, pf);
+#pragma GCC unroll 4
+      for (int s = 0; s < S; ++s) dev[s].step(x + s * rs + b0 + j);
+    }
+    for (int s = 0; s < S; ++s) {
+      const T* p = x + s * rs + b0;
+      Around r = around(shift[s], dev[s].finish(p, j, nb));
+      if (!(r.squares <= 4 * r.m2)) {  // cancellation, NaN or infinity
+        // Around the block's own mean: the deviations' sum then corrects that mean's rounding
+        // (a float sum of large values carries it).
+        const C own = typename B::Sum().total(p, nb) / static_cast<C>(nb);
+        r = around(own, Dev(own).total(p, nb, false));
+      }
+      chan_merge(cnt[s], mean[s], m2[s], dn, r.mean, r.m2);
+    }
   }
-  return Partial{mean, m2, 0, static_cast<int64_t>(cnt)};
+  std::array<Partial, S> out;
+  for (int s = 0; s < S; ++s) out[s] = Partial{mean[s], m2[s], 0, static_cast<int64_t>(cnt[s])};
+  return out;
 }
 
 void moments_rows(const ReduceArgs& args) {
   visit_dtype<kKernelFloat>(args.dtype, "var", [&]<class T>() {
     const T* in = static_cast<const T*>(args.in);
-    for (int64_t r = 0; r < args.rows; ++r)
-      args.out[r] = moments_contig(in + r * args.row_stride, args.K);
+    const int64_t rs = args.row_stride;
+    auto rows = [&]<int S>() {
+      row_streams<S>(
+          args.rows,
+          [&](int64_t r, int64_t q) {
+            const auto p = moments_rows_of<S>(in + r * rs, q * rs, args.K);
+            for (int s = 0; s < S; ++s) args.out[r + s * q] = p[s];
+          },
+          [&](int64_t r) { args.out[r] = moments_rows_of<1>(in + r * rs, 0, args.K)[0]; });
+    };
+    // Shorter rows one at a time: see kWideStreams.
+    if (args.K >= kMomentBlock) {
+      rows.template operator()<kWideStreams>();
+    } else {
+      rows.template operator()<1>();
+    }
   });
 }
 
