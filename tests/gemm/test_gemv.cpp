@@ -311,6 +311,41 @@ TEST(Gemv, EightVectorsPerPassKeepEachOutputsBits) {
   }
 }
 
+TEST(Gemv, RowsReadSideBySideKeepEachOutputsBits) {
+  // The row kernels read rows i, i + q, i + 2q, ... of a call together (far-apart weight
+  // streams); an output must have the bits it has when its row is the whole problem.
+  std::mt19937 rng(12);
+  for (const auto& [isa, kernels] : runnable_gemv()) {
+    SCOPED_TRACE(isa);
+    for (WeightFormat f : kFormats)
+      for (int64_t n : {5, 9, 67})
+        for (int64_t nx : {1, 2}) {
+          const Weights w(f, n, f == WeightFormat::NVFP4 ? 272 : 259, Layout::Row, rng);
+          const Activations x(kFloat32, nx, w.k, 1, rng);
+          GemvProblem p;
+          w.into(p);
+          x.into(p);
+          std::vector<float> all(static_cast<size_t>(nx * n)), one(static_cast<size_t>(nx));
+          p.y = all.data(), p.y_inc = 1, p.y_ld = n;
+          gemv(p, kernels);
+          for (int64_t i = 0; i < n; ++i) {
+            GemvProblem q = p;
+            q.n = 1;
+            // NVFP4 rows are addressed in bytes, the other formats in elements.
+            const int64_t row_bytes =
+                f == WeightFormat::NVFP4 ? p.w_rs : p.w_rs * format_bytes(f, 1);
+            q.w = static_cast<const uint8_t*>(p.w) + i * row_bytes;
+            if (p.block_scales) q.block_scales = p.block_scales + i * p.scale_rs;
+            q.y = one.data(), q.y_ld = 1;
+            gemv(q, kernels);
+            for (int64_t m = 0; m < nx; ++m)
+              ASSERT_EQ(0, std::memcmp(&one[m], &all[m * n + i], sizeof(float)))
+                  << format_name(f) << " n=" << n << " nx=" << nx << " row " << i;
+          }
+        }
+  }
+}
+
 // W x (alpha 1, beta 0) on `kernels` (gemv()'s default when null): nx x n, contiguous.
 std::vector<float> products(const Weights& w, const Activations& x,
                             const cpu::GemvKernels* kernels = nullptr) {
