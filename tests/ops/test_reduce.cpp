@@ -363,9 +363,9 @@ TEST(Reduce, Float32VarianceIsAccurateWhereverTheDataSits) {
 TEST(Reduce, RowsReadSideBySideEqualRowsAlone) {
   // A rows kernel walks several parts of its rows side by side (kReadStreams); a row's sum,
   // norm, product, extreme, arg-extreme or variance must be the same bits as when it is reduced
-  // alone. Row
-  // counts leave rows over after the parts; lengths cover short rows, the cascade's blocks with
-  // tails, and argmax's 4096-element blocks (a NaN in one row, ties in another).
+  // alone. Row counts leave rows over after the parts; lengths cover short rows, the cascade's
+  // blocks with tails, and the blocks of argmax, amax and var (4096 float32; the special rows
+  // are described where they are made).
   std::mt19937 rng(29);
   for (int64_t rows : {4, 9, 15}) {
     for (int64_t K : {3, 64, 1000, 1024 * 5 + 7, 8192 + 33}) {

@@ -330,7 +330,9 @@ std::array<float_acc_t<T>, S> extreme_rows(const T* x, int64_t rs, int64_t n, co
 // 40-level merge scan per row): rows of 1024 12.3-13.9 -> 8.8-9.6 ms, rows of 8192
 // 8.7-10.1 -> 8.0-8.7, rows of 256 13.6-14.1 -> 12.2-12.9; 256 rows of 256 in L2 10.7 -> 3.2 us.
 // Rows of 256 took 1.5x the time of rows of 8192 from memory, one after another; read side by
-// side (kReadStreams below) they run 1.66-1.8x faster and no longer lag.
+// side (kReadStreams below) they run 1.66-1.8x faster, but so do long rows (1.07-1.25x), and
+// on one thread rows of 256 still take ~1.5x as long (two threads: ~1.1x); the cause is not
+// found.
 //
 // S rows (x, x + rs, ..., rs elements apart, each n long) run side by side, each with its own
 // accumulators and cascade, so a row's result is the same bits whether it ran alone or beside
