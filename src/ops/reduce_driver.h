@@ -70,9 +70,9 @@ void run_reduction(const ReducePlan& plan, cpu::ReduceArgs args, RowsKernel rows
       // A thread's consecutive chunks of one row go to the kernel as rows of one call, which
       // reads several of them side by side (reduce_kernels.cpp, kReadStreams); the last,
       // shorter chunk of a row alone.
+      const int64_t full = (K % cpu::kRowChunk == 0) ? nc : nc - 1;  // chunks of kRowChunk
       for (int64_t t = t0; t < t1;) {
         const int64_t b = t / nc, c = t % nc;
-        const int64_t full = (K % cpu::kRowChunk == 0) ? nc : nc - 1;  // chunks of kRowChunk
         const int64_t run = c < full ? std::min(t1 - t, full - c) : 1;
         int64_t in_off, out_off;
         plan.batch_offsets(b, in_off, out_off);

@@ -430,13 +430,17 @@ constexpr int kReadStreams = 1;
 // registers hold two rows' worth on AVX-512.
 constexpr int kWideStreams = kReadStreams >= 4 ? 2 : 1;
 
-// many(r, q) for the rows r, r + q, ... (S of them, q = rows / S) with r < q, then one(r) for
-// the rows left over.
-template <int S, class Many, class One>
-void row_streams(int64_t rows, const Many& many, const One& one) {
+// The `rows` rows of a rows kernel (rs elements apart from in) in S equal parts of q = rows / S,
+// row r of every part in one call of f.template operator()<S>(x, q * rs), which returns the S
+// rows' results; the rows left over go one at a time (S = 1). put(r, result) stores row r's.
+template <int S, class T, class F, class Put>
+void row_streams(const T* in, int64_t rows, int64_t rs, const F& f, const Put& put) {
   const int64_t q = S > 1 ? rows / S : 0;
-  for (int64_t r = 0; r < q; ++r) many(r, q);
-  for (int64_t r = S * q; r < rows; ++r) one(r);
+  for (int64_t r = 0; r < q; ++r) {
+    const auto v = f.template operator()<S>(in + r * rs, q * rs);
+    for (int s = 0; s < S; ++s) put(r + s * q, v[s]);
+  }
+  for (int64_t r = S * q; r < rows; ++r) put(r, f.template operator()<1>(in + r * rs, 0)[0]);
 }
 
 template <int S, class T, class Map, class Comb>
@@ -502,26 +506,18 @@ void reduce_rows(const ReduceArgs& args) {
       // The op is chosen once per call, so short rows run back to back in one loop.
       with_float_ops<float_acc_t<T>>(args.kind, args.p, [&](const auto& map, const auto& comb) {
         using Comb = std::decay_t<decltype(comb)>;
-        const int64_t rs = args.row_stride;
-        auto one = [&](int64_t r) {
-          args.out[r].a =
-              static_cast<double>(reduce_rows_of<1>(in + r * rs, 0, args.K, map, comb)[0]);
+        const auto rows = [&]<int S>(const T* x, int64_t step) {
+          return reduce_rows_of<S>(x, step, args.K, map, comb);
         };
-        auto rows = [&]<int S>() {
-          row_streams<S>(
-              args.rows,
-              [&](int64_t r, int64_t q) {
-                const auto v = reduce_rows_of<S>(in + r * rs, q * rs, args.K, map, comb);
-                for (int s = 0; s < S; ++s) args.out[r + s * q].a = static_cast<double>(v[s]);
-              },
-              one);
+        const auto put = [&](int64_t r, float_acc_t<T> v) {
+          args.out[r].a = static_cast<double>(v);
         };
         if constexpr (!Comb::kExtreme) {
-          rows.template operator()<kReadStreams>();
+          row_streams<kReadStreams>(in, args.rows, args.row_stride, rows, put);
         } else if (args.K >= kExtremeBlock<float_acc_t<T>>) {
-          rows.template operator()<kWideStreams>();
+          row_streams<kWideStreams>(in, args.rows, args.row_stride, rows, put);
         } else {  // shorter rows: see kWideStreams
-          rows.template operator()<1>();
+          row_streams<1>(in, args.rows, args.row_stride, rows, put);
         }
       });
     } else {
@@ -892,16 +888,14 @@ void arg_rows(const ReduceArgs& args) {
     const T* in = static_cast<const T*>(args.in);
     const int64_t rs = args.row_stride;
     if constexpr (is_float_input_v<T>) {
-      auto rows = [&]<bool kMax>() {
-        row_streams<kReadStreams>(
-            args.rows,
-            [&](int64_t r, int64_t q) {
-              const auto p = arg_rows_float<kMax, kReadStreams>(in + r * rs, q * rs, args.K);
-              for (int s = 0; s < kReadStreams; ++s) args.out[r + s * q] = p[s];
-            },
-            [&](int64_t r) { args.out[r] = arg_rows_float<kMax, 1>(in + r * rs, 0, args.K)[0]; });
+      const auto put = [&](int64_t r, const Partial& p) { args.out[r] = p; };
+      const auto run = [&]<bool kMax>() {
+        const auto rows = [&]<int S>(const T* x, int64_t step) {
+          return arg_rows_float<kMax, S>(x, step, args.K);
+        };
+        row_streams<kReadStreams>(in, args.rows, rs, rows, put);
       };
-      is_max ? rows.template operator()<true>() : rows.template operator()<false>();
+      is_max ? run.template operator()<true>() : run.template operator()<false>();
     } else {
       for (int64_t r = 0; r < args.rows; ++r) {
         const T* x = in + r * rs;
@@ -1191,21 +1185,14 @@ std::array<Partial, S> moments_rows_of(const T* x, int64_t rs, int64_t n) {
 void moments_rows(const ReduceArgs& args) {
   visit_dtype<kKernelFloat>(args.dtype, "var", [&]<class T>() {
     const T* in = static_cast<const T*>(args.in);
-    const int64_t rs = args.row_stride;
-    auto rows = [&]<int S>() {
-      row_streams<S>(
-          args.rows,
-          [&](int64_t r, int64_t q) {
-            const auto p = moments_rows_of<S>(in + r * rs, q * rs, args.K);
-            for (int s = 0; s < S; ++s) args.out[r + s * q] = p[s];
-          },
-          [&](int64_t r) { args.out[r] = moments_rows_of<1>(in + r * rs, 0, args.K)[0]; });
+    const auto rows = [&]<int S>(const T* x, int64_t step) {
+      return moments_rows_of<S>(x, step, args.K);
     };
-    // Shorter rows one at a time: see kWideStreams.
+    const auto put = [&](int64_t r, const Partial& p) { args.out[r] = p; };
     if (args.K >= kMomentBlock) {
-      rows.template operator()<kWideStreams>();
-    } else {
-      rows.template operator()<1>();
+      row_streams<kWideStreams>(in, args.rows, args.row_stride, rows, put);
+    } else {  // shorter rows: see kWideStreams
+      row_streams<1>(in, args.rows, args.row_stride, rows, put);
     }
   });
 }
