@@ -9,8 +9,10 @@ interleaves with its own (bench ops): on a shared machine the bandwidth a neighb
 drifts within seconds, so Tessera and its anchors take turns on each case.
 """
 import argparse
+import ctypes
 import json
 import math
+import os
 import sys
 import time
 
@@ -83,15 +85,32 @@ def measure(fn, reps, min_time, max_reps, key=None):
             "times_s": times}
 
 
+def _openblas_shutdown():
+    """OpenBLAS's blas_thread_shutdown_ in this process (NumPy's and PyTorch's BLAS is Debian's
+    libopenblas.so.0), or None where it is not loaded or lacks the function."""
+    try:
+        return ctypes.CDLL("libopenblas.so.0", mode=os.RTLD_NOLOAD).blas_thread_shutdown_
+    except (OSError, AttributeError):
+        return None
+
+
 def serve(rows_for):
     """Reads "<case> <threads>" lines from stdin until it closes; for each, prints the rows
-    rows_for(case, threads) returns (a case it does not know: no rows), then {"done": true}."""
+    rows_for(case, threads) returns (a case it does not know: no rows), then {"done": true}.
+    After a multi-threaded case OpenBLAS's worker threads are ended (the next call starts them
+    again): they would spin for 0.1 s or more and take a core from the tessera command's turn
+    (src/cli/bench_anchors.h)."""
     for line in sys.stdin:
         parts = line.split()
         if len(parts) != 2:
             continue
-        for row in rows_for(parts[0], int(parts[1])):
+        threads = int(parts[1])
+        for row in rows_for(parts[0], threads):
             print(json.dumps(row))
+        if threads > 1:
+            shutdown = _openblas_shutdown()
+            if shutdown:
+                shutdown()
         print(json.dumps({"done": True}), flush=True)
 
 

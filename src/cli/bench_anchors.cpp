@@ -170,11 +170,18 @@ constexpr double kOpenBlasSpin = 0.2, kOmpSpin = 0.05;
 }  // namespace
 
 Contender openblas_contender(int t, std::function<void()> run) {
+  // Whether this OpenBLAS's pool can be stopped, learnt once by stopping it (it is idle here).
+  static const bool can_stop = stop_openblas_pool();
+  const bool stops = t > 1 && can_stop;
   return {.impl = "openblas",
           .run = std::move(run),
           .enter = [t] { openblas_set_num_threads(t); },
-          .leave = [] { openblas_set_num_threads(1); },
-          .settle_s = t > 1 ? kOpenBlasSpin : 0};
+          .leave =
+              [stops] {
+                openblas_set_num_threads(1);
+                if (stops) stop_openblas_pool();
+              },
+          .settle_s = t > 1 && !stops ? kOpenBlasSpin : 0};
 }
 
 Contender blis_contender(const BlisAnchor* blis, int t, std::function<void()> run) {
@@ -193,7 +200,7 @@ Contender dnnl_contender(std::string impl, int t, std::function<void()> run) {
 }
 
 Contender script_contender(AnchorServer* script, int t) {
-  return {.script = script, .settle_s = t > 1 ? kOpenBlasSpin : 0};
+  return {.script = script, .settle_s = t > 1 ? kOmpSpin : 0};
 }
 
 }  // namespace tessera::cli

@@ -60,9 +60,13 @@ class DnnlMatmul {
 
 // Contenders for take_turns (bench_util.h) that run an anchor library at t threads and restore
 // its thread count after the turn (OpenBLAS to 1: Tessera's other OpenBLAS calls assume one
-// thread). After a multi-threaded turn a library's workers keep spinning (OpenBLAS's for about
-// 0.1 s, OpenMP's for milliseconds) and would take a core from the next contender, so the turn
-// waits them out (settle_s). A PyTorch script's OpenBLAS spins the same way.
+// thread). After a multi-threaded turn a library's workers keep spinning (OpenMP's for
+// milliseconds, OpenBLAS's for 0.1 s or more) and would take a core from the next contender.
+// OpenBLAS's workers are ended after its turn (stop_openblas_pool; the next turn's warm-up
+// starts them again), and an anchor script ends its process's the same way after each case
+// (bench/anchor_common.py); OpenMP's are waited out (settle_s), as OpenBLAS's are where it
+// cannot end them. Waiting 0.2 s did not suffice for OpenBLAS's (docs/gemm.md, "Tests and
+// benchmarks").
 Contender openblas_contender(int t, std::function<void()> run);
 Contender blis_contender(const BlisAnchor* blis, int t, std::function<void()> run);
 Contender dnnl_contender(std::string impl, int t, std::function<void()> run);

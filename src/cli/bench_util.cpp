@@ -648,13 +648,14 @@ std::string anchor_info() {
       openblas_get_config());
 }
 
-void stop_openblas_pool() {
+bool stop_openblas_pool() {
   // blas_thread_shutdown_ is what OpenBLAS itself runs before a fork; exec_blas() starts the
   // pool again when it finds it down.
   using ShutdownFn = int (*)();
-  if (const auto shutdown =
-          reinterpret_cast<ShutdownFn>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_")))
-    shutdown();
+  static const auto shutdown =
+      reinterpret_cast<ShutdownFn>(dlsym(RTLD_DEFAULT, "blas_thread_shutdown_"));
+  if (shutdown) shutdown();
+  return shutdown != nullptr;
 }
 
 int finish_bench(const std::string& suite, const std::vector<std::string>& notes,

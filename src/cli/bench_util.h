@@ -77,8 +77,9 @@ std::string anchor_info();
 // command starts (a launched worker, a restarted rank, a bench worker) would run its first
 // 0.1 s beside a spinning thread on these 2 cores (a shm all_reduce of 8 B measured 3x
 // slower). Only the bench anchors call OpenBLAS; its first threaded call starts the pool
-// again. Does nothing where the library has no such pool.
-void stop_openblas_pool();
+// again. Does nothing where the library has no such pool, and then returns false. The bench
+// anchors call it after each multi-threaded OpenBLAS turn (bench_anchors.h).
+bool stop_openblas_pool();
 
 // Streaming read bandwidth in GB/s over a 256 MiB buffer (`bytes`: far beyond the caches, and
 // the size of the largest benchmark inputs, so both see the same page and TLB behaviour),
