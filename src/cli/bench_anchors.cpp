@@ -106,16 +106,18 @@ void DnnlMatmul::set_threads(int threads) {
 }
 
 DnnlMatmul::DnnlMatmul(int64_t m, int64_t k, int64_t n, ScalarType in, ScalarType out,
-                       bool prepacked, const void* b, int64_t batch)
+                       bool prepacked, const void* b, int64_t batch, bool b_transposed)
     : impl_(std::make_unique<Impl>()) {
   using tag = dnnl::memory::format_tag;
   using dims = dnnl::memory::dims;
   Impl& s = *impl_;
   const bool batched = batch > 1;
+  TS_CHECK(!(batched && b_transposed), ValueError,
+           "bench: oneDNN anchor: a transposed B takes batch 1, but got batch {}", batch);
   auto shape = [&](int64_t r, int64_t c) { return batched ? dims{batch, r, c} : dims{r, c}; };
   const tag plain = batched ? tag::abc : tag::ab;
   s.a_md = dnnl::memory::desc(shape(m, k), dnnl_type(in), plain);
-  const dnnl::memory::desc b_plain(shape(k, n), dnnl_type(in), plain);
+  const dnnl::memory::desc b_plain(shape(k, n), dnnl_type(in), b_transposed ? tag::ba : plain);
   s.b_md = prepacked ? dnnl::memory::desc(shape(k, n), dnnl_type(in), tag::any) : b_plain;
   s.c_md = dnnl::memory::desc(shape(m, n), dnnl_type(out), plain);
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(s.a_md, s.b_md, s.c_md), s.engine);
@@ -153,7 +155,7 @@ bool DnnlMatmul::available(std::string* why) {
 void DnnlMatmul::set_threads(int) {}
 
 DnnlMatmul::DnnlMatmul(int64_t, int64_t, int64_t, ScalarType, ScalarType, bool, const void*,
-                       int64_t) {
+                       int64_t, bool) {
   TS_THROW(RuntimeError, "bench gemm: Tessera was built without oneDNN");
 }
 

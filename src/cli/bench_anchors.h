@@ -46,8 +46,9 @@ class DnnlMatmul {
   static void set_threads(int threads);
   // `b` is read now when `prepacked` (reordered into oneDNN's layout), else at every run().
   // batch > 1: `batch` contiguous row-major problems one after another in a, b and c.
+  // b_transposed (batch 1): b holds B^T, n x k row-major (a Linear weight, as a GEMV reads it).
   DnnlMatmul(int64_t m, int64_t k, int64_t n, ScalarType in, ScalarType out, bool prepacked,
-             const void* b, int64_t batch = 1);
+             const void* b, int64_t batch = 1, bool b_transposed = false);
   ~DnnlMatmul();
   DnnlMatmul(const DnnlMatmul&) = delete;
   DnnlMatmul& operator=(const DnnlMatmul&) = delete;

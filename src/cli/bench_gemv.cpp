@@ -7,6 +7,9 @@
 //   tessera-linear   the eager op a decode step calls: linear on a [1, 1, K] input (float32,
 //                    bfloat16, float16), linear_scaled for float8 / NVFP4 weights
 //   openblas         cblas_sgemv (float32), in process
+//   onednn           oneDNN's matmul with M = 1 on the weight as a transposed B (float32, and
+//                    bfloat16 with a bfloat16 activation), in process; onednn-prepacked the same
+//                    on weights reordered once into oneDNN's layout
 //   torch            PyTorch 1.13 F.linear on [1, 1, K] (float32, bfloat16), bench/torch_gemv.py
 //                    in lockstep, one script per thread count with OPENBLAS_NUM_THREADS set
 //
@@ -149,8 +152,9 @@ void print_table(const std::vector<Shape>& shapes, const std::vector<BenchRow>& 
         "\ngemv, %d thread%s: membw %.1f GB/s (weight bytes per second; Gelem/s = "
         "weight elements per second)\n",
         t, t == 1 ? "" : "s", membw);
-    std::printf("%-28s %8s %7s %7s %8s %8s %8s %9s %8s %9s\n", "case", "ms", "GB/s", "% bw",
-                "Gelem/s", "openblas", "x oblas", "torch", "x torch", "linear/gv");
+    std::printf("%-28s %8s %7s %7s %8s %8s %8s %8s %8s %8s %8s %9s %8s %9s\n", "case", "ms", "GB/s",
+                "% bw", "Gelem/s", "openblas", "x oblas", "onednn", "x dnnl", "dnnl-pk", "x pk",
+                "torch", "x torch", "linear/gv");
     for (const auto& s : shapes)
       for (const auto& f : kFormats) {
         const std::string c = case_name(f, s);
@@ -162,7 +166,7 @@ void print_table(const std::vector<Shape>& shapes, const std::vector<BenchRow>& 
         std::string line =
             fmt::format("{:<28} {:8.3f} {:7.1f} {:6.1f}% {:8.2f}", c, ts->stats->median_s * 1e3,
                         *ts->gbps, 100 * *ts->gbps / limit, elems / ts->stats->median_s / 1e9);
-        for (const char* anchor : {"openblas", "torch"}) {
+        for (const char* anchor : {"openblas", "onednn", "onednn-prepacked", "torch"}) {
           const BenchRow* a = find_row(rows, anchor, c, t, /*measured_only=*/true);
           if (!a) {
             line += fmt::format(" {:>8} {:>8}", "-", "-");
@@ -227,6 +231,29 @@ int run_bench_gemv(const BenchOptions& options) {
             cblas_sgemv(CblasRowMajor, CblasNoTrans, s.n, s.k, 1.0f, o.w.data_ptr<float>(), s.k,
                         o.x.data_ptr<float>(), 1, 0.0f, o.y.data_ptr<float>(), 1);
           }));
+        }
+        // oneDNN's matmul on the [N, K] weight as a transposed B, with plain and with
+        // prepacked weights (reordered once into its own layout), float32 and bfloat16 (with
+        // a bfloat16 activation, as oneDNN's bf16 matmul takes).
+        std::vector<std::unique_ptr<DnnlMatmul>> dnnl;
+        std::string why;
+        if ((f.dtype == kFloat32 || f.dtype == kBFloat16) && DnnlMatmul::available(&why)) {
+          DnnlMatmul::set_threads(t);
+          run_direct(f, s, o);
+          const Tensor ours = o.y.clone();
+          for (bool prepacked : {false, true}) {
+            dnnl.push_back(std::make_unique<DnnlMatmul>(1, s.k, s.n, f.dtype, kFloat32, prepacked,
+                                                        o.w.data_ptr(), 1, /*b_transposed=*/true));
+            DnnlMatmul* mm = dnnl.back().get();
+            // The anchor must compute the same product: its result against ours, normwise (a
+            // bfloat16 activation on its side).
+            mm->run(x.data_ptr(), o.y.data_ptr());
+            const double err = (o.y - ours).norm().item<double>() / ours.norm().item<double>();
+            TS_CHECK(err < (f.dtype == kFloat32 ? 1e-5 : 1e-2), RuntimeError,
+                     "bench gemv: oneDNN's {} differs from Tessera's by {:.2e} (normwise)", c, err);
+            cs.push_back(dnnl_contender(prepacked ? "onednn-prepacked" : "onednn", t,
+                                        [&x, &o, mm] { mm->run(x.data_ptr(), o.y.data_ptr()); }));
+          }
         }
         if (torch.count(t)) cs.push_back(script_contender(torch[t].get(), t));
         for (auto& r : take_turns("gemv", c, t, rounds, turn, cs)) {
