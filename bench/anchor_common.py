@@ -95,11 +95,14 @@ def _openblas_shutdown():
 
 
 def serve(rows_for):
-    """Reads "<case> <threads>" lines from stdin until it closes; for each, prints the rows
+    """Says {"ready": true} (the script has imported its libraries and built what it built
+    before serving: the tessera command times nothing beside that start-up), then reads
+    "<case> <threads>" lines from stdin until it closes; for each, prints the rows
     rows_for(case, threads) returns (a case it does not know: no rows), then {"done": true}.
     After a multi-threaded case OpenBLAS's worker threads are ended (the next call starts them
     again): they would spin for 0.1 s or more and take a core from the tessera command's turn
     (src/cli/bench_anchors.h)."""
+    print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         parts = line.split()
         if len(parts) != 2:

@@ -209,6 +209,7 @@ int run_bench_ops(const BenchOptions& options) {
   AnchorServer torch(std::string(TS_BENCH_SCRIPT_DIR) + "/torch_ops.py", turn_args(kTurn), {},
                      "torch");
   const auto numpy = lockstep_per_thread_count("numpy_ops.py", {}, threads, kTurn, "numpy");
+  torch.wait_ready();
 
   for (int t : threads) {
     const ReadProbe probe(t);

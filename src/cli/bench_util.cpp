@@ -468,9 +468,44 @@ void AnchorServer::fail(const std::string& why) {
   note_ = fmt::format("{}: {}{}: {}", label_, why, how, err.substr(cut));
 }
 
+bool AnchorServer::read_until(const std::function<bool(const nlohmann::json&)>& last,
+                              double timeout_s, const std::string& what) {
+  const auto start = Clock::now();
+  for (;;) {
+    for (size_t nl; (nl = pending_.find('\n')) != std::string::npos;) {
+      const std::string line = pending_.substr(0, nl);
+      pending_.erase(0, nl + 1);
+      if (last(nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false))) return true;
+    }
+    const double left = timeout_s - seconds_since(start);
+    pollfd p{fd_, POLLIN, 0};
+    const int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left * 1000) + 1) : 0;
+    if (ready < 0 && errno == EINTR) continue;
+    if (ready <= 0) {
+      fail(fmt::format("said nothing for {:.0f} s {}", timeout_s, what));
+      return false;
+    }
+    char buf[4096];
+    const ssize_t got = ::recv(fd_, buf, sizeof(buf), 0);
+    if (got <= 0) {
+      fail(fmt::format("stopped {}", what));
+      return false;
+    }
+    pending_.append(buf, static_cast<size_t>(got));
+  }
+}
+
+void AnchorServer::wait_ready(double timeout_s) {
+  if (fd_ < 0 || ready_) return;
+  ready_ =
+      read_until([](const nlohmann::json& j) { return j.is_object() && j.value("ready", false); },
+                 timeout_s, "while starting");
+}
+
 std::vector<BenchRow> AnchorServer::rows(const std::string& case_name, int threads,
                                          double timeout_s) {
   std::vector<BenchRow> out;
+  wait_ready(timeout_s);
   if (fd_ < 0) return out;
   const std::string request = fmt::format("{} {}\n", case_name, threads);
   if (::send(fd_, request.data(), request.size(), MSG_NOSIGNAL) !=
@@ -478,31 +513,14 @@ std::vector<BenchRow> AnchorServer::rows(const std::string& case_name, int threa
     fail("could not send it a case");
     return out;
   }
-  const auto start = Clock::now();
-  for (;;) {
-    for (size_t nl; (nl = pending_.find('\n')) != std::string::npos;) {
-      const std::string line = pending_.substr(0, nl);
-      pending_.erase(0, nl + 1);
-      const auto j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (!j.is_discarded() && j.is_object() && j.value("done", false)) return out;
-      if (auto row = row_of(j)) out.push_back(std::move(*row));
-    }
-    const double left = timeout_s - seconds_since(start);
-    pollfd p{fd_, POLLIN, 0};
-    const int ready = left > 0 ? ::poll(&p, 1, static_cast<int>(left * 1000) + 1) : 0;
-    if (ready < 0 && errno == EINTR) continue;
-    if (ready <= 0) {
-      fail(fmt::format("said nothing for {:.0f} s on {}", timeout_s, case_name));
-      return {};
-    }
-    char buf[4096];
-    const ssize_t got = ::recv(fd_, buf, sizeof(buf), 0);
-    if (got <= 0) {
-      fail(fmt::format("stopped while timing {}", case_name));
-      return {};
-    }
-    pending_.append(buf, static_cast<size_t>(got));
-  }
+  const bool done = read_until(
+      [&](const nlohmann::json& j) {
+        if (!j.is_discarded() && j.is_object() && j.value("done", false)) return true;
+        if (auto row = row_of(j)) out.push_back(std::move(*row));
+        return false;
+      },
+      timeout_s, fmt::format("while timing {}", case_name));
+  return done ? out : std::vector<BenchRow>{};
 }
 
 std::vector<std::string> turn_args(const Budget& turn) {
@@ -525,6 +543,7 @@ std::map<int, std::unique_ptr<AnchorServer>> lockstep_per_thread_count(
                                            {"OPENBLAS_NUM_THREADS", ts}, {"OMP_NUM_THREADS", ts}},
                                        fmt::format("{} ({} threads)", label, t));
   }
+  for (auto& [t, server] : servers) server->wait_ready();  // they start side by side
   return servers;
 }
 

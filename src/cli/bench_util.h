@@ -14,6 +14,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace tessera::cli {
 
 struct Stats {
@@ -146,6 +148,10 @@ class AnchorServer {
   AnchorServer(const AnchorServer&) = delete;
   AnchorServer& operator=(const AnchorServer&) = delete;
 
+  // Waits until the script has started (imported its libraries and built its inputs: it
+  // says {"ready": true}), so that no one is timed beside a start-up that takes a core and
+  // memory bandwidth for seconds. rows() waits too; call it early to start several at once.
+  void wait_ready(double timeout_s = 900);
   // The script's rows for one case at `threads` threads (none for a case it does not have),
   // timed with the budget it was started with. Once the script has failed (exited, or said
   // nothing for timeout_s), returns no rows and note() says why.
@@ -154,10 +160,15 @@ class AnchorServer {
 
  private:
   void fail(const std::string& why);
+  // Reads the script's lines until last(line) holds (true), or fails (false) after timeout_s
+  // of silence or when the script stops; `what` ends the failure's note.
+  bool read_until(const std::function<bool(const nlohmann::json&)>& last, double timeout_s,
+                  const std::string& what);
 
   std::string label_, err_path_, note_, pending_;
   int pid_ = -1;
   int fd_ = -1;  // our end of a socket pair: the script's stdin and stdout
+  bool ready_ = false;
 };
 
 // An anchor script's timing flags (--reps, --min-time, --max-reps) for one turn.
