@@ -269,6 +269,73 @@ TEST(Reduce, FirstIndexOfTies) {
   }
 }
 
+TEST(Reduce, TrackedRowArgExtremesFindTheFirstOfTies) {
+  // Rows of kTrackedRows (4096) or more keep each lane's extreme and the step it came from
+  // (two accumulators of W lanes) and settle the lanes at the end; shorter rows rescan blocks.
+  // Values from {-1, -0, +0, 1} tie in every lane; lone extremes sit in the first step, in a
+  // later step of either accumulator, and in the tail after the last whole step. The index is
+  // the first holding the extreme (+0 and -0 equal) and max()/min() return its own value. A
+  // NaN (first one wins) or both infinities in a row take the exact search.
+  std::mt19937 rng(23);
+  const float vals[] = {-1.0f, -0.0f, 0.0f, 1.0f};
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t K : {4095, 4096, 4097, 4131, 8192, 32768}) {
+    const int64_t R = 11;
+    std::vector<float> v(static_cast<size_t>(R * K));
+    std::uniform_int_distribution<int> pick(0, 3);
+    for (float& e : v) e = vals[pick(rng)];
+    auto at = [&](int64_t r, int64_t k) -> float& { return v[static_cast<size_t>(r * K + k)]; };
+    // Rows whose maximum (row 9) or minimum (row 10) is a zero held as both -0 and +0: the
+    // lanes tie, and the value returned must be the first position's own.
+    for (int64_t k = 0; k < K; ++k) {
+      at(9, k) = vals[pick(rng) % 3];
+      at(10, k) = vals[1 + pick(rng) % 3];
+    }
+    at(1, 3) = 2.0f;           // the first step
+    at(2, K / 2 + 17) = 2.0f;  // a later step, second accumulator on AVX-512
+    at(2, K - 2) = 2.0f;       // ... and a later tie
+    at(3, K - 1) = 2.0f;       // the last element (the tail unless K is a whole step)
+    at(4, 40) = -2.0f;         // argmin's
+    at(5, 7) = std::nanf("");  // NaNs: the first wins
+    at(5, K / 3) = std::nanf("");
+    at(6, K - 1) = std::nanf("");  // a NaN in the tail
+    at(7, 100) = inf;              // both infinities: the sum flags them, the search settles
+    at(7, 200) = -inf;
+    for (int64_t k = 0; k < K; ++k) at(8, k) = -inf;  // every value -inf: index 0
+    Tensor x = tensor<float>(v).reshape({R, K});
+    SCOPED_TRACE(fmt::format("K={}", K));
+    auto [mx, ix] = max(x, 1);
+    auto [mn, in] = min(x, 1);
+    for (int64_t r = 0; r < R; ++r) {
+      int64_t bi = 0, si = 0;
+      for (int64_t k = 1; k < K; ++k) {
+        const float c = at(r, k);
+        if (std::isnan(at(r, bi))) break;
+        if (std::isnan(c) || c > at(r, bi)) bi = k;
+      }
+      for (int64_t k = 1; k < K; ++k) {
+        const float c = at(r, k);
+        if (std::isnan(at(r, si))) break;
+        if (std::isnan(c) || c < at(r, si)) si = k;
+      }
+      ASSERT_EQ(ix.data_ptr<int64_t>()[r], bi) << "argmax row " << r;
+      ASSERT_EQ(in.data_ptr<int64_t>()[r], si) << "argmin row " << r;
+      const float got_max = mx.data_ptr<float>()[r], got_min = mn.data_ptr<float>()[r];
+      ASSERT_EQ(std::isnan(got_max), std::isnan(at(r, bi))) << "max row " << r;
+      if (!std::isnan(got_max)) {
+        ASSERT_EQ(got_max, at(r, bi));
+        ASSERT_EQ(std::signbit(got_max), std::signbit(at(r, bi))) << "max row " << r;
+        ASSERT_EQ(got_min, at(r, si));
+        ASSERT_EQ(std::signbit(got_min), std::signbit(at(r, si))) << "min row " << r;
+      }
+    }
+    EXPECT_TRUE(close(argmax(x, 1), ix));
+    // float64 and bfloat16 rows take the same paths.
+    EXPECT_TRUE(close(argmax(x.to(kFloat64), 1), ix));
+    EXPECT_TRUE(close(argmin(x.to(kBFloat16), 1), in));
+  }
+}
+
 TEST(Reduce, ColumnArgExtremesFindTheFirstOfTies) {
   // float32 down columns: the vector path folds eight rows per pass after row 0, one row at a
   // time after the last whole pass, and a column chunk of 4096 rows per call. Values from
