@@ -102,6 +102,7 @@ def serve(rows_for):
     After a multi-threaded case OpenBLAS's worker threads are ended (the next call starts them
     again): they would spin for 0.1 s or more and take a core from the tessera command's turn
     (src/cli/bench_anchors.h)."""
+    shutdown = _openblas_shutdown()  # the script has loaded its libraries by now
     print(json.dumps({"ready": True}), flush=True)
     for line in sys.stdin:
         parts = line.split()
@@ -110,10 +111,8 @@ def serve(rows_for):
         threads = int(parts[1])
         for row in rows_for(parts[0], threads):
             print(json.dumps(row))
-        if threads > 1:
-            shutdown = _openblas_shutdown()
-            if shutdown:
-                shutdown()
+        if threads > 1 and shutdown:
+            shutdown()
         print(json.dumps({"done": True}), flush=True)
 
 

@@ -788,7 +788,7 @@ template <bool kMax, class V>
 }
 
 // First index of the extreme of each row x[0..n). Block extremes are found with the instruction's
-// max/min at memory speed (a plain sum beside it flags a NaN, as in extreme_contig); only a
+// max/min at memory speed (a plain sum beside it flags a NaN, as in extreme_rows); only a
 // block whose extreme beats the running one is rescanned, from L1, for its first position.
 // S rows (rs elements apart) side by side, as cascade_rows reads them; a row's result does
 // not depend on the others (extremes are exact, and the position is searched per row).
@@ -892,16 +892,15 @@ std::array<Partial, S> arg_rows_float(const T* x, int64_t rs, int64_t n) {
 constexpr int64_t kTrackedRows = 4096;
 static_assert(kRowChunk <= (int64_t{1} << 24), "steps are counted in float lanes");
 
+// n >= kTrackedRows: the two accumulators start from the row's first 2W elements.
 template <bool kMax, int S, class T>
 std::array<Partial, S> arg_rows_tracked(const T* x, int64_t rs, int64_t n) {
   using C = float_acc_t<T>;
   using V = Vec<C>;
   constexpr int W = V::kSize;
+  static_assert(kTrackedRows >= 2 * W);
+  TS_INTERNAL_ASSERT(n >= kTrackedRows);
   std::array<Partial, S> out;
-  if (n < 2 * W) {
-    for (int s = 0; s < S; ++s) out[s] = arg_rows_float<kMax, 1>(x + s * rs, 0, n)[0];
-    return out;
-  }
   V m[S][2], at[S][2], c[S][2];
 #pragma GCC unroll 4
   for (int s = 0; s < S; ++s) {
@@ -943,10 +942,7 @@ std::array<Partial, S> arg_rows_tracked(const T* x, int64_t rs, int64_t n) {
     int64_t best_i = static_cast<int64_t>(pos[0]);
     for (int l = 1; l < 2 * W; ++l) {
       const int64_t i = static_cast<int64_t>(pos[l]) + l;
-      if (kMax ? val[l] > best : val[l] < best) {
-        best = val[l];
-        best_i = i;
-      } else if (val[l] == best && i < best_i) {
+      if ((kMax ? val[l] > best : val[l] < best) || (val[l] == best && i < best_i)) {
         best = val[l];
         best_i = i;
       }
