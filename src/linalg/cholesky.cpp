@@ -13,6 +13,7 @@
 #include "linalg/kernels.h"
 #include "linalg/leaf/leaf_kernels.h"
 #include "linalg/small_batch.h"
+#include "tessera/core/parallel.h"
 #include "tessera/ops/factory.h"
 #include "tessera/ops/pointwise.h"
 
@@ -30,16 +31,35 @@ Tensor adjoint(const Tensor& t) {
 
 constexpr int64_t kCopyTile = 64;  // tiles of the transposing copies (64 rows' lines per tile)
 
+// From this order on the transposing copies in and out of the upper form run their rows of tiles
+// on the pool: they move the matrix three times (read the triangle, write it, clear the other)
+// at memory speed, serially a fifth of a float32 1024 factorization on one thread and a larger
+// share on two, where the factorization's GEMMs use both cores and the copies did not.
+constexpr int64_t kParallelCopyOrder = 512;
+
+// f(i0, i1) for each row of tiles [i0, i1) of an n x n matrix: on the pool (rows of tiles taken
+// one at a time: the triangles give them unequal work) from kParallelCopyOrder, else in order.
+template <class F>
+void for_each_tile_row(int64_t n, F f) {
+  const int64_t rows = (n + kCopyTile - 1) / kCopyTile;
+  const auto row = [&](int64_t t) { f(t * kCopyTile, std::min(n, (t + 1) * kCopyTile)); };
+  if (n >= kParallelCopyOrder) {
+    parallel_tasks(rows, row);
+  } else {
+    for (int64_t t = 0; t < rows; ++t) row(t);
+  }
+}
+
 // dst's upper triangle (row-major n x n, diagonal included) := the upper triangle of the view
 // V(i, j) = v[i * rs + j * cs], conjugated when `conj`. Transposed views move in tiles through
-// the per-ISA transpose; the strict lower triangle of dst's diagonal tiles is scratch.
+// the per-ISA transpose; the strict lower triangle of dst's diagonal tiles is scratch. Rows of
+// tiles write disjoint parts of dst.
 template <class T>
 void copy_upper(int64_t n, const T* v, int64_t rs, int64_t cs, bool conj, T* dst) {
-  if (cs == 1) {
-    for (int64_t i = 0; i < n; ++i) std::copy_n(v + i * rs + i, n - i, dst + i * n + i);
-  } else {
-    for (int64_t i0 = 0; i0 < n; i0 += kCopyTile) {
-      const int64_t i1 = std::min(n, i0 + kCopyTile);
+  for_each_tile_row(n, [&](int64_t i0, int64_t i1) {
+    if (cs == 1) {
+      for (int64_t i = i0; i < i1; ++i) std::copy_n(v + i * rs + i, n - i, dst + i * n + i);
+    } else {
       for (int64_t j0 = i0; j0 < n; j0 += kCopyTile) {
         const int64_t j1 = std::min(n, j0 + kCopyTile);
         const T* s = v + i0 * rs + j0 * cs;
@@ -52,18 +72,19 @@ void copy_upper(int64_t n, const T* v, int64_t rs, int64_t cs, bool conj, T* dst
         }
       }
     }
-  }
-  if (kIsComplex<T> && conj)
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = i; j < n; ++j) dst[i * n + j] = conj_of(dst[i * n + j]);
+    if (kIsComplex<T> && conj)
+      for (int64_t i = i0; i < i1; ++i)
+        for (int64_t j = i; j < n; ++j) dst[i * n + j] = conj_of(dst[i * n + j]);
+  });
 }
 
 // In place on row-major a (n x n): the lower triangle := U^H for the upper triangle U, the strict
-// upper triangle := 0. Each tile of U is transposed into its mirror tile, then cleared.
+// upper triangle := 0. Each tile of U is transposed into its mirror tile, then cleared. Row of
+// tiles i0 writes its own tiles left of the diagonal and clears those of column of tiles i0
+// above it: rows of tiles touch disjoint tiles, so they run in any order.
 template <class T>
 void adjoint_upper_to_lower(int64_t n, T* a) {
-  for (int64_t i0 = 0; i0 < n; i0 += kCopyTile) {
-    const int64_t i1 = std::min(n, i0 + kCopyTile);
+  for_each_tile_row(n, [&](int64_t i0, int64_t i1) {
     for (int64_t j0 = 0; j0 < i0; j0 += kCopyTile) {
       const int64_t j1 = j0 + kCopyTile;
       transpose_into(j1 - j0, i1 - i0, a + j0 * n + i0, n, a + i0 * n + j0, n);
@@ -78,7 +99,7 @@ void adjoint_upper_to_lower(int64_t n, T* a) {
     if constexpr (kIsComplex<T>)
       for (int64_t i = i0; i < i1; ++i)
         for (int64_t j = 0; j <= i; ++j) a[i * n + j] = conj_of(a[i * n + j]);
-  }
+  });
 }
 
 // One matrix's factor into out (row-major n x n, the other strict triangle zeroed), A(i, j) =

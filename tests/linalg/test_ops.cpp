@@ -79,6 +79,40 @@ TEST(LinalgOps, CholeskyReadsOneTriangleAndAnyStrides) {
   }
 }
 
+// From order 512 the copies into and out of the upper form run on the pool, by rows of 64x64
+// tiles (600: a partial last row of tiles). Any thread count gives the same bits, the unread
+// triangle is still unread, and the other triangle of the result is zero.
+TEST(LinalgOps, LargeCholeskyGivesTheSameBitsOnOneThreadAndTwo) {
+  manual_seed(23);
+  const int saved = get_num_threads();
+  for (ScalarType dt : kDtypes) {
+    SCOPED_TRACE(fmt::format("{}", dt));
+    const int64_t n = 600;
+    // Exactly Hermitian (the product that makes it rounds A(i, j) and A(j, i) apart at this
+    // size in complex128), so that the upper and the lower factor agree bitwise.
+    const Tensor A0 = make_matrix({}, n, dt, Kind::kRandom, true);
+    const Tensor A = A0.tril().add(A0.tril(-1).transpose(0, 1).conj());
+    set_num_threads(1);
+    const Tensor L1 = la::cholesky(A), U1 = la::cholesky(A, /*upper=*/true);
+    set_num_threads(2);
+    const Tensor L2 = la::cholesky(A.tril().add(ones_like(A).mul(7).triu(1)));
+    const Tensor U2 = la::cholesky(A.triu().add(ones_like(A).mul(-3).tril(-1)), /*upper=*/true);
+    set_num_threads(saved);
+    EXPECT_TRUE(equal(L2, L1));
+    EXPECT_TRUE(equal(U2, U1));
+    EXPECT_TRUE(equal(U1, L1.transpose(-2, -1).conj()));
+    EXPECT_TRUE(L2.triu(1).eq(0).all().item<bool>());
+    EXPECT_TRUE(U2.tril(-1).eq(0).all().item<bool>());
+    // The residual in double precision (an n^3 long-double product would be slow here).
+    const ScalarType wide = is_complex(dt) ? kComplex128 : kFloat64;
+    const Tensor a = A.to(wide), l = L2.to(wide);
+    const double diff =
+        l.matmul(l.transpose(0, 1).conj()).sub(a).abs().pow(2).sum().sqrt().item<double>();
+    const double scale = a.abs().pow(2).sum().sqrt().item<double>();
+    EXPECT_LE(diff / (n * eps_of(dt) * scale), 2.0);
+  }
+}
+
 TEST(LinalgOps, BatchedSmallCholeskyOfTinyAndHugeScales) {
   // s * B for B = [[4, 2], [2, 5]] beside s * I: L = sqrt(s) * [[2, 0], [1, 2]] beside sqrt(s) * I.
   // Pivots near the ends of the range, where 1 / d is subnormal or infinite, take the plain
