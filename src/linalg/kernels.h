@@ -15,9 +15,11 @@
 //                       U12, GEMM engine for the trailing update; unblocked up to 32
 //   trsm_left           recursive triangular solve: unblocked 16-row leaves + GEMM updates
 //
-// Threads: these kernels never start a parallel region of their own; the GEMM engine threads
-// a large update when called outside a parallel region and runs serially inside one, so the
-// callers decide (batch-parallel for many matrices, GEMM-parallel for a few large ones).
+// Threads: called inside a parallel region, these kernels run serially (the GEMM engine too), so
+// the callers decide (batch-parallel for many matrices, pool-parallel for a few large ones).
+// Outside one, the GEMM engine threads a large update, and trsm_left splits a wide B's columns
+// over the pool (each task solves its columns serially). Results are the same bits on any
+// thread count.
 #pragma once
 
 #include <cstdint>

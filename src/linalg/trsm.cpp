@@ -6,6 +6,10 @@
 // rows run the unblocked substitution. The unblocked kernel runs along rows of B (an axpy per
 // step, which vectorizes; it is compiled per ISA, linalg/leaf/); a B whose columns are not
 // adjacent is solved on a row-major copy.
+//
+// Columns of B are independent systems: called outside a parallel region on a wide B, trsm_left
+// splits its columns over the pool and each task runs the whole recursion on its share, so the
+// leaves and the small GEMMs of the deep levels no longer leave the other threads idle.
 #include <algorithm>
 #include <vector>
 
@@ -14,6 +18,7 @@
 #include "linalg/leaf/leaf_kernels.h"
 #include "linalg/scalar_ops.h"
 #include "tessera/core/dtype.h"
+#include "tessera/core/parallel.h"
 
 namespace tessera::linalg::detail {
 
@@ -21,6 +26,18 @@ namespace {
 
 constexpr int64_t kLeaf = 16;              // unblocked below this many rows
 constexpr int64_t kSmallGemmFlops = 4096;  // m*n*k below which gemm_minus loops
+
+// trsm_left's column split. Every task takes at least kMinColumnsPerTask columns (a multiple of
+// kLeaf; the last task takes the rest), and from that many columns on no choice below depends on
+// how many there are: gemm_minus counts at most kMinColumnsPerTask of m and of n when it chooses
+// its plain loop (a conjugated solve's update has B's columns as m), the engine takes the same
+// path for any such width (no small kernel past 64 columns, GEMV for a few rows either way) with
+// arithmetic per element that does not depend on n, and so do the leaves. So the solution is the
+// same bits on any thread count. Below kMinSplitWork multiply-adds the solve stays on the
+// calling thread.
+constexpr int64_t kMinColumnsPerTask = 128;
+static_assert(kMinColumnsPerTask % kLeaf == 0);
+constexpr int64_t kMinSplitWork = int64_t{1} << 21;
 
 // Row-major copy of the rows x cols strided matrix x, conjugated, into ws (reused buffer).
 template <class T>
@@ -86,7 +103,8 @@ template <class T>
 void gemm_minus(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs, const T* b,
                 int64_t b_rs, int64_t b_cs, bool conj_b, T* c, int64_t c_rs, int64_t c_cs) {
   if (m == 0 || n == 0 || k == 0) return;
-  if (m * n * k < kSmallGemmFlops) {
+  // m and n count up to kMinColumnsPerTask (trsm_left's split of B may land on either).
+  if (std::min(m, kMinColumnsPerTask) * std::min(n, kMinColumnsPerTask) * k < kSmallGemmFlops) {
     gemm_minus_loops(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, conj_b, c, c_rs, c_cs);
     return;
   }
@@ -145,9 +163,12 @@ void trsm_left_unblocked(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int6
   }
 }
 
+namespace {
+
+// trsm_left on the calling thread.
 template <class T>
-void trsm_left(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs, bool lower,
-               bool conj, bool unit, T* b, int64_t b_rs, int64_t b_cs) {
+void trsm_left_serial(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs, bool lower,
+                      bool conj, bool unit, T* b, int64_t b_rs, int64_t b_cs) {
   if (n == 0 || nrhs == 0) return;
   if (n <= kLeaf) {
     trsm_left_unblocked(n, nrhs, a, a_rs, a_cs, lower, conj, unit, b, b_rs, b_cs);
@@ -172,14 +193,33 @@ void trsm_left(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs, 
     }
   };
   if (lower) {
-    trsm_left(n1, nrhs, a11, a_rs, a_cs, lower, conj, unit, b1, b_rs, b_cs);
+    trsm_left_serial(n1, nrhs, a11, a_rs, a_cs, lower, conj, unit, b1, b_rs, b_cs);
     update(n2, a21, n1, b1, b2);
-    trsm_left(n2, nrhs, a22, a_rs, a_cs, lower, conj, unit, b2, b_rs, b_cs);
+    trsm_left_serial(n2, nrhs, a22, a_rs, a_cs, lower, conj, unit, b2, b_rs, b_cs);
   } else {
-    trsm_left(n2, nrhs, a22, a_rs, a_cs, lower, conj, unit, b2, b_rs, b_cs);
+    trsm_left_serial(n2, nrhs, a22, a_rs, a_cs, lower, conj, unit, b2, b_rs, b_cs);
     update(n1, a12, n2, b2, b1);
-    trsm_left(n1, nrhs, a11, a_rs, a_cs, lower, conj, unit, b1, b_rs, b_cs);
+    trsm_left_serial(n1, nrhs, a11, a_rs, a_cs, lower, conj, unit, b1, b_rs, b_cs);
   }
+}
+
+}  // namespace
+
+template <class T>
+void trsm_left(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs, bool lower,
+               bool conj, bool unit, T* b, int64_t b_rs, int64_t b_cs) {
+  const int64_t tasks = in_parallel_region() || n * n * nrhs < kMinSplitWork
+                            ? 1
+                            : std::min<int64_t>(get_num_threads(), nrhs / kMinColumnsPerTask);
+  if (tasks <= 1) {
+    trsm_left_serial(n, nrhs, a, a_rs, a_cs, lower, conj, unit, b, b_rs, b_cs);
+    return;
+  }
+  const int64_t width = nrhs / tasks / kLeaf * kLeaf;  // >= kMinColumnsPerTask
+  parallel_tasks(tasks, [&](int64_t t) {
+    const int64_t c0 = t * width, cols = t == tasks - 1 ? nrhs - c0 : width;
+    trsm_left_serial(n, cols, a, a_rs, a_cs, lower, conj, unit, b + c0 * b_cs, b_rs, b_cs);
+  });
 }
 
 #define TS_LINALG_INSTANTIATE(T)                                                                 \

@@ -314,6 +314,46 @@ TYPED_TEST(LinalgKernels, TriangularSolveMatchesReference) {
   }
 }
 
+// A wide B is split by columns over the pool (at least 128 per task, the last task taking the
+// rest: 290 columns make 144 + 146 on two threads, 1000 make 320 + 320 + 360 on three). Every
+// variant gives the same bits on any thread count, and the solution stays the reference's.
+// n = 145 halves down to a 17-row solve, whose update is 1 x 16 by the columns: a choice of
+// path that counted all the columns (16 * 144 below gemm_minus's threshold, 16 * 290 above)
+// would give different bits.
+TYPED_TEST(LinalgKernels, TriangularSolveOfAWideBGivesTheSameBitsOnAnyThreadCount) {
+  using T = TypeParam;
+  const ScalarType dt = scalar_type_of<T>;
+  manual_seed(17);
+  const int saved = get_num_threads();
+  const int64_t n = 145;
+  for (int64_t nrhs : {290, 1000}) {
+    for (int variant = 0; variant < 16; ++variant) {
+      const bool lower = variant & 1, conj = variant & 2, unit = variant & 4;
+      const bool b_transposed = variant & 8;
+      SCOPED_TRACE(fmt::format("nrhs={} lower={} conj={} unit={} B^T={}", nrhs, lower, conj, unit,
+                               b_transposed));
+      const std::vector<T> a = values_of<T>(triangular_matrix<T>(n, lower));
+      const Tensor B = gaussian({n, nrhs}, dt);
+      const std::vector<T> b = b_transposed ? values_of<T>(B.t()) : values_of<T>(B);
+      const int64_t b_rs = b_transposed ? 1 : nrhs, b_cs = b_transposed ? n : 1;
+      std::vector<std::vector<T>> x;
+      for (int threads : {1, 2, 3}) {
+        set_num_threads(threads);
+        x.push_back(b);
+        trsm_left(n, nrhs, a.data(), n, 1, lower, conj, unit, x.back().data(), b_rs, b_cs);
+      }
+      set_num_threads(saved);
+      EXPECT_TRUE(x[1] == x[0]);
+      EXPECT_TRUE(x[2] == x[0]);
+      std::vector<T> ref = b;
+      trsm_left_reference(n, nrhs, a.data(), n, 1, lower, conj, unit, ref.data(), b_rs, b_cs);
+      const Tensor xs = tensor_of(x[0], 1, n * nrhs), rs = tensor_of(ref, 1, n * nrhs);
+      const double diff = double(frob_diff(to_lmat(xs), to_lmat(rs)));
+      EXPECT_LE(diff, 1e3 * n * eps_of(dt) * double(frob(to_lmat(rs))));
+    }
+  }
+}
+
 // The unblocked leaves (linalg/leaf/) of every ISA this CPU can run, called directly: the
 // factorization tests above reach only the ISA chosen at start-up.
 TYPED_TEST(LinalgKernels, LeafKernelsOfEveryIsaMatchTheReference) {
