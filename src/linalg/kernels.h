@@ -24,6 +24,7 @@
 
 #include <cstdint>
 
+#include "core/function_ref.h"
 #include "linalg/scalar_ops.h"
 #include "tessera/core/dtype.h"
 
@@ -47,6 +48,18 @@ void trsm_left(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs, 
 template <class T>
 void trsm_left_unblocked(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs,
                          bool lower, bool conj, bool unit, T* b, int64_t b_rs, int64_t b_cs);
+
+// Work on independent columns (a triangular solve's right-hand sides, the columns a block
+// reflector updates) is split over the pool by for_column_shares: outside a parallel region,
+// with at least kMinShareWork multiply-adds, into one share per thread of at least
+// kMinShareColumns columns (a multiple of 16 wide; the last share takes the rest), each run as
+// fn(first column, columns) on one thread. From kMinShareColumns columns on, no choice in the
+// kernels below depends on how many columns a call sees (gemm_minus's plain loop counts at most
+// that many of m and of n; the engine's paths and arithmetic per element do not change), so a
+// split gives the same bits as one call. Otherwise fn(0, ncols) runs on the calling thread.
+inline constexpr int64_t kMinShareColumns = 128;
+inline constexpr int64_t kMinShareWork = int64_t{1} << 21;
+void for_column_shares(int64_t ncols, int64_t work, FunctionRef<void(int64_t, int64_t)> fn);
 
 // C (m x n) -= A (m x k) * B (k x n), strided; B read conjugated when conj_b. Small products run
 // a plain loop, larger ones the GEMM engine (with a conjugated copy of B when needed).

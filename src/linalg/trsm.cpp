@@ -7,9 +7,9 @@
 // step, which vectorizes; it is compiled per ISA, linalg/leaf/); a B whose columns are not
 // adjacent is solved on a row-major copy.
 //
-// Columns of B are independent systems: called outside a parallel region on a wide B, trsm_left
-// splits its columns over the pool and each task runs the whole recursion on its share, so the
-// leaves and the small GEMMs of the deep levels no longer leave the other threads idle.
+// Columns of B are independent systems: trsm_left splits a wide B's columns over the pool
+// (for_column_shares, kernels.h) and each share runs the whole recursion, so the leaves and the
+// small GEMMs of the deep levels no longer leave the other threads idle.
 #include <algorithm>
 #include <vector>
 
@@ -26,18 +26,6 @@ namespace {
 
 constexpr int64_t kLeaf = 16;              // unblocked below this many rows
 constexpr int64_t kSmallGemmFlops = 4096;  // m*n*k below which gemm_minus loops
-
-// trsm_left's column split. Every task takes at least kMinColumnsPerTask columns (a multiple of
-// kLeaf; the last task takes the rest), and from that many columns on no choice below depends on
-// how many there are: gemm_minus counts at most kMinColumnsPerTask of m and of n when it chooses
-// its plain loop (a conjugated solve's update has B's columns as m), the engine takes the same
-// path for any such width (no small kernel past 64 columns, GEMV for a few rows either way) with
-// arithmetic per element that does not depend on n, and so do the leaves. So the solution is the
-// same bits on any thread count. Below kMinSplitWork multiply-adds the solve stays on the
-// calling thread.
-constexpr int64_t kMinColumnsPerTask = 128;
-static_assert(kMinColumnsPerTask % kLeaf == 0);
-constexpr int64_t kMinSplitWork = int64_t{1} << 21;
 
 // Row-major copy of the rows x cols strided matrix x, conjugated, into ws (reused buffer).
 template <class T>
@@ -103,8 +91,8 @@ template <class T>
 void gemm_minus(int64_t m, int64_t n, int64_t k, const T* a, int64_t a_rs, int64_t a_cs, const T* b,
                 int64_t b_rs, int64_t b_cs, bool conj_b, T* c, int64_t c_rs, int64_t c_cs) {
   if (m == 0 || n == 0 || k == 0) return;
-  // m and n count up to kMinColumnsPerTask (trsm_left's split of B may land on either).
-  if (std::min(m, kMinColumnsPerTask) * std::min(n, kMinColumnsPerTask) * k < kSmallGemmFlops) {
+  // m and n count up to kMinShareColumns (for_column_shares may split either).
+  if (std::min(m, kMinShareColumns) * std::min(n, kMinShareColumns) * k < kSmallGemmFlops) {
     gemm_minus_loops(m, n, k, a, a_rs, a_cs, b, b_rs, b_cs, conj_b, c, c_rs, c_cs);
     return;
   }
@@ -205,19 +193,27 @@ void trsm_left_serial(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t
 
 }  // namespace
 
+void for_column_shares(int64_t ncols, int64_t work, FunctionRef<void(int64_t, int64_t)> fn) {
+  static_assert(kMinShareColumns % 16 == 0);
+  const int64_t shares = in_parallel_region() || work < kMinShareWork
+                             ? 1
+                             : std::min<int64_t>(get_num_threads(), ncols / kMinShareColumns);
+  if (shares <= 1) {
+    fn(0, ncols);
+    return;
+  }
+  const int64_t width = ncols / shares / 16 * 16;  // >= kMinShareColumns
+  parallel_tasks(shares, [&](int64_t s) {
+    const int64_t c0 = s * width;
+    fn(c0, s == shares - 1 ? ncols - c0 : width);
+  });
+}
+
 template <class T>
 void trsm_left(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs, bool lower,
                bool conj, bool unit, T* b, int64_t b_rs, int64_t b_cs) {
-  const int64_t tasks = in_parallel_region() || n * n * nrhs < kMinSplitWork
-                            ? 1
-                            : std::min<int64_t>(get_num_threads(), nrhs / kMinColumnsPerTask);
-  if (tasks <= 1) {
-    trsm_left_serial(n, nrhs, a, a_rs, a_cs, lower, conj, unit, b, b_rs, b_cs);
-    return;
-  }
-  const int64_t width = nrhs / tasks / kLeaf * kLeaf;  // >= kMinColumnsPerTask
-  parallel_tasks(tasks, [&](int64_t t) {
-    const int64_t c0 = t * width, cols = t == tasks - 1 ? nrhs - c0 : width;
+  if (n == 0 || nrhs == 0) return;
+  for_column_shares(nrhs, n * n * nrhs, [&](int64_t c0, int64_t cols) {
     trsm_left_serial(n, cols, a, a_rs, a_cs, lower, conj, unit, b + c0 * b_cs, b_rs, b_cs);
   });
 }

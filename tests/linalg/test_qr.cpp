@@ -556,6 +556,39 @@ TEST(LinalgQr, ModesBatchesAndStrides) {
   }
 }
 
+// A block reflector applied to 256 or more columns splits them over the pool (for_column_shares):
+// geqrf's first panels update 298 columns of a 400 x 330 matrix, householder_product's last
+// ones as many, and gels applies Q^H to 300 right-hand sides (ormqr). Two and three threads give
+// the bits of one.
+TEST(LinalgQr, BlockReflectorsOnManyColumnsGiveTheSameBitsOnAnyThreadCount) {
+  manual_seed(55);
+  const int saved = get_num_threads();
+  for (ScalarType dt : kDtypes) {
+    SCOPED_TRACE(fmt::format("{}", dt));
+    const Tensor A = make_batch({}, 400, 330, dt, Shape::kRandom);
+    const Tensor B = make_batch({}, 400, 300, dt, Shape::kRandom);
+    std::vector<Tensor> h, q, x;
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      auto [a, tau] = la::geqrf(A);
+      h.push_back(a);
+      q.push_back(la::householder_product(a, tau));
+      x.push_back(std::get<0>(la::lstsq(A, B, std::nullopt, "gels")));
+    }
+    set_num_threads(saved);
+    for (int i : {1, 2}) {
+      EXPECT_TRUE(equal(h[i], h[0]));
+      EXPECT_TRUE(equal(q[i], q[0]));
+      EXPECT_TRUE(equal(x[i], x[0]));
+    }
+    // And the factorization is still one: Q R = A.
+    const Tensor r = h[0].narrow(0, 0, 330).triu();
+    const ScalarType wide = is_complex(dt) ? kComplex128 : kFloat64;
+    const double diff = q[0].to(wide).matmul(r.to(wide)).sub(A.to(wide)).abs().max().item<double>();
+    EXPECT_LE(diff, 400 * eps_of(dt) * A.abs().max().item<double>() * 10);
+  }
+}
+
 TEST(LinalgQr, GeqrfAndHouseholderProduct) {
   manual_seed(54);
   for (ScalarType dt : kDtypes) {
