@@ -197,25 +197,29 @@ template <class T>
 void getri(int64_t n, const T* lu, const int32_t* ipiv, T* x) {
   if (n == 0) return;
   // Z = L^{-1}, column block by column block: block [c0, c1) of the identity is zero above row
-  // c0, so only L's trailing (n - c0) x (n - c0) part solves for it.
-  for (int64_t i = 0; i < n; ++i) std::fill_n(x + i * n, n, T(0));
-  for (int64_t c0 = 0; c0 < n; c0 += kNb) {
-    const int64_t w = std::min(kNb, n - c0);
+  // c0, so only L's trailing (n - c0) x (n - c0) part solves for it. The blocks are independent
+  // and run as pool tasks (each solve serially inside; the first blocks, the largest, are taken
+  // first); one large solve at a time left a second thread idle in the small GEMMs of each.
+  parallel_tasks((n + kNb - 1) / kNb, [&](int64_t b) {
+    const int64_t c0 = b * kNb, w = std::min(kNb, n - c0);
+    for (int64_t i = 0; i < n; ++i) std::fill_n(x + i * n + c0, w, T(0));
     for (int64_t j = c0; j < c0 + w; ++j) x[j * n + j] = T(1);
     trsm_left(n - c0, w, lu + c0 * n + c0, n, 1, /*lower=*/true, /*conj=*/false, /*unit=*/true,
               x + c0 * n + c0, n, 1);
-  }
+  });
   // Z := Z P: P A = L U takes row perm[k] of A to row k, so column k of Z goes to perm[k].
   std::vector<int64_t> perm(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) perm[i] = i;
   for (int64_t i = 0; i < n; ++i) std::swap(perm[i], perm[ipiv[i] - 1]);
-  std::vector<T> row(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) {
-    T* xi = x + i * n;
-    for (int64_t k = 0; k < n; ++k) row[perm[k]] = xi[k];
-    std::copy(row.begin(), row.end(), xi);
-  }
-  // X = U^{-1} Z.
+  parallel_for(0, n, kNb, [&](int64_t i0, int64_t i1) {
+    std::vector<T> row(static_cast<size_t>(n));
+    for (int64_t i = i0; i < i1; ++i) {
+      T* xi = x + i * n;
+      for (int64_t k = 0; k < n; ++k) row[perm[k]] = xi[k];
+      std::copy(row.begin(), row.end(), xi);
+    }
+  });
+  // X = U^{-1} Z (its columns split over the pool: trsm_left).
   trsm_left(n, n, lu, n, 1, /*lower=*/false, /*conj=*/false, /*unit=*/false, x, n, 1);
 }
 
