@@ -234,7 +234,29 @@ void run_node(const EpilogueInstr& in, const EpilogueTile& t, const float* const
   }
 }
 
+// A tile's live rows, whole vectors wide, to contiguous cached rows of S (the usual D): one loop
+// for the tile, where store_row's per-row dispatch (dtype, alignment, streaming) cost more than
+// the copy itself.
+template <class S>
+void store_whole_rows(const float* val, S* d, int64_t rs, const EpilogueTile& t) {
+  for (int i = 0; i < t.mv; ++i)
+    for (int j = 0; j < t.nr; j += L) V::load(val + i * t.nr + j).store_convert(d + i * rs + j);
+}
+
 void run_store(const EpilogueStoreOp& s, const EpilogueTile& t, const float* val) {
+  if (s.cs == 1 && !s.stream && t.nv == t.nr) {
+    const int64_t base = t.i0 * s.rs + t.j0;
+    switch (s.dtype) {
+      case ScalarType::Float32:
+        return store_whole_rows(val, static_cast<float*>(s.data) + base, s.rs, t);
+      case ScalarType::BFloat16:
+        return store_whole_rows(val, static_cast<BFloat16*>(s.data) + base, s.rs, t);
+      case ScalarType::Float16:
+        return store_whole_rows(val, static_cast<Half*>(s.data) + base, s.rs, t);
+      default:
+        break;
+    }
+  }
   for (int i = 0; i < t.mv; ++i) {
     const float* row = val + i * t.nr;
     const int64_t base = (t.i0 + i) * s.rs + t.j0 * s.cs;
