@@ -17,9 +17,10 @@
 //
 // Threads: called inside a parallel region, these kernels run serially (the GEMM engine too), so
 // the callers decide (batch-parallel for many matrices, pool-parallel for a few large ones).
-// Outside one, the GEMM engine threads a large update, and trsm_left splits a wide B's columns
-// over the pool (each task solves its columns serially). Results are the same bits on any
-// thread count.
+// Outside one, the GEMM engine threads a large update, work on many independent columns (a wide
+// B of trsm_left, the columns a block reflector updates) is split over the pool by
+// for_column_shares below, getrf looks one panel ahead on the pool, and getri solves its column
+// blocks of L^-1 as pool tasks. Results are the same bits on any thread count.
 #pragma once
 
 #include <cstdint>
