@@ -38,19 +38,6 @@ float load_scalar(const void* p, ScalarType t, int64_t off) {
   }
 }
 
-void store_scalar(void* p, ScalarType t, int64_t off, float v) {
-  switch (t) {
-    case ScalarType::BFloat16:
-      static_cast<BFloat16*>(p)[off] = BFloat16(v);
-      break;
-    case ScalarType::Float16:
-      static_cast<Half*>(p)[off] = Half(v);
-      break;
-    default:
-      static_cast<float*>(p)[off] = v;
-  }
-}
-
 // `n` contiguous elements of dtype t at p, widened to float, into dst[0..n).
 void load_row(const void* p, ScalarType t, int64_t off, int n, float* dst) {
   int j = 0;
@@ -72,22 +59,6 @@ void load_row(const void* p, ScalarType t, int64_t off, int n, float* dst) {
       for (; j + L <= n; j += L) V::load(s + j).store(dst + j);
       if (j < n) V::load(s + j, n - j).store(dst + j, n - j);
     }
-  }
-}
-
-// Row `src` (padded to whole vectors) into n elements of dtype t at p + off; the rows of a
-// streamed store go around the cache.
-void store_row(const float* src, void* p, ScalarType t, int64_t off, int n, bool stream) {
-  const auto row = [src](int64_t j, int) { return V::load(src + j); };
-  switch (t) {
-    case ScalarType::BFloat16:
-      detail::store_row(static_cast<BFloat16*>(p) + off, n, stream, row);
-      break;
-    case ScalarType::Float16:
-      detail::store_row(static_cast<Half*>(p) + off, n, stream, row);
-      break;
-    default:
-      detail::store_row(static_cast<float*>(p) + off, n, stream, row);
   }
 }
 
@@ -234,37 +205,37 @@ void run_node(const EpilogueInstr& in, const EpilogueTile& t, const float* const
   }
 }
 
-// A tile's live rows, whole vectors wide, to contiguous cached rows of S (the usual D): one loop
-// for the tile, where store_row's per-row dispatch (dtype, alignment, streaming) cost more than
-// the copy itself.
+// The tile's live part (rows < mv, columns < nv) to S at (s.rs, s.cs), the dtype dispatched
+// once per tile: whole-width rows to cached contiguous memory (the usual D) are a plain copy of
+// whole vectors; edge rows and streamed outputs go through core/loops.h's store_row (streamed
+// rows go around the cache), strided ones element by element. Dispatching per row, through
+// store_row, cost more than the copy: a store-only plan ran 10.8-11.7% over the bare GEMM at
+// 256^3, 7.0-7.2% this way (docs/gemm.md).
 template <class S>
-void store_whole_rows(const float* val, S* d, int64_t rs, const EpilogueTile& t) {
-  for (int i = 0; i < t.mv; ++i)
-    for (int j = 0; j < t.nr; j += L) V::load(val + i * t.nr + j).store_convert(d + i * rs + j);
+void store_tile(const EpilogueStoreOp& s, const EpilogueTile& t, const float* val) {
+  S* out = static_cast<S*>(s.data);
+  const bool whole = s.cs == 1 && !s.stream && t.nv == t.nr;
+  for (int i = 0; i < t.mv; ++i) {
+    const float* row = val + i * t.nr;
+    S* d = out + (t.i0 + i) * s.rs + t.j0 * s.cs;
+    if (whole) {
+      for (int j = 0; j < t.nr; j += L) V::load(row + j).store_convert(d + j);
+    } else if (s.cs == 1) {
+      detail::store_row(d, t.nv, s.stream, [row](int64_t j, int) { return V::load(row + j); });
+    } else {
+      for (int j = 0; j < t.nv; ++j) d[j * s.cs] = S(row[j]);
+    }
+  }
 }
 
 void run_store(const EpilogueStoreOp& s, const EpilogueTile& t, const float* val) {
-  if (s.cs == 1 && !s.stream && t.nv == t.nr) {
-    const int64_t base = t.i0 * s.rs + t.j0;
-    switch (s.dtype) {
-      case ScalarType::Float32:
-        return store_whole_rows(val, static_cast<float*>(s.data) + base, s.rs, t);
-      case ScalarType::BFloat16:
-        return store_whole_rows(val, static_cast<BFloat16*>(s.data) + base, s.rs, t);
-      case ScalarType::Float16:
-        return store_whole_rows(val, static_cast<Half*>(s.data) + base, s.rs, t);
-      default:
-        break;
-    }
-  }
-  for (int i = 0; i < t.mv; ++i) {
-    const float* row = val + i * t.nr;
-    const int64_t base = (t.i0 + i) * s.rs + t.j0 * s.cs;
-    if (s.cs == 1) {
-      store_row(row, s.data, s.dtype, base, t.nv, s.stream);
-    } else {
-      for (int j = 0; j < t.nv; ++j) store_scalar(s.data, s.dtype, base + j * s.cs, row[j]);
-    }
+  switch (s.dtype) {
+    case ScalarType::BFloat16:
+      return store_tile<BFloat16>(s, t, val);
+    case ScalarType::Float16:
+      return store_tile<Half>(s, t, val);
+    default:
+      return store_tile<float>(s, t, val);
   }
 }
 
