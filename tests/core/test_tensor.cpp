@@ -1,4 +1,7 @@
 // Tensor model: storage sharing, views, strides, copies across dtypes, factories, printing.
+#include <cstring>
+
+#include <fmt/format.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
@@ -131,6 +134,45 @@ TEST(Tensor, CopyAcrossAllDtypePairsAndStrides) {
         }
     }
   }
+}
+
+// Same-dtype copies between a contiguous and a transposed layout (either side) move through
+// tiles; every element must land once, whole, at its place, for each element size and for
+// sizes that leave partial tiles on both sides.
+TEST(Tensor, TransposedCopiesPutEveryElementInItsPlace) {
+  // Byte i * cols + j of A's element (i, j) is compared with the copy's (j, i).
+  auto same_bytes = [](const ts::Tensor& a, const ts::Tensor& at) {
+    const auto w = static_cast<size_t>(ts::element_size(a.dtype()));
+    const auto* x = static_cast<const unsigned char*>(a.data_ptr());
+    const auto* y = static_cast<const unsigned char*>(at.data_ptr());
+    const int64_t rows = a.size(0), cols = a.size(1);
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        if (std::memcmp(x + (i * cols + j) * w, y + (j * rows + i) * w, w) != 0) return false;
+    return true;
+  };
+  for (ts::ScalarType dt : {ts::kUInt8, ts::kInt16, ts::kFloat32, ts::kFloat64, ts::kComplex128})
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1, 1},
+                              {1, 70},
+                              {70, 1},
+                              {3, 5},
+                              {65, 129},
+                              {130, 67},
+                              {300, 257}}) {
+      SCOPED_TRACE(fmt::format("{} {}x{}", ts::dtype_name(dt), rows, cols));
+      // Distinct bytes where the dtype allows (random bits in the floats).
+      const ts::Tensor a = dt == ts::kUInt8 || dt == ts::kInt16
+                               ? ts::arange(rows * cols, ts::kInt64).reshape({rows, cols}).to(dt)
+                               : ts::randn({rows, cols}, dt);
+      EXPECT_TRUE(same_bytes(a, a.t().contiguous())) << "transposed source";
+      ts::Tensor into = ts::empty({cols, rows}, dt);
+      into.t().copy_(a);  // transposed destination
+      EXPECT_TRUE(same_bytes(a, into)) << "transposed destination";
+      // A batch of them: the inner two dims of a 3-D permute.
+      const ts::Tensor batch = ts::stack({a, a.neg()});
+      const ts::Tensor bt = batch.permute({0, 2, 1}).contiguous();
+      EXPECT_TRUE(same_bytes(batch[1].contiguous(), bt[1].contiguous())) << "batched";
+    }
 }
 
 TEST(Tensor, FloatToIntConversionIsDefined) {

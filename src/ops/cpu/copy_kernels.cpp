@@ -1,5 +1,6 @@
 #include "ops/cpu/copy_kernels.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "core/convert.h"
@@ -10,12 +11,50 @@ namespace tessera::cpu::TS_ISA {
 
 namespace {
 
+// A block whose one side runs contiguously along the inner dimension and the other along the
+// outer one (a transpose, as in t().contiguous()) moves through a small tile: whole cache lines
+// read from the source into it, whole lines written from it. Element by element, one side would
+// touch a new line at every step, and with a power-of-two row stride (1024 float32) a tile's
+// lines would all fall into one L1 set: 1024 x 1024 float32 copied at 2.3 GB/s that way.
+template <class Word>
+bool copy_transposed(char* dst, const char* src, const int64_t* s, int64_t n0, int64_t n1) {
+  constexpr int64_t w = sizeof(Word);
+  // a: the dimension along which dst is contiguous; b: the one along which src is.
+  int64_t na, nb, src_a, dst_b;
+  if (s[0] == w && s[3] == w && s[1] != w) {
+    na = n0, nb = n1, src_a = s[1], dst_b = s[2];
+  } else if (s[1] == w && s[2] == w && s[0] != w) {
+    na = n1, nb = n0, src_a = s[3], dst_b = s[0];
+  } else {
+    return false;
+  }
+  if (na < 2 || nb < 2) return false;
+  // Runs of 256 bytes read and 128 written per row of the tile (at most 64 words): a source row
+  // is a few lines in a row, which the prefetcher follows.
+  constexpr int64_t kTileA = std::min<int64_t>(64, 128 / w),
+                    kTileB = std::min<int64_t>(64, 256 / w);
+  Word tile[kTileA][kTileB];
+  for (int64_t b0 = 0; b0 < nb; b0 += kTileB) {
+    const int64_t bn = std::min(kTileB, nb - b0);
+    for (int64_t a0 = 0; a0 < na; a0 += kTileA) {
+      const int64_t an = std::min(kTileA, na - a0);
+      const char* x = src + a0 * src_a + b0 * w;
+      for (int64_t a = 0; a < an; ++a) std::memcpy(tile[a], x + a * src_a, bn * w);
+      char* d = dst + b0 * dst_b + a0 * w;
+      for (int64_t b = 0; b < bn; ++b)
+        for (int64_t a = 0; a < an; ++a) std::memcpy(d + b * dst_b + a * w, &tile[a][b], w);
+    }
+  }
+  return true;
+}
+
 // Same dtype: move bytes. Contiguous rows are one memcpy each.
 template <class Word>
 void copy_bytes(TensorIterator& iter) {
   iter.for_each([](char** data, const int64_t* s, int64_t n0, int64_t n1) {
     char* dst = data[0];
     const char* src = data[1];
+    if (copy_transposed<Word>(dst, src, s, n0, n1)) return;
     for (int64_t j = 0; j < n1; ++j) {
       if (s[0] == sizeof(Word) && s[1] == sizeof(Word)) {
         std::memcpy(dst, src, sizeof(Word) * n0);
