@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """PyTorch 1.13 anchor for `tessera bench linalg`: torch.linalg.cholesky, lu_factor, qr, eigh,
-svd, solve (n right-hand sides for one matrix, one per matrix in a batch), inv and torch.geqrf; factor + solve (cholesky + torch.cholesky_solve, lu_factor + lu_solve)
+svd, solve (n right-hand sides for one matrix, one per matrix in a batch), inv, lstsq (its
+default driver, gelsy, one right-hand side) and torch.geqrf; factor + solve (cholesky + torch.cholesky_solve, lu_factor + lu_solve)
 with one right-hand side per matrix.
 
 Cases `<op>/<dtype>/<batch>x<n>x<n>` as in src/cli/bench_linalg.cpp and bench_linalg_spectral.cpp:
@@ -47,6 +48,8 @@ def main():
                 fn = lambda: torch.linalg.solve(a, b)  # noqa: E731
             elif op == "inv":
                 fn = lambda: torch.linalg.inv(a)  # noqa: E731
+            elif op == "lstsq":  # the CPU default driver, gelsy
+                fn = lambda: torch.linalg.lstsq(a, rhs)  # noqa: E731
             elif op == "svd":
                 fn = lambda: torch.linalg.svd(a)  # noqa: E731
             else:

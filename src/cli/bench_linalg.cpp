@@ -25,9 +25,15 @@
 // solves), and one per matrix in a batch, 2n^3/3 + 2n^2 (LU factor + solve in one call, where
 // the lu-solve rows make two); linalg::inv against LAPACK's getrf + getri and torch.linalg.inv,
 // 2n^3 flops (getri's count, whatever the method).
+//
+// Least squares rows (`lstsq`, single matrices of n = 256, 1024, 2048): linalg::lstsq with its
+// default driver (gelsy: QR with column pivoting, rank by condition estimation) and one
+// right-hand side, against LAPACK's gelsy and torch.linalg.lstsq (whose CPU default is gelsy),
+// rcond = eps * n as PyTorch's default; 4n^3/3 flops (geqp3's count).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -63,6 +69,11 @@ void sorgqr_(const int*, const int*, const int*, float*, const int*, const float
              const int*, int*);
 void dorgqr_(const int*, const int*, const int*, double*, const int*, const double*, double*,
              const int*, int*);
+// lstsq rows.
+void sgelsy_(const int*, const int*, const int*, float*, const int*, float*, const int*, int*,
+             const float*, int*, float*, const int*, int*);
+void dgelsy_(const int*, const int*, const int*, double*, const int*, double*, const int*, int*,
+             const double*, int*, double*, const int*, int*);
 }
 
 namespace tessera::cli {
@@ -70,7 +81,8 @@ namespace tessera::cli {
 namespace {
 
 struct LinalgCase {
-  // "cholesky", "lu_factor", "cholesky-solve", "lu-solve", "geqrf", "qr", "solve" or "inv"
+  // "cholesky", "lu_factor", "cholesky-solve", "lu-solve", "geqrf", "qr", "solve", "inv" or
+  // "lstsq"
   std::string op;
   ScalarType dtype;
   int64_t batch, n;
@@ -80,13 +92,13 @@ struct LinalgCase {
   // Right-hand sides per matrix: one in the factor + solve rows and batched solves, n in a
   // single matrix's solve.
   int64_t rhs_cols() const {
-    if (solves()) return 1;
+    if (solves() || op == "lstsq") return 1;
     if (op == "solve") return batch == 1 ? n : 1;
     return 0;
   }
   double flops() const {
     const double n3 = double(n) * double(n) * double(n);
-    if (op == "geqrf") return double(batch) * 4 * n3 / 3;
+    if (op == "geqrf" || op == "lstsq") return double(batch) * 4 * n3 / 3;
     if (op == "qr") return double(batch) * 8 * n3 / 3;  // geqrf + orgqr
     if (op == "inv") return double(batch) * 2 * n3;     // getrf + getri
     const double solve = 2.0 * double(n) * double(n) * double(rhs_cols());
@@ -175,6 +187,28 @@ bool is_solve_or_inv(const std::string& op) {
   return op == "solve" || op == "inv";
 }
 
+// ---- lstsq (gelsy with rcond = eps * n; B n x nrhs in `b`, overwritten by X) -----------------
+
+template <class T>
+void lapack_gelsy(int n, int nrhs, T* a, T* b) {
+  thread_local std::vector<T> work;
+  thread_local std::vector<int> jpvt;
+  jpvt.assign(static_cast<size_t>(n), 0);  // every column free to move
+  const T rcond = std::numeric_limits<T>::epsilon() * T(n);
+  int rank = 0, info = 0, lwork = -1;
+  T query = 0;
+  auto call = [&](T* w, int lw) {
+    if constexpr (std::is_same_v<T, float>)
+      sgelsy_(&n, &n, &nrhs, a, &n, b, &n, jpvt.data(), &rcond, &rank, w, &lw, &info);
+    if constexpr (std::is_same_v<T, double>)
+      dgelsy_(&n, &n, &nrhs, a, &n, b, &n, jpvt.data(), &rcond, &rank, w, &lw, &info);
+  };
+  call(&query, lwork);
+  lwork = static_cast<int>(query);
+  work.resize(static_cast<size_t>(std::max(1, lwork)));
+  call(work.data(), lwork);
+}
+
 // `rhs` / `x`: the right-hand sides and their solutions ([batch, n, rhs_cols]) of the -solve and
 // solve rows.
 template <class T>
@@ -198,6 +232,10 @@ void lapack_batch(const LinalgCase& c, const Tensor& input, Tensor& work, Tensor
     }
     if (is_solve_or_inv(c.op)) {
       lapack_solve_or_inv(c.op, n, nrhs, out + b * n * n, piv + b * n, xb);
+      return;
+    }
+    if (c.op == "lstsq") {
+      lapack_gelsy(n, nrhs, out + b * n * n, xb);
       return;
     }
     lapack_factor(c.cholesky(), n, out + b * n * n, piv + b * n, xb);
@@ -236,6 +274,8 @@ int run_bench_linalg(const BenchOptions& options) {
       for (int64_t n : {256, 1024, 2048}) cases.push_back({op, dt, 1, n});
       for (int64_t n : {4, 8, 16, 32}) cases.push_back({op, dt, 10000, n});
     }
+  for (ScalarType dt : {kFloat32, kFloat64})
+    for (int64_t n : {256, 1024, 2048}) cases.push_back({"lstsq", dt, 1, n});
   if (options.quick)
     std::erase_if(cases, [](const LinalgCase& c) { return c.n == 64 || c.n == 16; });
   std::erase_if(cases, [&](const LinalgCase& c) {
@@ -266,6 +306,8 @@ int run_bench_linalg(const BenchOptions& options) {
               (void)linalg::solve(a, rhs);
             } else if (c.op == "inv") {
               (void)linalg::inv(a);
+            } else if (c.op == "lstsq") {
+              (void)linalg::lstsq(a, rhs);
             } else {
               (void)linalg::lu_factor(a);
             }

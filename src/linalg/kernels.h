@@ -19,8 +19,9 @@
 // the callers decide (batch-parallel for many matrices, pool-parallel for a few large ones).
 // Outside one, the GEMM engine threads a large update, work on many independent columns (a wide
 // B of trsm_left, the columns a block reflector updates) is split over the pool by
-// for_column_shares below, getrf looks one panel ahead on the pool, and getri solves its column
-// blocks of L^-1 as pool tasks. Results are the same bits on any thread count.
+// for_column_shares below, getrf looks one panel ahead on the pool, getri solves its column
+// blocks of L^-1 as pool tasks, and pivoted QR (geqp3, qr_internal.h) splits each step's pass
+// over the remaining columns. Results are the same bits on any thread count.
 #pragma once
 
 #include <cstdint>

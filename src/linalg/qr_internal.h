@@ -15,11 +15,15 @@
 //           identity columns), each block applied to the columns right of it by the same
 //           block reflector, then the block's own columns generated unblocked (org2r).
 //   ormqr   C := Q C or Q^H C (C m x nrhs) with the same block reflectors.
-//   geqp3   QR with column pivoting (LAPACK's geqp3 / laqp2 unblocked form with the norm
-//           downdating of Drmac and Bujanovic), on column-major storage.
+//   geqp3   QR with column pivoting on column-major storage, blocked as LAPACK's geqp3: 32
+//           columns at a time (laqps) factored with their update deferred to one GEMM per
+//           block, the last 128 unblocked (laqp2); partial column norms downdated as Drmac and
+//           Bujanovic do, recomputed where cancellation is feared.
 //
-// Threads: like the other kernels, never a parallel region of their own; the engine GEMMs
-// thread when called outside one.
+// Threads: outside a parallel region the engine GEMMs thread, block reflectors split a wide C
+// over the pool (kernels.h), and geqp3 splits each step's pass over the remaining columns
+// (the adjoint_gemv leaf: every column's dot product is the same on any split); inside one,
+// all run serially.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +55,9 @@ void ormqr(bool adjoint, int64_t m, int64_t nrhs, int64_t k, const T* a, int64_t
 // in place; jpvt[j] = the column of A (0-based) that became column j of A P.
 template <class T>
 void geqp3(int64_t m, int64_t n, T* a, int64_t lda, int64_t* jpvt, T* tau);
+// The same, every column unblocked (laqp2): the plain reference of geqp3.
+template <class T>
+void geqp3_unblocked(int64_t m, int64_t n, T* a, int64_t lda, int64_t* jpvt, T* tau);
 
 // LAPACK's larfg: given alpha and x (count values, stride inc), finds beta (real), tau and v
 // with H^H (alpha; x) = (beta; 0), H = I - tau (1; v) (1; v)^H; x is overwritten with v and

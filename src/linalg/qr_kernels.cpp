@@ -21,7 +21,9 @@
 #include <vector>
 
 #include "linalg/kernels.h"
+#include "linalg/leaf/leaf_kernels.h"
 #include "linalg/qr_internal.h"
+#include "tessera/core/parallel.h"
 
 namespace tessera::linalg::detail {
 
@@ -91,6 +93,30 @@ T dotc(int64_t n, const T* v, const T* c) {
   }
 }
 
+// sum |x_i|^2 in Acc. Contiguous x: over its real components with eight partial sums (a
+// single running sum waits on each addition; this loop vectorizes).
+template <class Acc, class T>
+Acc sum_squares(int64_t n, const T* x, int64_t inc) {
+  Acc s = 0;
+  if (inc != 1) {
+    for (int64_t i = 0; i < n; ++i) {
+      const Acc re = real_part(x[i * inc]), im = imag_part(x[i * inc]);
+      s += re * re + im * im;
+    }
+    return s;
+  }
+  const real_t<T>* r = reinterpret_cast<const real_t<T>*>(x);
+  const int64_t count = kIsComplex<T> ? 2 * n : n;
+  constexpr int L = 8;
+  Acc acc[L] = {};
+  int64_t i = 0;
+  for (; i + L <= count; i += L)
+    for (int l = 0; l < L; ++l) acc[l] += Acc(r[i + l]) * Acc(r[i + l]);
+  for (; i < count; ++i) s += Acc(r[i]) * Acc(r[i]);
+  for (int l = 0; l < L; ++l) s += acc[l];
+  return s;
+}
+
 // sqrt(sum |x_i|^2) without overflow or harmful underflow (LAPACK's nrm2 contract): float
 // accumulates in double; double sums directly and rescales by the largest entry when the sum
 // overflowed or fell into the range where its square root loses digits.
@@ -98,16 +124,9 @@ template <class T>
 real_t<T> norm2(int64_t n, const T* x, int64_t inc) {
   using R = real_t<T>;
   if constexpr (std::is_same_v<R, float>) {
-    double s = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const T v = x[i * inc];
-      const double re = real_part(v), im = imag_part(v);
-      s += re * re + im * im;
-    }
-    return static_cast<float>(std::sqrt(s));
+    return static_cast<float>(std::sqrt(sum_squares<double>(n, x, inc)));
   } else {
-    R s = 0;
-    for (int64_t i = 0; i < n; ++i) s += abs2(x[i * inc]);
+    const R s = sum_squares<R>(n, x, inc);
     if (std::isnan(s)) return s;
     constexpr R kTiny = std::numeric_limits<R>::min() / std::numeric_limits<R>::epsilon();
     if (std::isfinite(s) && (s >= kTiny || s == R(0))) return std::sqrt(s);
@@ -393,8 +412,156 @@ void ormqr(bool adjoint, int64_t m, int64_t nrhs, int64_t k, const T* a, int64_t
   }
 }
 
+namespace {
+
+// The pivot of step k: the first of the columns k .. n of largest partial norm (LAPACK's idamax;
+// a NaN norm is never chosen over an earlier column).
+template <class R>
+int64_t pivot_column(int64_t k, int64_t n, const R* vn1) {
+  int64_t p = k;
+  for (int64_t j = k + 1; j < n; ++j)
+    if (vn1[j] > vn1[p]) p = j;
+  return p;
+}
+
+// Swaps columns p and k (all m rows) of the column-major a, their pivots, and moves k's norms
+// to p (k's own are not needed again).
+template <class T, class R>
+void swap_pivot(int64_t m, int64_t p, int64_t k, T* a, int64_t lda, int64_t* jpvt, R* vn1, R* vn2) {
+  std::swap_ranges(a + p * lda, a + p * lda + m, a + k * lda);
+  std::swap(jpvt[p], jpvt[k]);
+  vn1[p] = vn1[k], vn2[p] = vn2[k];
+}
+
+// The downdate of column j's partial norm after row `row` left it (Drmac and Bujanovic):
+// false when cancellation is feared and the norm must be recomputed from the column.
+template <class T, class R>
+bool downdate_norm(T a_row_j, R& vn1, R vn2, R tol3z) {
+  const R r = std::abs(a_row_j) / vn1;
+  const R temp = std::max(R(0), (R(1) + r) * (R(1) - r));
+  const R ratio = vn1 / vn2;
+  if (temp * ratio * ratio <= tol3z) return false;
+  vn1 *= std::sqrt(temp);
+  return true;
+}
+
+// laqps's scratch: y (n), the scalars of a gemv_minus, one row and the block's rows of R, the
+// columns whose norms must be recomputed.
 template <class T>
-void geqp3(int64_t m, int64_t n, T* a, int64_t lda, int64_t* jpvt, T* tau) {
+struct PivotWorkspace {
+  std::vector<T> y, s, row, rows;
+  std::vector<int64_t> recompute;
+};
+
+template <class R>
+R tol3z() {
+  return std::sqrt(std::numeric_limits<R>::epsilon());
+}
+
+// Unblocked pivoted QR (LAPACK's laqp2) of the column-major m x n matrix a below row `offset`:
+// rows offset .. m of columns 0 .. min(m - offset, n) are reduced, every reflector applied to
+// the columns right of it at once; the pivots swap whole columns (all m rows).
+template <class T>
+void laqp2(int64_t m, int64_t n, int64_t offset, T* a, int64_t lda, int64_t* jpvt, T* tau,
+           real_t<T>* vn1, real_t<T>* vn2) {
+  using R = real_t<T>;
+  const int64_t k = std::min(m - offset, n);
+  for (int64_t i = 0; i < k; ++i) {
+    const int64_t row = offset + i;
+    if (const int64_t p = pivot_column(i, n, vn1); p != i)
+      swap_pivot(m, p, i, a, lda, jpvt, vn1, vn2);
+    tau[i] = reduce_column(m - offset, n, a + offset, lda, i);
+    for (int64_t j = i + 1; j < n; ++j) {
+      if (vn1[j] == R(0) || downdate_norm(a[j * lda + row], vn1[j], vn2[j], tol3z<R>())) continue;
+      vn1[j] = row + 1 < m ? norm2(m - row - 1, a + j * lda + row + 1, int64_t{1}) : R(0);
+      vn2[j] = vn1[j];
+    }
+  }
+}
+
+// Blocked pivoted QR step (LAPACK's laqps): factors up to nb columns of the column-major m x n
+// matrix a below row `offset`, as laqp2 would, but applies their reflectors to the rest of the
+// matrix only once, as a GEMM at the end. Meanwhile F (n x nb, column-major, leading dimension
+// ldf) accumulates the update, A(rows, k:n) -= A(rows, 0:k) F(k:n, 0:k)^H, and each step brings
+// only the column it reduces and the row it leaves up to date (the pivot choice and the norm
+// downdate need no more). A norm that must be recomputed needs its whole updated column, so the
+// block ends early at the first such column. The block's update is one GEMM on the engine; a
+// step's one pass over the rest of the matrix (its main cost) is linalg's adjoint_gemv leaf,
+// its columns split over the pool, and its updates by the block's earlier reflectors the
+// gemv_minus leaf. Returns the number of columns factored.
+template <class T>
+int64_t laqps(int64_t m, int64_t n, int64_t offset, int64_t nb, T* a, int64_t lda, int64_t* jpvt,
+              T* tau, real_t<T>* vn1, real_t<T>* vn2, T* f, int64_t ldf, PivotWorkspace<T>& ws) {
+  using R = real_t<T>;
+  const int64_t last_row = std::min(m, n + offset);
+  constexpr bool kConj = kIsComplex<T>;
+  auto A = [&](int64_t i, int64_t j) -> T& { return a[j * lda + i]; };
+  auto F = [&](int64_t i, int64_t j) -> T& { return f[j * ldf + i]; };
+  // The block's rows of R right of the diagonal, kept (column-major, nb x n) until the block
+  // ends and written to A then: a row of A is n scattered cache lines, a column of these rows
+  // one or two.
+  ws.rows.resize(static_cast<size_t>(nb * n));
+  auto Rows = [&](int64_t i, int64_t j) -> T& { return ws.rows[j * nb + i]; };
+  ws.recompute.clear();
+  int64_t k = 0;
+  for (; k < nb && ws.recompute.empty(); ++k) {
+    const int64_t rk = offset + k, len = m - rk, rest = n - k - 1;
+    if (const int64_t p = pivot_column(k, n, vn1); p != k) {
+      swap_pivot(m, p, k, a, lda, jpvt, vn1, vn2);
+      for (int64_t q = 0; q < k; ++q) std::swap(F(p, q), F(k, q));
+      for (int64_t q = 0; q < k; ++q) std::swap(Rows(q, p), Rows(q, k));
+    }
+    // Column k up to date: A(rk:m, k) -= A(rk:m, 0:k) F(k, 0:k)^H.
+    T* col = &A(rk, k);
+    ws.s.resize(static_cast<size_t>(k + 1));
+    for (int64_t q = 0; q < k; ++q) ws.s[q] = conj_of(F(k, q));
+    gemv_minus(len, k, &A(rk, 0), lda, ws.s.data(), false, col);
+    tau[k] = larfg(len - 1, col[0], col + 1, int64_t{1});
+    const T akk = col[0];
+    col[0] = T(1);
+    // y = tau A(rk:m, 0:n)^H v: the step's one pass over the rest of the matrix, its columns
+    // split over the pool (each column's dot product is the same on any split).
+    ws.y.resize(static_cast<size_t>(n));
+    parallel_for(0, n, std::max<int64_t>(16, kMinShareWork / 16 / std::max<int64_t>(len, 1)),
+                 [&](int64_t j0, int64_t j1) {
+                   adjoint_gemv(len, j1 - j0, &A(rk, j0), lda, col, ws.y.data() + j0);
+                 });
+    // F(:, k) = (0, ..., 0, y(k+1:n)) - F(:, 0:k) y(0:k): the reflector's share of the update,
+    // in F's form.
+    for (int64_t j = 0; j < n; ++j) ws.y[j] = mul(tau[k], ws.y[j]);
+    for (int64_t j = 0; j <= k; ++j) F(j, k) = T(0);
+    for (int64_t j = k + 1; j < n; ++j) F(j, k) = ws.y[j];
+    gemv_minus(n, k, f, ldf, ws.y.data(), false, &F(0, k));
+    // Row rk up to date: R(rk, k+1:n) = A(rk, k+1:n) - A(rk, 0:k+1) F(k+1:n, 0:k+1)^H, on a
+    // contiguous copy of the row.
+    ws.row.resize(static_cast<size_t>(rest));
+    for (int64_t j = 0; j < rest; ++j) ws.row[j] = A(rk, k + 1 + j);
+    for (int64_t q = 0; q <= k; ++q) ws.s[q] = A(rk, q);
+    gemv_minus(rest, k + 1, &F(k + 1, 0), ldf, ws.s.data(), kConj, ws.row.data());
+    for (int64_t j = 0; j < rest; ++j) Rows(k, k + 1 + j) = ws.row[j];
+    if (rk + 1 < last_row) {
+      for (int64_t j = k + 1; j < n; ++j)
+        if (vn1[j] != R(0) && !downdate_norm(ws.row[j - k - 1], vn1[j], vn2[j], tol3z<R>()))
+          ws.recompute.push_back(j);
+    }
+    col[0] = akk;
+  }
+  for (int64_t j = 1; j < n; ++j) std::copy_n(&Rows(0, j), std::min(j, k), &A(offset, j));
+  // The rest of the matrix: A(rk:m, k:n) -= A(rk:m, 0:k) F(k:n, 0:k)^H.
+  const int64_t rk = offset + k;
+  if (k < std::min(n, m - offset))
+    gemm_minus(m - rk, n - k, k, &A(rk, 0), int64_t{1}, lda, &F(k, 0), ldf, int64_t{1}, kConj,
+               &A(rk, k), int64_t{1}, lda);
+  for (int64_t j : ws.recompute) vn1[j] = vn2[j] = norm2(m - rk, &A(rk, j), int64_t{1});
+  return k;
+}
+
+// Block width and the order below which the rest runs unblocked (LAPACK's nb and nx for geqp3).
+constexpr int64_t kPivotBlock = 32;
+constexpr int64_t kPivotUnblockedMin = 128;
+
+template <class T>
+void geqp3_impl(bool blocked, int64_t m, int64_t n, T* a, int64_t lda, int64_t* jpvt, T* tau) {
   using R = real_t<T>;
   const int64_t k = std::min(m, n);
   std::vector<R> vn1(static_cast<size_t>(n)), vn2(static_cast<size_t>(n));
@@ -402,32 +569,31 @@ void geqp3(int64_t m, int64_t n, T* a, int64_t lda, int64_t* jpvt, T* tau) {
     jpvt[j] = j;
     vn1[j] = vn2[j] = norm2(m, a + j * lda, int64_t{1});
   }
-  const R tol3z = std::sqrt(std::numeric_limits<R>::epsilon());
-  for (int64_t i = 0; i < k; ++i) {
-    // The remaining column of largest norm (the first of equals, as LAPACK's idamax).
-    int64_t p = i;
-    for (int64_t j = i + 1; j < n; ++j)
-      if (vn1[j] > vn1[p]) p = j;
-    if (p != i) {
-      std::swap_ranges(a + p * lda, a + p * lda + m, a + i * lda);
-      std::swap(jpvt[p], jpvt[i]);
-      vn1[p] = vn1[i], vn2[p] = vn2[i];
-    }
-    tau[i] = reduce_column(m, n, a, lda, i);
-    // Downdate the norms of the remaining columns (recompute when cancellation is feared).
-    for (int64_t j = i + 1; j < n; ++j) {
-      if (vn1[j] == R(0)) continue;
-      const R r = std::abs(a[j * lda + i]) / vn1[j];
-      const R temp = std::max(R(0), (R(1) + r) * (R(1) - r));
-      const R ratio = vn1[j] / vn2[j];
-      if (temp * ratio * ratio <= tol3z) {
-        vn1[j] = i + 1 < m ? norm2(m - i - 1, a + j * lda + i + 1, int64_t{1}) : R(0);
-        vn2[j] = vn1[j];
-      } else {
-        vn1[j] *= std::sqrt(temp);
-      }
+  int64_t j = 0;
+  if (blocked && k > kPivotUnblockedMin) {
+    std::vector<T> f(static_cast<size_t>(n * kPivotBlock));
+    PivotWorkspace<T> ws;
+    const int64_t blocked_end = k - kPivotUnblockedMin;
+    while (j < blocked_end) {
+      const int64_t nb = std::min(kPivotBlock, blocked_end - j);
+      j += laqps(m, n - j, j, nb, a + j * lda, lda, jpvt + j, tau + j, vn1.data() + j,
+                 vn2.data() + j, f.data(), n - j, ws);
     }
   }
+  if (j < k)
+    laqp2(m, n - j, j, a + j * lda, lda, jpvt + j, tau + j, vn1.data() + j, vn2.data() + j);
+}
+
+}  // namespace
+
+template <class T>
+void geqp3(int64_t m, int64_t n, T* a, int64_t lda, int64_t* jpvt, T* tau) {
+  geqp3_impl(/*blocked=*/true, m, n, a, lda, jpvt, tau);
+}
+
+template <class T>
+void geqp3_unblocked(int64_t m, int64_t n, T* a, int64_t lda, int64_t* jpvt, T* tau) {
+  geqp3_impl(/*blocked=*/false, m, n, a, lda, jpvt, tau);
 }
 
 // ---- references: the textbook Householder QR on the strided matrix, std::complex arithmetic --
@@ -488,6 +654,7 @@ void orgqr_reference(int64_t m, int64_t n, int64_t k, T* a, int64_t rs, int64_t 
   template void ormqr<T>(bool, int64_t, int64_t, int64_t, const T*, int64_t, int64_t, const T*, \
                          T*, int64_t, int64_t);                                                 \
   template void geqp3<T>(int64_t, int64_t, T*, int64_t, int64_t*, T*);                          \
+  template void geqp3_unblocked<T>(int64_t, int64_t, T*, int64_t, int64_t*, T*);                \
   template void geqrf_reference<T>(int64_t, int64_t, T*, int64_t, int64_t, T*);                 \
   template void orgqr_reference<T>(int64_t, int64_t, int64_t, T*, int64_t, int64_t, const T*);
 TS_LINALG_FOR_EACH_TYPE(TS_LINALG_INSTANTIATE)

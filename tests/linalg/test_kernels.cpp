@@ -436,6 +436,67 @@ TYPED_TEST(LinalgKernels, LeafKernelsOfEveryIsaMatchTheReference) {
       }
       EXPECT_EQ(wrong, 0);
     }
+    // adjoint_gemv against the long-double sums, on lengths with and without a partial vector
+    // and column counts around its groups of four (two complex); a column's value is the same
+    // bits whether it is computed alone or among others (pivoted QR splits them over threads).
+    const auto adjoint_gemv = cpu::leaf_for<T>(table->adjoint_gemv_f32, table->adjoint_gemv_f64,
+                                               table->adjoint_gemv_c64, table->adjoint_gemv_c128);
+    for (auto [len, ncols] : std::vector<std::pair<int64_t, int64_t>>{
+             {0, 3}, {1, 1}, {16, 4}, {17, 5}, {63, 9}, {300, 7}}) {
+      SCOPED_TRACE(fmt::format("{}: adjoint_gemv {}x{}", isa, len, ncols));
+      const int64_t lda = len + 3;
+      const std::vector<T> a = values_of<T>(gaussian({ncols, lda}, dt));  // column j at j * lda
+      const std::vector<T> x = values_of<T>(gaussian({std::max<int64_t>(len, 1)}, dt));
+      std::vector<T> y(static_cast<size_t>(ncols)), alone(y.size());
+      adjoint_gemv(len, ncols, a.data(), lda, x.data(), y.data());
+      for (int64_t j = 0; j < ncols; ++j)
+        adjoint_gemv(len, 1, a.data() + j * lda, lda, x.data(), alone.data() + j);
+      EXPECT_TRUE(y == alone);
+      for (int64_t j = 0; j < ncols; ++j) {
+        std::complex<long double> want = 0;
+        long double scale = 0;
+        for (int64_t r = 0; r < len; ++r) {
+          const std::complex<long double> ar(std::real(a[j * lda + r]), std::imag(a[j * lda + r]));
+          const std::complex<long double> xr(std::real(x[r]), std::imag(x[r]));
+          want += std::conj(ar) * xr;
+          scale += std::abs(ar) * std::abs(xr);
+        }
+        const std::complex<long double> got(std::real(y[j]), std::imag(y[j]));
+        EXPECT_LE(double(std::abs(got - want)), 4.0 * (len + 1) * eps_of(dt) * double(scale))
+            << "column " << j;
+      }
+    }
+    // gemv_minus (y -= sum_q op(A(:, q)) s_q) against the long-double sums, op conjugating or
+    // not, on lengths around the vector width and column counts around its groups of four.
+    const auto gemv_minus = cpu::leaf_for<T>(table->gemv_minus_f32, table->gemv_minus_f64,
+                                             table->gemv_minus_c64, table->gemv_minus_c128);
+    for (auto [len, ncols] : std::vector<std::pair<int64_t, int64_t>>{
+             {0, 3}, {1, 1}, {16, 4}, {17, 5}, {63, 9}, {300, 0}, {300, 7}}) {
+      for (bool conj_a : {false, true}) {
+        SCOPED_TRACE(fmt::format("{}: gemv_minus {}x{} conj={}", isa, len, ncols, conj_a));
+        const int64_t lda = len + 3;
+        const std::vector<T> a = values_of<T>(gaussian({std::max<int64_t>(ncols, 1), lda}, dt));
+        const std::vector<T> sc = values_of<T>(gaussian({std::max<int64_t>(ncols, 1)}, dt));
+        const std::vector<T> y0 = values_of<T>(gaussian({len + 1}, dt));  // y0[len]: a sentinel
+        std::vector<T> y = y0;
+        gemv_minus(len, ncols, a.data(), lda, sc.data(), conj_a, y.data());
+        EXPECT_TRUE(y[len] == y0[len]) << "wrote past the end";
+        for (int64_t r = 0; r < len; ++r) {
+          std::complex<long double> want(std::real(y0[r]), std::imag(y0[r]));
+          long double scale = std::abs(want);
+          for (int64_t q = 0; q < ncols; ++q) {
+            std::complex<long double> aq(std::real(a[q * lda + r]), std::imag(a[q * lda + r]));
+            if (conj_a) aq = std::conj(aq);
+            const std::complex<long double> sq(std::real(sc[q]), std::imag(sc[q]));
+            want -= aq * sq;
+            scale += std::abs(aq) * std::abs(sq);
+          }
+          const std::complex<long double> got(std::real(y[r]), std::imag(y[r]));
+          EXPECT_LE(double(std::abs(got - want)), 4.0 * (ncols + 1) * eps_of(dt) * double(scale))
+              << "row " << r;
+        }
+      }
+    }
   }
 }
 

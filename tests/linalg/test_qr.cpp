@@ -27,6 +27,12 @@ void cungqr_(const int*, const int*, const int*, std::complex<float>*, const int
              const std::complex<float>*, std::complex<float>*, const int*, int*);
 void zungqr_(const int*, const int*, const int*, std::complex<double>*, const int*,
              const std::complex<double>*, std::complex<double>*, const int*, int*);
+void sgeqp3_(const int*, const int*, float*, const int*, int*, float*, float*, const int*, int*);
+void dgeqp3_(const int*, const int*, double*, const int*, int*, double*, double*, const int*, int*);
+void cgeqp3_(const int*, const int*, std::complex<float>*, const int*, int*, std::complex<float>*,
+             std::complex<float>*, const int*, float*, int*);
+void zgeqp3_(const int*, const int*, std::complex<double>*, const int*, int*, std::complex<double>*,
+             std::complex<double>*, const int*, double*, int*);
 void sgels_(const char*, const int*, const int*, const int*, float*, const int*, float*, const int*,
             float*, const int*, int*);
 void dgels_(const char*, const int*, const int*, const int*, double*, const int*, double*,
@@ -316,6 +322,126 @@ TEST(LinalgQrKernels, GeqrfOrgqrOrmqrMatchReferenceAndLapack) {
     check_kernels_vs_lapack<complex64>(m, n);
     check_kernels_vs_lapack<complex128>(m, n);
   }
+}
+
+// LAPACK's geqp3 on the column-major m x n a (every column free); jpvt 0-based on return.
+template <class T>
+void lapack_geqp3(int m, int n, T* a_in, int64_t* jpvt_out, T* tau) {
+  int info = 0, lwork = 3 * n + 1 + 64 * (n + 1);
+  const int lda = std::max(1, m);
+  LapackCopy<T> copy(a_in, m, n);
+  T* a = copy.data();
+  std::vector<int> jpvt(static_cast<size_t>(n), 0);
+  std::vector<T> work(static_cast<size_t>(lwork));
+  std::vector<real_t<T>> rwork(static_cast<size_t>(2 * n));
+  if constexpr (std::is_same_v<T, float>)
+    sgeqp3_(&m, &n, a, &lda, jpvt.data(), tau, work.data(), &lwork, &info);
+  if constexpr (std::is_same_v<T, double>)
+    dgeqp3_(&m, &n, a, &lda, jpvt.data(), tau, work.data(), &lwork, &info);
+  if constexpr (std::is_same_v<T, complex64>)
+    cgeqp3_(&m, &n, a, &lda, jpvt.data(), tau, work.data(), &lwork, rwork.data(), &info);
+  if constexpr (std::is_same_v<T, complex128>)
+    zgeqp3_(&m, &n, a, &lda, jpvt.data(), tau, work.data(), &lwork, rwork.data(), &info);
+  ASSERT_EQ(info, 0);
+  for (int j = 0; j < n; ++j) jpvt_out[j] = jpvt[j] - 1;
+}
+
+// R (k x n, upper trapezoid) of a column-major pivoted QR, as a row-major tensor.
+template <class T>
+Tensor r_factor(const std::vector<T>& a, int64_t m, int64_t n) {
+  const int64_t k = std::min(m, n);
+  std::vector<T> r(static_cast<size_t>(k * n), T(0));
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = i; j < n; ++j) r[i * n + j] = a[j * m + i];
+  return from_values(r, k, n);
+}
+
+// Blocked geqp3 (32 columns a block, the last 128 unblocked) against its unblocked reference and
+// LAPACK's geqp3: A P = Q R to rounding on every kind of matrix, the same |R(i, i)| (what gelsy's
+// rank decision reads), and on random matrices (well-separated column norms) the same pivots
+// and R. The rank-deficient matrices make norms cancel, so blocks end early to recompute them.
+template <class T>
+void check_pivoted_qr(int64_t m, int64_t n, Shape s) {
+  const ScalarType dt = scalar_type_of<T>;
+  SCOPED_TRACE(fmt::format("{} {}x{} {}", dt, m, n, shape_name(s)));
+  const int64_t k = std::min(m, n);
+  const double tol = 50.0 * double(std::max(m, n)) * eps_of(dt);
+  const Tensor A = make_rect(m, n, dt, s);
+  std::vector<T> a = transposed(values<T>(A), m, n), a_ref = a, a_lap = a;
+  std::vector<T> tau(static_cast<size_t>(k)), tau_ref = tau, tau_lap = tau;
+  std::vector<int64_t> p(static_cast<size_t>(n)), p_ref = p, p_lap = p;
+  ld::geqp3(m, n, a.data(), m, p.data(), tau.data());
+  ld::geqp3_unblocked(m, n, a_ref.data(), m, p_ref.data(), tau_ref.data());
+  lapack_geqp3(int(m), int(n), a_lap.data(), p_lap.data(), tau_lap.data());
+  // A P = Q R.
+  const Tensor R = r_factor(a, m, n);
+  std::vector<T> q(a.begin(), a.begin() + m * k);
+  ld::orgqr(m, k, k, q.data(), int64_t{1}, m, tau.data());
+  Tensor AP = empty({m, n}, dt);
+  for (int64_t j = 0; j < n; ++j) AP.select(1, j).copy_(A.select(1, p[j]));
+  const ScalarType wide = is_complex(dt) ? kComplex128 : kFloat64;
+  const Tensor QR = from_values(transposed(q, k, m), m, k).to(wide).mm(R.to(wide));
+  const double norm_a = std::max(double(frob(to_lmat(A))), 1e-300);
+  EXPECT_LE(rel_diff(AP.to(wide), QR) * std::max(double(frob(to_lmat(QR))), 1.0) / norm_a, tol);
+  // |R(i, i)| of all three.
+  auto diag = [&](const std::vector<T>& f) {
+    std::vector<double> d(static_cast<size_t>(k));
+    for (int64_t i = 0; i < k; ++i) d[i] = std::abs(f[i * m + i]);
+    return d;
+  };
+  const std::vector<double> d = diag(a), d_ref = diag(a_ref), d_lap = diag(a_lap);
+  for (int64_t i = 0; i < k; ++i) {
+    EXPECT_LE(std::abs(d[i] - d_ref[i]), tol * norm_a) << "R(" << i << ", " << i << ")";
+    EXPECT_LE(std::abs(d[i] - d_lap[i]), tol * norm_a) << "R(" << i << ", " << i << ")";
+  }
+  if (s != Shape::kRandom) return;
+  EXPECT_EQ(p, p_ref);
+  EXPECT_EQ(p, p_lap);
+  EXPECT_LE(rel_diff(R, r_factor(a_ref, m, n)), tol);
+  EXPECT_LE(rel_diff(R, r_factor(a_lap, m, n)), tol);
+}
+
+// check.operator()<T>(m, n, shape) for every dtype, size and kind of matrix.
+template <class Check>
+void for_each_case(std::initializer_list<std::pair<int64_t, int64_t>> sizes, Check check) {
+  for (auto [m, n] : sizes)
+    for (Shape s : kShapes) {
+      check.template operator()<float>(m, n, s);
+      check.template operator()<double>(m, n, s);
+      check.template operator()<complex64>(m, n, s);
+      check.template operator()<complex128>(m, n, s);
+    }
+}
+
+TEST(LinalgQrKernels, PivotedQrBlockedMatchesUnblockedAndLapack) {
+  manual_seed(58);
+  for_each_case({{300, 200}, {200, 300}, {260, 260}},
+                []<class T>(int64_t m, int64_t n, Shape s) { check_pivoted_qr<T>(m, n, s); });
+}
+
+// Each step's pass over the rest of the matrix splits its columns over the pool from ~512 rows
+// on; the factorization must not change by a bit with the thread count.
+TEST(LinalgQrKernels, PivotedQrGivesTheSameBitsOnAnyThreadCount) {
+  manual_seed(59);
+  const int saved = get_num_threads();
+  auto run = [&]<class T>(int64_t m, int64_t n) {
+    SCOPED_TRACE(fmt::format("{} {}x{}", scalar_type_of<T>, m, n));
+    const std::vector<T> a0 = transposed(values<T>(gaussian({m, n}, scalar_type_of<T>)), m, n);
+    std::vector<std::vector<T>> a;
+    std::vector<std::vector<int64_t>> p;
+    for (int threads : {1, 2, 3}) {
+      set_num_threads(threads);
+      a.push_back(a0);
+      p.emplace_back(static_cast<size_t>(n));
+      std::vector<T> tau(static_cast<size_t>(std::min(m, n)));
+      ld::geqp3(m, n, a.back().data(), m, p.back().data(), tau.data());
+    }
+    set_num_threads(saved);
+    EXPECT_TRUE(a[1] == a[0] && a[2] == a[0]);
+    EXPECT_TRUE(p[1] == p[0] && p[2] == p[0]);
+  };
+  run.operator()<float>(700, 600);
+  run.operator()<complex64>(600, 560);
 }
 
 TEST(LinalgQrKernels, LarfgConventionAndTinyColumns) {
@@ -735,21 +861,8 @@ void check_lstsq_vs_lapack(int64_t m, int64_t n, Shape s) {
 
 TEST(LinalgLstsq, GelsAndGelsyMatchLapack) {
   manual_seed(55);
-  for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 1},
-                      {6, 4},
-                      {4, 6},
-                      {20, 20},
-                      {70, 33},
-                      {33, 70},
-                      {130, 100},
-                      {100, 130}}) {
-    for (Shape s : kShapes) {
-      check_lstsq_vs_lapack<float>(m, n, s);
-      check_lstsq_vs_lapack<double>(m, n, s);
-      check_lstsq_vs_lapack<complex64>(m, n, s);
-      check_lstsq_vs_lapack<complex128>(m, n, s);
-    }
-  }
+  for_each_case({{1, 1}, {6, 4}, {4, 6}, {20, 20}, {70, 33}, {33, 70}, {130, 100}, {100, 130}},
+                []<class T>(int64_t m, int64_t n, Shape s) { check_lstsq_vs_lapack<T>(m, n, s); });
 }
 
 TEST(LinalgLstsq, RankAndRcond) {

@@ -5,7 +5,9 @@
 #include <cmath>
 #include <limits>
 #include <type_traits>
+#include <vector>
 
+#include "core/vec.h"
 #include "linalg/scalar_ops.h"
 #include "linalg/small/interleave.h"
 
@@ -121,13 +123,128 @@ void transpose(int64_t r, int64_t c, const T* src, int64_t lds, T* dst, int64_t 
   transpose_into_plain(r, c, src, lds, dst, ldd);
 }
 
+// out[c][v] = sum_t col[c][t] xs[v][t] for C columns and V vectors of len reals: one vector of
+// partial sums per column and vector (the tail through a masked load), summed across at the end.
+template <class R, int C, int V>
+void dot_columns(int64_t len, const R* const* col, const R* const* xs, R (*out)[V]) {
+  using Vr = vec::TS_ISA::Vec<R>;
+  constexpr int W = Vr::kSize;
+  Vr acc[C][V];
+  for (int c = 0; c < C; ++c)
+    for (int v = 0; v < V; ++v) acc[c][v] = Vr(R(0));
+  auto step = [&](int64_t t, auto load) {
+    Vr x[V];
+    for (int v = 0; v < V; ++v) x[v] = load(xs[v] + t);
+    for (int c = 0; c < C; ++c) {
+      const Vr a = load(col[c] + t);
+      for (int v = 0; v < V; ++v) acc[c][v] = Vr::fmadd(a, x[v], acc[c][v]);
+    }
+  };
+  int64_t t = 0;
+  for (; t + W <= len; t += W) step(t, [](const R* p) { return Vr::load(p); });
+  if (t < len) {
+    const int rest = static_cast<int>(len - t);
+    step(t, [rest](const R* p) { return Vr::load(p, rest); });
+  }
+  for (int c = 0; c < C; ++c)
+    for (int v = 0; v < V; ++v) out[c][v] = acc[c][v].reduce_add();
+}
+
+// Real T: four columns at a time against x. Complex T: on the reals (a_re, a_im, ...), Re(a^H x)
+// = sum a_t x_t and Im(a^H x) = sum a_t s_t with s = (x_im, -x_re, ...): two columns at a time
+// against x and s.
+template <class T>
+void adjoint_gemv(int64_t len, int64_t ncols, const T* a, int64_t lda, const T* x, T* y) {
+  using R = real_t<T>;
+  if constexpr (std::is_same_v<T, R>) {
+    const R* xs[1] = {x};
+    int64_t j = 0;
+    for (; j + 4 <= ncols; j += 4) {
+      const R* col[4] = {a + j * lda, a + (j + 1) * lda, a + (j + 2) * lda, a + (j + 3) * lda};
+      R out[4][1];
+      dot_columns<R, 4, 1>(len, col, xs, out);
+      for (int c = 0; c < 4; ++c) y[j + c] = out[c][0];
+    }
+    for (; j < ncols; ++j) {
+      const R* col[1] = {a + j * lda};
+      R out[1][1];
+      dot_columns<R, 1, 1>(len, col, xs, out);
+      y[j] = out[0][0];
+    }
+  } else {
+    thread_local std::vector<R> swapped;
+    swapped.resize(static_cast<size_t>(2 * len));
+    for (int64_t i = 0; i < len; ++i)
+      swapped[2 * i] = x[i].imag(), swapped[2 * i + 1] = -x[i].real();
+    const R* xs[2] = {reinterpret_cast<const R*>(x), swapped.data()};
+    auto column = [&](int64_t j) { return reinterpret_cast<const R*>(a + j * lda); };
+    int64_t j = 0;
+    for (; j + 2 <= ncols; j += 2) {
+      const R* col[2] = {column(j), column(j + 1)};
+      R out[2][2];
+      dot_columns<R, 2, 2>(2 * len, col, xs, out);
+      for (int c = 0; c < 2; ++c) y[j + c] = T(out[c][0], out[c][1]);
+    }
+    for (; j < ncols; ++j) {
+      const R* col[1] = {column(j)};
+      R out[1][2];
+      dot_columns<R, 1, 2>(2 * len, col, xs, out);
+      y[j] = T(out[0][0], out[0][1]);
+    }
+  }
+}
+
+// Real T: y is read and written once per four columns, in vectors (a masked one at the tail).
+// Complex T: column by column, as the compiler vectorizes it.
+template <class T>
+void gemv_minus(int64_t len, int64_t ncols, const T* a, int64_t lda, const T* s, bool conj_a,
+                T* y) {
+  if constexpr (std::is_same_v<T, real_t<T>>) {
+    (void)conj_a;
+    using Vr = vec::TS_ISA::Vec<T>;
+    constexpr int W = Vr::kSize;
+    int64_t q = 0;
+    auto update = [&]<int C>(int64_t t, int n) {
+      Vr acc = n == W ? Vr::load(y + t) : Vr::load(y + t, n);
+      for (int c = 0; c < C; ++c) {
+        const T* col = a + (q + c) * lda + t;
+        acc = Vr::fmadd(n == W ? Vr::load(col) : Vr::load(col, n), Vr(-s[q + c]), acc);
+      }
+      if (n == W) {
+        acc.store(y + t);
+      } else {
+        acc.store(y + t, n);
+      }
+    };
+    auto columns = [&]<int C>() {
+      int64_t t = 0;
+      for (; t + W <= len; t += W) update.template operator()<C>(t, W);
+      if (t < len) update.template operator()<C>(t, static_cast<int>(len - t));
+    };
+    for (; q + 4 <= ncols; q += 4) columns.template operator()<4>();
+    for (; q < ncols; ++q) columns.template operator()<1>();
+  } else {
+    for (int64_t q = 0; q < ncols; ++q) {
+      const T* col = a + q * lda;
+      const T sq = s[q];
+      if (conj_a) {
+        for (int64_t t = 0; t < len; ++t) y[t] = fms(y[t], std::conj(col[t]), sq);
+      } else {
+        for (int64_t t = 0; t < len; ++t) y[t] = fms(y[t], col[t], sq);
+      }
+    }
+  }
+}
+
 }  // namespace
 
 const LinalgLeafKernels& linalg_leaf_kernels() {
-  static const LinalgLeafKernels k{trsm<float>,       trsm<double>,         trsm<complex64>,
-                                   trsm<complex128>,  getf2<float>,         getf2<double>,
-                                   getf2<complex64>,  getf2<complex128>,    transpose<float>,
-                                   transpose<double>, transpose<complex64>, transpose<complex128>};
+  static const LinalgLeafKernels k{
+      trsm<float>,         trsm<double>,         trsm<complex64>,         trsm<complex128>,
+      getf2<float>,        getf2<double>,        getf2<complex64>,        getf2<complex128>,
+      transpose<float>,    transpose<double>,    transpose<complex64>,    transpose<complex128>,
+      adjoint_gemv<float>, adjoint_gemv<double>, adjoint_gemv<complex64>, adjoint_gemv<complex128>,
+      gemv_minus<float>,   gemv_minus<double>,   gemv_minus<complex64>,   gemv_minus<complex128>};
   return k;
 }
 

@@ -17,6 +17,14 @@
 //          the edges, complex types and other ISAs go element by element in 16 x 16 tiles.
 //          Compiled for baseline x86-64 beside the recursions, these copies were 13% of a
 //          float32 1024 x 1024 Cholesky (perf).
+//   adjoint_gemv  y(j) = A(:, j)^H x for the ncols columns of the column-major len x ncols A
+//          (leading dimension lda): pivoted QR's one matrix-vector product per column it
+//          reduces. Four real columns (two complex) share each load of x; each column keeps
+//          its own partial sums, added in a fixed order, so a column's value does not depend on
+//          the columns beside it (a caller may split the columns any way).
+//   gemv_minus  y -= sum_q op(A(:, q)) s_q for the column-major len x ncols A (leading
+//          dimension lda) and contiguous scalars s, op conjugating when conj_a: pivoted QR's
+//          updates of one column, one row and its F column by the block's earlier reflectors.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +46,14 @@ template <class T>
 using TransposeLeaf = void (*)(int64_t r, int64_t c, const T* src, int64_t lds, T* dst,
                                int64_t ldd);
 
+template <class T>
+using AdjointGemvLeaf = void (*)(int64_t len, int64_t ncols, const T* a, int64_t lda, const T* x,
+                                 T* y);
+
+template <class T>
+using GemvMinusLeaf = void (*)(int64_t len, int64_t ncols, const T* a, int64_t lda, const T* s,
+                               bool conj_a, T* y);
+
 struct LinalgLeafKernels {
   TrsmLeaf<float> trsm_f32;
   TrsmLeaf<double> trsm_f64;
@@ -51,6 +67,14 @@ struct LinalgLeafKernels {
   TransposeLeaf<double> transpose_f64;
   TransposeLeaf<complex64> transpose_c64;
   TransposeLeaf<complex128> transpose_c128;
+  AdjointGemvLeaf<float> adjoint_gemv_f32;
+  AdjointGemvLeaf<double> adjoint_gemv_f64;
+  AdjointGemvLeaf<complex64> adjoint_gemv_c64;
+  AdjointGemvLeaf<complex128> adjoint_gemv_c128;
+  GemvMinusLeaf<float> gemv_minus_f32;
+  GemvMinusLeaf<double> gemv_minus_f64;
+  GemvMinusLeaf<complex64> gemv_minus_c64;
+  GemvMinusLeaf<complex128> gemv_minus_c128;
 };
 
 // The one of four per-dtype entries that serves T.
@@ -80,6 +104,23 @@ void transpose_into(int64_t r, int64_t c, const T* src, int64_t lds, T* dst, int
   const cpu::LinalgLeafKernels& k = TS_DISPATCH(linalg_leaf_kernels);
   cpu::leaf_for<T>(k.transpose_f32, k.transpose_f64, k.transpose_c64, k.transpose_c128)(
       r, c, src, lds, dst, ldd);
+}
+
+// y(j) = A(:, j)^H x on the ISA chosen at start-up (the table's adjoint_gemv).
+template <class T>
+void adjoint_gemv(int64_t len, int64_t ncols, const T* a, int64_t lda, const T* x, T* y) {
+  const cpu::LinalgLeafKernels& k = TS_DISPATCH(linalg_leaf_kernels);
+  cpu::leaf_for<T>(k.adjoint_gemv_f32, k.adjoint_gemv_f64, k.adjoint_gemv_c64, k.adjoint_gemv_c128)(
+      len, ncols, a, lda, x, y);
+}
+
+// y -= sum_q op(A(:, q)) s_q on the ISA chosen at start-up (the table's gemv_minus).
+template <class T>
+void gemv_minus(int64_t len, int64_t ncols, const T* a, int64_t lda, const T* s, bool conj_a,
+                T* y) {
+  const cpu::LinalgLeafKernels& k = TS_DISPATCH(linalg_leaf_kernels);
+  cpu::leaf_for<T>(k.gemv_minus_f32, k.gemv_minus_f64, k.gemv_minus_c64, k.gemv_minus_c128)(
+      len, ncols, a, lda, s, conj_a, y);
 }
 
 }  // namespace tessera::linalg::detail
