@@ -129,7 +129,8 @@ real_t<T> norm2(int64_t n, const T* x, int64_t inc) {
     const R s = sum_squares<R>(n, x, inc);
     if (std::isnan(s)) return s;
     constexpr R kTiny = std::numeric_limits<R>::min() / std::numeric_limits<R>::epsilon();
-    if (std::isfinite(s) && (s >= kTiny || s == R(0))) return std::sqrt(s);
+    // A zero sum may be every square underflowing (x ~ 1e-300): the rescaled sum decides.
+    if (std::isfinite(s) && s >= kTiny) return std::sqrt(s);
     R scale = 0;
     for (int64_t i = 0; i < n; ++i)
       scale = std::max({scale, std::abs(real_part(x[i * inc])), std::abs(imag_part(x[i * inc]))});

@@ -463,6 +463,35 @@ TEST(LinalgQrKernels, LarfgConventionAndTinyColumns) {
   std::vector<double> x = {0, 0};
   EXPECT_EQ(ld::larfg(int64_t{2}, alpha, x.data(), int64_t{1}), 0.0);
   EXPECT_EQ(alpha, -2.0);
+  // A real column of ~1e-300, whose squares all underflow: still reduced (its norm was taken
+  // as zero once, so the column counted as reduced and tau came back 0).
+  for (double scale : {1e-300, 1e-310}) {
+    double tiny_alpha = 3 * scale;
+    std::vector<double> tiny = {4 * scale, 12 * scale};
+    EXPECT_NE(ld::larfg(int64_t{2}, tiny_alpha, tiny.data(), int64_t{1}), 0.0) << scale;
+    EXPECT_NEAR(tiny_alpha / scale, -13.0, scale < 1e-305 ? 1e-8 : 1e-13) << scale;
+  }
+}
+
+// Householder QR and the least squares solvers on it scale with their input: a float64 or
+// complex128 matrix of entries ~1e-300 (or ~1e300) gives scale * R and the same solution.
+TEST(LinalgQr, TinyAndHugeMatricesFactorAsTheirScaledSelves) {
+  manual_seed(60);
+  for (ScalarType dt : {kFloat64, kComplex128}) {
+    const Tensor A = make_rect(70, 50, dt, Shape::kRandom), B = gaussian({70, 2}, dt);
+    const Tensor R = std::get<1>(la::qr(A));
+    const Tensor X = std::get<0>(la::lstsq(A, B, std::nullopt, "gels"));
+    const Tensor Xy = std::get<0>(la::lstsq(A, B));
+    for (double scale : {1e-300, 1e300}) {
+      SCOPED_TRACE(fmt::format("{} scale {}", dt, scale));
+      const Tensor As = A.mul(scale), Bs = B.mul(scale);
+      EXPECT_LE(rel_diff(std::get<1>(la::qr(As)).div(scale), R), 1e-13);
+      EXPECT_LE(rel_diff(std::get<0>(la::lstsq(As, Bs, std::nullopt, "gels")), X), 1e-13);
+      auto [Xs, res, rank, sv] = la::lstsq(As, Bs);
+      EXPECT_LE(rel_diff(Xs, Xy), 1e-13);
+      EXPECT_EQ(rank.item<int64_t>(), 50);
+    }
+  }
 }
 
 // ---- batched small kernels (small/lane_qr.h)
