@@ -101,25 +101,6 @@ inline void swap_rows(T* a, int64_t rs, int64_t cs, int64_t r0, int64_t r1, int6
   }
 }
 
-// dst(j, i) = src(i, j) for the r x c row-major matrix src (leading dimensions lds, ldd), in
-// 16 x 16 tiles, element by element: the reference and edge form of the per-ISA transpose
-// (leaf_kernels.h). Element by element along src's rows, each row of getrf's panel copy went
-// to 128 columns of dst 8 KiB apart (float64, 1024 rows), more pages than the L1 TLB holds;
-// perf put 19% of a two-thread float64 1024 x 1024 getrf in these copies.
-template <class T>
-inline void transpose_into_plain(int64_t r, int64_t c, const T* src, int64_t lds, T* dst,
-                                 int64_t ldd) {
-  constexpr int64_t kTile = 16;
-  for (int64_t i0 = 0; i0 < r; i0 += kTile) {
-    const int64_t i1 = std::min(r, i0 + kTile);
-    for (int64_t j0 = 0; j0 < c; j0 += kTile) {
-      const int64_t j1 = std::min(c, j0 + kTile);
-      for (int64_t j = j0; j < j1; ++j)
-        for (int64_t i = i0; i < i1; ++i) dst[j * ldd + i] = src[i * lds + j];
-    }
-  }
-}
-
 // The power of two s that puts amax * s in [1, 2): the scaled entries' squares and sums of
 // squares neither overflow nor underflow, and undoing the scaling is exact. 1 for a zero or
 // non-finite amax. Below the normal range 2^-ilogb(amax) is not representable, so s stops at

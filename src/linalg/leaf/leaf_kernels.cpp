@@ -7,6 +7,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "core/transpose.h"
 #include "core/vec.h"
 #include "linalg/scalar_ops.h"
 #include "linalg/small/interleave.h"
@@ -101,26 +102,7 @@ int64_t getf2(int64_t m, int64_t n, T* a, int64_t rs, int64_t cs, int32_t* ipiv)
 
 template <class T>
 void transpose(int64_t r, int64_t c, const T* src, int64_t lds, T* dst, int64_t ldd) {
-  using linalg::detail::transpose_into_plain;
-#if defined(__AVX512F__)
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    using B = interleave_detail::Block<T>;
-    constexpr int W = B::W;
-    const int64_t rf = r / W * W, cf = c / W * W;
-    typename B::R v[W];
-    for (int64_t i0 = 0; i0 < rf; i0 += W) {
-      for (int64_t j0 = 0; j0 < cf; j0 += W) {
-        for (int t = 0; t < W; ++t) v[t] = B::load(src + (i0 + t) * lds + j0, W);
-        interleave_detail::transpose(v);
-        for (int t = 0; t < W; ++t) B::store(dst + (j0 + t) * ldd + i0, v[t], W);
-      }
-    }
-    transpose_into_plain(rf, c - cf, src + cf, lds, dst + cf * ldd, ldd);  // right edge
-    transpose_into_plain(r - rf, c, src + rf * lds, lds, dst + rf, ldd);   // bottom rows
-    return;
-  }
-#endif
-  transpose_into_plain(r, c, src, lds, dst, ldd);
+  vec::TS_ISA::transpose(r, c, src, lds, dst, ldd);
 }
 
 // out[c][v] = sum_t col[c][t] xs[v][t] for C columns and V vectors of len reals: one vector of

@@ -13,8 +13,9 @@
 //          0, or the 1-based column of the first zero pivot (which is skipped, not divided by).
 //   transpose  dst(j, i) = src(i, j) for an r x c matrix (leading dimensions lds, ldd): the
 //          copies around the leaves (getrf's column-major panel, trsm on a B whose columns are
-//          contiguous). AVX-512 moves 16 x 16 float / 8 x 8 double blocks through registers;
-//          the edges, complex types and other ISAs go element by element in 16 x 16 tiles.
+//          contiguous), core/transpose.h's: AVX-512 moves 16 x 16 float / 8 x 8 double (and
+//          complex64) blocks through registers; the edges, complex128 and other ISAs go through
+//          a small tile of whole cache-line runs.
 //          Compiled for baseline x86-64 beside the recursions, these copies were 13% of a
 //          float32 1024 x 1024 Cholesky (perf).
 //   adjoint_gemv  y(j) = A(:, j)^H x for the ncols columns of the column-major len x ncols A

@@ -10,6 +10,7 @@
 
 #include "core/cached_vector.h"
 #include "core/prefetch.h"
+#include "core/transpose.h"
 #include "core/vec.h"
 #include "linalg/small/small_kernels.h"
 
@@ -22,58 +23,6 @@ namespace tessera::cpu::TS_ISA {
 namespace interleave_detail {
 
 #if defined(__AVX512F__)
-// In-register transposes of a 16 x 16 float / 8 x 8 double block (r[i] = row i in, column i out).
-[[gnu::always_inline]] inline void transpose(__m512* r) {
-  __m512 t[16];
-  for (int i = 0; i < 16; i += 2) {
-    t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);
-  }
-  auto lo = [](__m512 x, __m512 y) {
-    return _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(x), _mm512_castps_pd(y)));
-  };
-  auto hi = [](__m512 x, __m512 y) {
-    return _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(x), _mm512_castps_pd(y)));
-  };
-  // u[4g + c], 128-bit lane q: column 4q + c of rows 4g .. 4g+3.
-  __m512 u[16];
-  for (int i = 0; i < 16; i += 4) {
-    u[i] = lo(t[i], t[i + 2]);
-    u[i + 1] = hi(t[i], t[i + 2]);
-    u[i + 2] = lo(t[i + 1], t[i + 3]);
-    u[i + 3] = hi(t[i + 1], t[i + 3]);
-  }
-  for (int c = 0; c < 4; ++c) {
-    const __m512 a88 = _mm512_shuffle_f32x4(u[c], u[4 + c], 0x88);
-    const __m512 add = _mm512_shuffle_f32x4(u[c], u[4 + c], 0xdd);
-    const __m512 b88 = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0x88);
-    const __m512 bdd = _mm512_shuffle_f32x4(u[8 + c], u[12 + c], 0xdd);
-    r[c] = _mm512_shuffle_f32x4(a88, b88, 0x88);
-    r[8 + c] = _mm512_shuffle_f32x4(a88, b88, 0xdd);
-    r[4 + c] = _mm512_shuffle_f32x4(add, bdd, 0x88);
-    r[12 + c] = _mm512_shuffle_f32x4(add, bdd, 0xdd);
-  }
-}
-
-[[gnu::always_inline]] inline void transpose(__m512d* r) {
-  __m512d t[8];
-  for (int i = 0; i < 8; i += 2) {
-    t[i] = _mm512_unpacklo_pd(r[i], r[i + 1]);
-    t[i + 1] = _mm512_unpackhi_pd(r[i], r[i + 1]);
-  }
-  // t[2g + c], 128-bit lane q: column 2q + c of rows 2g, 2g+1.
-  for (int c = 0; c < 2; ++c) {
-    const __m512d a88 = _mm512_shuffle_f64x2(t[c], t[2 + c], 0x88);
-    const __m512d add = _mm512_shuffle_f64x2(t[c], t[2 + c], 0xdd);
-    const __m512d b88 = _mm512_shuffle_f64x2(t[4 + c], t[6 + c], 0x88);
-    const __m512d bdd = _mm512_shuffle_f64x2(t[4 + c], t[6 + c], 0xdd);
-    r[c] = _mm512_shuffle_f64x2(a88, b88, 0x88);
-    r[4 + c] = _mm512_shuffle_f64x2(a88, b88, 0xdd);
-    r[2 + c] = _mm512_shuffle_f64x2(add, bdd, 0x88);
-    r[6 + c] = _mm512_shuffle_f64x2(add, bdd, 0xdd);
-  }
-}
-
 template <class T>
 struct Block;
 template <>
@@ -191,7 +140,7 @@ template <class T>
     } else {
       for (int l = 0; l < W; ++l) r[l] = l < used ? B::load(a + l * stride + e0, len) : B::zero();
     }
-    interleave_detail::transpose(r);
+    vec::TS_ISA::transpose_registers(r);
     for (int t = 0; t < len; ++t) B::store(buf + (e0 + t) * W, r[t], W);
   }
 #else
@@ -233,7 +182,7 @@ template <class T>
     } else {
       for (int t = 0; t < W; ++t) r[t] = t < len ? B::load(buf + (e0 + t) * W, W) : B::zero();
     }
-    interleave_detail::transpose(r);
+    vec::TS_ISA::transpose_registers(r);
     const unsigned keep = ~blocks.upper_mask(len) & ((1u << W) - 1u);
     const bool whole = keep == (1u << W) - 1u;
     if (stream && whole && len == W) {

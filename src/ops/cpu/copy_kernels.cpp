@@ -6,16 +6,18 @@
 #include "core/convert.h"
 #include "core/dtype_dispatch.h"
 #include "core/loops.h"
+#include "core/transpose.h"
 
 namespace tessera::cpu::TS_ISA {
 
 namespace {
 
 // A block whose one side runs contiguously along the inner dimension and the other along the
-// outer one (a transpose, as in t().contiguous()) moves through a small tile: whole cache lines
-// read from the source into it, whole lines written from it. Element by element, one side would
-// touch a new line at every step, and with a power-of-two row stride (1024 float32) a tile's
-// lines would all fall into one L1 set: 1024 x 1024 float32 copied at 2.3 GB/s that way.
+// outer one (a transpose, as in t().contiguous()) moves through core/transpose.h: 4- and 8-byte
+// words as register blocks on AVX-512, the others through a tile of whole cache-line runs.
+// Element by element down the block, one side would touch a new cache line at every step (and
+// with a power-of-two row stride a column of them would share one L1 set): 1024 x 1024 float32
+// copied at 2.3 GB/s that way.
 template <class Word>
 bool copy_transposed(char* dst, const char* src, const int64_t* s, int64_t n0, int64_t n1) {
   constexpr int64_t w = sizeof(Word);
@@ -28,23 +30,9 @@ bool copy_transposed(char* dst, const char* src, const int64_t* s, int64_t n0, i
   } else {
     return false;
   }
-  if (na < 2 || nb < 2) return false;
-  // Runs of 256 bytes read and 128 written per row of the tile (at most 64 words): a source row
-  // is a few lines in a row, which the prefetcher follows.
-  constexpr int64_t kTileA = std::min<int64_t>(64, 128 / w),
-                    kTileB = std::min<int64_t>(64, 256 / w);
-  Word tile[kTileA][kTileB];
-  for (int64_t b0 = 0; b0 < nb; b0 += kTileB) {
-    const int64_t bn = std::min(kTileB, nb - b0);
-    for (int64_t a0 = 0; a0 < na; a0 += kTileA) {
-      const int64_t an = std::min(kTileA, na - a0);
-      const char* x = src + a0 * src_a + b0 * w;
-      for (int64_t a = 0; a < an; ++a) std::memcpy(tile[a], x + a * src_a, bn * w);
-      char* d = dst + b0 * dst_b + a0 * w;
-      for (int64_t b = 0; b < bn; ++b)
-        for (int64_t a = 0; a < an; ++a) std::memcpy(d + b * dst_b + a * w, &tile[a][b], w);
-    }
-  }
+  if (na < 2 || nb < 2 || src_a % w != 0 || dst_b % w != 0) return false;
+  vec::TS_ISA::transpose(na, nb, reinterpret_cast<const Word*>(src), src_a / w,
+                         reinterpret_cast<Word*>(dst), dst_b / w);
   return true;
 }
 
