@@ -446,6 +446,10 @@ bool downdate_norm(T a_row_j, R& vn1, R vn2, R tol3z) {
   return true;
 }
 
+// The fewest multiply-adds a thread takes of a step's pass over the matrix (y = A^H v): below
+// it, waking the pool costs more than the share saves.
+constexpr int64_t kMinPassShare = int64_t{1} << 17;
+
 // laqps's scratch: y (n), the scalars of a gemv_minus, one row and the block's rows of R, the
 // columns whose norms must be recomputed.
 template <class T>
@@ -523,7 +527,7 @@ int64_t laqps(int64_t m, int64_t n, int64_t offset, int64_t nb, T* a, int64_t ld
     // y = tau A(rk:m, 0:n)^H v: the step's one pass over the rest of the matrix, its columns
     // split over the pool (each column's dot product is the same on any split).
     ws.y.resize(static_cast<size_t>(n));
-    parallel_for(0, n, std::max<int64_t>(16, kMinShareWork / 16 / std::max<int64_t>(len, 1)),
+    parallel_for(0, n, std::max<int64_t>(16, kMinPassShare / std::max<int64_t>(len, 1)),
                  [&](int64_t j0, int64_t j1) {
                    adjoint_gemv(len, j1 - j0, &A(rk, j0), lda, col, ws.y.data() + j0);
                  });
