@@ -10,7 +10,6 @@
 #include "core/transpose.h"
 #include "core/vec.h"
 #include "linalg/scalar_ops.h"
-#include "linalg/small/interleave.h"
 
 namespace tessera::cpu::TS_ISA {
 namespace {

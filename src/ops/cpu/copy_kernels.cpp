@@ -1,6 +1,5 @@
 #include "ops/cpu/copy_kernels.h"
 
-#include <algorithm>
 #include <cstring>
 
 #include "core/convert.h"
