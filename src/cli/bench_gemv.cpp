@@ -21,10 +21,15 @@
 // minute (the header's `membw` row is the run's, measured first); Gelem/s
 // is weight elements per second, the rate at which a low-precision format serves a model.
 // Also: float32 mm with M = 1, 2, 4 (GEMV path) and 8 (packed GEMM) at 4096x4096, to show
-// where the engine's "m <= 4 goes to GEMV" rule stands.
+// where the engine's "m <= 4 goes to GEMV" rule stands; and the dense dtypes' matrix-vector
+// products through the eager matmul, A [4096, 4096] row-major in float64, complex64 and
+// complex128: `mv/<dtype>/4096x4096` (A x: the rows form) and `vm/...` (x^T A: the columns
+// form), against OpenBLAS's ?gemv (NoTrans / Trans on the same A) and PyTorch 1.13's matmul,
+// in turns; GB/s counts A's bytes.
 #include <cblas.h>
 
 #include <cmath>
+#include <complex>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -180,10 +185,49 @@ void print_table(const std::vector<Shape>& shapes, const std::vector<BenchRow>& 
                     : fmt::format(" {:>9}", "-");
         std::printf("%s\n", line.c_str());
       }
+    for (const auto& r : rows) {
+      if (r.threads != t || r.impl != "tessera" || !r.stats) continue;
+      if (!r.case_name.starts_with("mv/") && !r.case_name.starts_with("vm/")) continue;
+      std::string line =
+          fmt::format("{:<28} {:8.3f} {:7.1f} GB/s", r.case_name, r.stats->median_s * 1e3, *r.gbps);
+      for (const char* anchor : {"openblas", "torch"}) {
+        const BenchRow* a = find_row(rows, anchor, r.case_name, t, /*measured_only=*/true);
+        line += a ? fmt::format("  {} {:.1f} GB/s {:.2f}x", anchor, *a->gbps,
+                                a->stats->median_s / r.stats->median_s)
+                  : fmt::format("  {} -", anchor);
+      }
+      std::printf("%s\n", line.c_str());
+    }
     for (const auto& r : rows)
       if (r.threads == t && r.impl == "tessera" && r.case_name.starts_with("mm/") && r.stats)
         std::printf("%-28s %8.3f %7.1f GB/s of B, %.1f GFLOP/s\n", r.case_name.c_str(),
                     r.stats->median_s * 1e3, *r.gbps, *r.gflops);
+  }
+}
+
+// The dense dtypes' matrix-vector products (file comment): A x or x^T A through matmul.
+struct DenseCase {
+  ScalarType dtype;
+  bool rows;  // A x (mv) or x^T A (vm)
+  std::string name(int64_t n) const {
+    return fmt::format("{}/{}/{}x{}", rows ? "mv" : "vm", dtype_name(dtype), n, n);
+  }
+};
+
+void openblas_dense_gemv(const DenseCase& c, int64_t n, const Tensor& a, const Tensor& x,
+                         const Tensor& y) {
+  const auto op = c.rows ? CblasNoTrans : CblasTrans;
+  if (c.dtype == kFloat64) {
+    cblas_dgemv(CblasRowMajor, op, n, n, 1.0, a.data_ptr<double>(), n, x.data_ptr<double>(), 1, 0.0,
+                y.data_ptr<double>(), 1);
+  } else if (c.dtype == kComplex64) {
+    const std::complex<float> one(1), zero(0);
+    cblas_cgemv(CblasRowMajor, op, n, n, &one, a.data_ptr(), n, x.data_ptr(), 1, &zero,
+                y.data_ptr(), 1);
+  } else {
+    const std::complex<double> one(1), zero(0);
+    cblas_zgemv(CblasRowMajor, op, n, n, &one, a.data_ptr(), n, x.data_ptr(), 1, &zero,
+                y.data_ptr(), 1);
   }
 }
 
@@ -207,9 +251,14 @@ int run_bench_gemv(const BenchOptions& options) {
     if (!wanted(case_name(kFormats[0], s)) && !wanted(case_name(kFormats[1], s))) continue;
     cases += fmt::format("{}{}x{}", cases.empty() ? "" : ",", s.n, s.k);
   }
+  constexpr int64_t kDenseN = 4096;
+  std::vector<DenseCase> dense;
+  for (ScalarType dt : {kFloat64, kComplex64, kComplex128})
+    for (bool rows_form : {true, false})
+      if (wanted(DenseCase{dt, rows_form}.name(kDenseN))) dense.push_back({dt, rows_form});
   // PyTorch in lockstep, one script per thread count (its OpenBLAS reads the count at load).
   std::map<int, std::unique_ptr<AnchorServer>> torch;
-  if (!cases.empty())
+  if (!cases.empty() || !dense.empty())
     torch = lockstep_per_thread_count("torch_gemv.py", {"--cases", cases}, threads, turn, "torch");
 
   for (int t : threads) {
@@ -270,6 +319,31 @@ int run_bench_gemv(const BenchOptions& options) {
           rows.push_back(std::move(r));
         }
       }
+  }
+  for (const DenseCase& c : dense) {
+    const std::string name = c.name(kDenseN);
+    const Tensor a = randn({kDenseN, kDenseN}, c.dtype), x = randn({kDenseN}, c.dtype);
+    const Tensor y = empty({kDenseN}, c.dtype);
+    // The anchor must compute the same product: OpenBLAS's against ours, normwise.
+    const Tensor ours = c.rows ? matmul(a, x) : matmul(x, a);
+    openblas_dense_gemv(c, kDenseN, a, x, y);
+    const double err = (y - ours).abs().max().item<double>() / ours.abs().max().item<double>();
+    TS_CHECK(err < (c.dtype == kComplex64 ? 1e-4 : 1e-10), RuntimeError,
+             "bench gemv: OpenBLAS's {} differs from Tessera's by {:.2e} (normwise)", name, err);
+    for (int t : threads) {
+      std::vector<Contender> cs = {
+          tessera_contender("tessera", t, [&] { (void)(c.rows ? matmul(a, x) : matmul(x, a)); }),
+          openblas_contender(t, [&] { openblas_dense_gemv(c, kDenseN, a, x, y); })};
+      if (torch.count(t)) cs.push_back(script_contender(torch[t].get(), t));
+      for (auto& r : take_turns("gemv", name, t, rounds, turn, cs)) {
+        if (r.stats) {
+          r.gbps = static_cast<double>(a.nbytes()) / r.stats->median_s / 1e9;
+          r.gflops =
+              (is_complex(c.dtype) ? 8.0 : 2.0) * kDenseN * kDenseN / r.stats->median_s / 1e9;
+        }
+        rows.push_back(std::move(r));
+      }
+    }
   }
   set_num_threads(saved_threads);
   std::vector<std::string> notes;

@@ -5,6 +5,7 @@
 //   Vec<float> a = Vec<float>::load(p), b(2.0f);
 //   (a * b + a).store(q);
 //   Vec<float>::load(p, n)   // first n lanes, the rest zero (n < kSize): loop tails
+//   a.swap_pairs()           // lanes 2j and 2j + 1 exchanged (interleaved complex values)
 //
 // Transcendentals come from Sleef (1.0-ulp variants) on avx2/avx512 and from libm on the
 // generic path. load_convert/store_convert move float16 and bfloat16 through float lanes with
@@ -106,6 +107,8 @@ struct Vec<float> {
         _mm512_xor_si512(_mm512_castps_si512(v), _mm512_set1_epi32(INT32_MIN)));
   }
   static Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a.v, b.v, c.v); }
+  // Lanes 2j and 2j + 1 exchanged (the real and imaginary parts of interleaved complex values).
+  Vec swap_pairs() const { return _mm512_permute_ps(v, 0xB1); }
   // NaN-propagating max/min (as torch.maximum): a NaN in either operand gives NaN.
   static Vec max(Vec a, Vec b) {
     __m512 m = _mm512_max_ps(a.v, b.v);
@@ -214,6 +217,7 @@ struct Vec<double> {
         _mm512_xor_si512(_mm512_castpd_si512(v), _mm512_set1_epi64(INT64_MIN)));
   }
   static Vec fmadd(Vec a, Vec b, Vec c) { return _mm512_fmadd_pd(a.v, b.v, c.v); }
+  Vec swap_pairs() const { return _mm512_permute_pd(v, 0x55); }
   static Vec max(Vec a, Vec b) {
     __m512d m = _mm512_max_pd(a.v, b.v);
     return _mm512_mask_mov_pd(m, _mm512_cmp_pd_mask(a.v, b.v, _CMP_UNORD_Q),
@@ -340,6 +344,7 @@ struct Vec<float> {
   friend Vec operator/(Vec a, Vec b) { return _mm256_div_ps(a.v, b.v); }
   Vec operator-() const { return _mm256_xor_ps(v, _mm256_set1_ps(-0.0f)); }
   static Vec fmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a.v, b.v, c.v); }
+  Vec swap_pairs() const { return _mm256_permute_ps(v, 0xB1); }
   static Vec max(Vec a, Vec b) {
     return _mm256_blendv_ps(_mm256_max_ps(a.v, b.v), _mm256_add_ps(a.v, b.v),
                             _mm256_cmp_ps(a.v, b.v, _CMP_UNORD_Q));
@@ -424,6 +429,7 @@ struct Vec<double> {
   friend Vec operator/(Vec a, Vec b) { return _mm256_div_pd(a.v, b.v); }
   Vec operator-() const { return _mm256_xor_pd(v, _mm256_set1_pd(-0.0)); }
   static Vec fmadd(Vec a, Vec b, Vec c) { return _mm256_fmadd_pd(a.v, b.v, c.v); }
+  Vec swap_pairs() const { return _mm256_permute_pd(v, 0x5); }
   static Vec max(Vec a, Vec b) {
     return _mm256_blendv_pd(_mm256_max_pd(a.v, b.v), _mm256_add_pd(a.v, b.v),
                             _mm256_cmp_pd(a.v, b.v, _CMP_UNORD_Q));
@@ -647,6 +653,11 @@ struct GenericVec {
     T m = v[0];
     for (int i = 1; i < N; ++i) m = v[i] < m ? v[i] : m;
     return m;
+  }
+  GenericVec swap_pairs() const {
+    GenericVec r;
+    for (int i = 0; i < N; i += 2) r.v[i] = v[i + 1], r.v[i + 1] = v[i];
+    return r;
   }
 };
 template <>

@@ -637,42 +637,35 @@ void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_thre
   });
 }
 
-// float32 products with few rows or columns of C (gemv_pays) run on the GEMV path: each output
-// row (column) is a vector times the other operand, which then streams once from memory
-// instead of being packed (docs/gemm.md, "GEMV"). Not a tiny one that the small kernel can take
-// whole (m, n and k up to 64): there the GEMV's setup cost more than the product
-// (one thread: 4x4x4 119 -> 71 ns, 1x16x16 98 -> 55, 4x64x64 445 -> 371). Deeper products
-// stay on the GEMV path (1x64x512: 1.3 us there, 7.9 packed).
+// Products with few rows or columns of C (gemv_pays) run on the GEMV path when the GEMV
+// kernels read the other operand in place (its rows or columns contiguous): each output row
+// (column) is a vector times that operand, which then streams once from memory instead of
+// being packed (docs/gemm.md, "GEMV"). float32 on the float32 kernels, float64 and complex on
+// gemm_as_gemv's. Not a tiny real product that the small kernel can take whole (m, n and k up
+// to 64): there the GEMV's setup cost more than the product (one thread, float32: 4x4x4 119 ->
+// 71 ns, 1x16x16 98 -> 55, 4x64x64 445 -> 371). Deeper products stay on the GEMV path
+// (1x64x512: 1.3 us there, 7.9 packed).
 bool takes_gemv(const GemmProblem& p, const cpu::GemmKernels& kernels) {
-  if (p.dtype != ScalarType::Float32 || !gemv_pays(std::min(p.m, p.n), std::max(p.m, p.n)))
-    return false;
-  // By shape alone: every layout of a tiny product then runs in run(), whose paths (the small
-  // kernel, or packing where B's layout rules it out) sum k in the same order, so storage
-  // order never changes a bit (geqrf on row- and on column-major storage agree bitwise). The
-  // GEMV's order matches theirs only for some layouts.
-  const bool small =
-      kernels.small_sgemm && p.m <= kSmallMax && p.n <= kSmallMax && within_min_kc(p.k);
+  if (!gemv_pays(std::min(p.m, p.n), std::max(p.m, p.n)) || !gemv_reads_in_place(p)) return false;
+  // By shape alone: every layout of a tiny real product then runs in run(), whose paths (the
+  // small kernel, or packing where B's layout rules it out) sum k in the same order, so
+  // storage order never changes a bit (geqrf on row- and on column-major storage agree
+  // bitwise). The GEMV's order matches theirs only for some layouts.
+  const bool has_small = (p.dtype == ScalarType::Float32 && kernels.small_sgemm) ||
+                         (p.dtype == ScalarType::Float64 && kernels.small_dgemm);
+  const bool small = has_small && p.m <= kSmallMax && p.n <= kSmallMax && within_min_kc(p.k);
   return !small;
 }
 
-// C = alpha A B + beta C as GEMV: with few rows of C, W = B^T (n x k) and the rows of A are
-// the activation vectors; otherwise (few columns) W = A and the columns of B are.
+// C = alpha A B + beta C as a float32 GemvProblem (gemv_view's W, vectors and outputs).
 GemvProblem as_gemv(const GemmProblem& p) {
+  const GemvView v = gemv_view(p);
   GemvProblem g;
-  g.k = p.k;
+  g.n = v.n, g.k = v.k, g.nx = v.nx;
   g.alpha = p.alpha, g.beta = p.beta;
-  g.y = static_cast<float*>(p.c);
-  if (p.m <= p.n) {
-    g.n = p.n, g.nx = p.m;
-    g.w = p.b, g.w_rs = p.b_cs, g.w_cs = p.b_rs;
-    g.x = p.a, g.x_ld = p.a_rs, g.x_inc = p.a_cs;
-    g.y_ld = p.c_rs, g.y_inc = p.c_cs;
-  } else {
-    g.n = p.m, g.nx = p.n;
-    g.w = p.a, g.w_rs = p.a_rs, g.w_cs = p.a_cs;
-    g.x = p.b, g.x_ld = p.b_cs, g.x_inc = p.b_rs;
-    g.y_ld = p.c_cs, g.y_inc = p.c_rs;
-  }
+  g.w = v.w, g.w_rs = v.w_rs, g.w_cs = v.w_cs;
+  g.x = v.x, g.x_ld = v.x_ld, g.x_inc = v.x_inc;
+  g.y = static_cast<float*>(v.y), g.y_ld = v.y_ld, g.y_inc = v.y_inc;
   return g;
 }
 
@@ -713,15 +706,20 @@ void run_complex(const GemmProblem& p, const cpu::GemmKernels& kernels, bool all
 }
 
 // Runs one validated problem with the dtype's kernels (the GEMV kernels of the same ISA for
-// tiny m or n, except on a triangle).
+// tiny m or n, except on a triangle; complex ones as four real products otherwise).
 void run_problem(const GemmProblem& p, const cpu::GemmKernels& kernels, bool allow_threads,
                  Triangle tri) {
-  if (is_complex(p.dtype)) {
-    run_complex(p, kernels, allow_threads, tri);
+  if (tri == Triangle::kAll && takes_gemv(p, kernels)) {
+    const cpu::GemvKernels& gemv_kernels = gemv_kernels_for(kernels.isa);
+    if (p.dtype == ScalarType::Float32) {
+      gemv_run(as_gemv(p), gemv_kernels, allow_threads);
+    } else {
+      gemm_as_gemv(p, gemv_kernels, allow_threads);
+    }
     return;
   }
-  if (tri == Triangle::kAll && takes_gemv(p, kernels)) {
-    gemv_run(as_gemv(p), gemv_kernels_for(kernels.isa), allow_threads);
+  if (is_complex(p.dtype)) {
+    run_complex(p, kernels, allow_threads, tri);
     return;
   }
   if (p.dtype == ScalarType::Float32) {

@@ -14,6 +14,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <vector>
 
 #include "gemm/gemm.h"
@@ -75,6 +76,23 @@ void run_strided(const GemvProblem& p, const cpu::GemvArgs& a) {
     }
 }
 
+// fn(i0, i1) over the n outputs: on this thread, or split over the pool into contiguous ranges
+// of whole kRowAlign-row groups, one per thread (below kMinParallelBytes of weights one thread
+// is faster than waking the pool).
+template <class F>
+void for_output_ranges(int64_t n, double weight_bytes, bool allow_threads, F&& fn) {
+  const int64_t groups = (n + kRowAlign - 1) / kRowAlign;
+  int64_t threads = allow_threads && !in_parallel_region() ? get_num_threads() : 1;
+  if (weight_bytes < static_cast<double>(kMinParallelBytes)) threads = 1;
+  threads = std::min(threads, groups);
+  if (threads <= 1) return fn(int64_t{0}, n);
+  parallel_tasks(threads, [&](int64_t t) {
+    const int64_t i0 = std::min(n, groups * t / threads * kRowAlign);
+    const int64_t i1 = std::min(n, groups * (t + 1) / threads * kRowAlign);
+    if (i0 < i1) fn(i0, i1);
+  });
+}
+
 // Up to kMaxVectors activations starting at m0.
 void run_group(const GemvProblem& p, int64_t m0, int nx, const cpu::GemvKernels& kernels,
                bool allow_threads) {
@@ -121,19 +139,7 @@ void run_group(const GemvProblem& p, int64_t m0, int nx, const cpu::GemvKernels&
   }
   const double weight_bytes = static_cast<double>(p.n) * static_cast<double>(p.k) *
                               static_cast<double>(format_bytes(p.format, 2)) / 2.0;
-  const int64_t groups = (p.n + kRowAlign - 1) / kRowAlign;
-  int64_t threads = allow_threads && !in_parallel_region() ? get_num_threads() : 1;
-  if (weight_bytes < static_cast<double>(kMinParallelBytes)) threads = 1;
-  threads = std::min(threads, groups);
-  if (threads <= 1) {
-    a.rows = p.n;
-    fn(a);
-    return;
-  }
-  parallel_tasks(threads, [&](int64_t t) {
-    const int64_t i0 = std::min(p.n, groups * t / threads * kRowAlign);
-    const int64_t i1 = std::min(p.n, groups * (t + 1) / threads * kRowAlign);
-    if (i0 >= i1) return;
+  for_output_ranges(p.n, weight_bytes, allow_threads, [&](int64_t i0, int64_t i1) {
     cpu::GemvArgs s = a;
     s.rows = i1 - i0;
     s.w = a.w + i0 * row_step;
@@ -183,6 +189,182 @@ void validate(const GemvProblem& p, std::string_view op) {
   }
 }
 
+// ---- float64 and complex GEMMs as GEMV (gemm_as_gemv) ----
+
+// The real kernels' call, one overload per real type: float32 (complex64) through the format
+// kernels' arguments (W in bytes), float64 (float64, complex128) through their own.
+struct RealCall {
+  int64_t rows = 0, k = 0;
+  int64_t w_rs = 0, w_cs = 0;  // real elements
+  int nx = 1;
+  int64_t x_ld = 0, y_inc = 1, y_ld = 0;
+  double alpha = 1, beta = 0;
+};
+
+enum class RealForm { kRows, kColumns, kComplexRows };
+
+void real_kernel(const cpu::GemvKernels& ks, RealForm form, const RealCall& c, const float* w,
+                 const float* x, float* y) {
+  cpu::GemvArgs a;
+  a.rows = c.rows, a.k = c.k;
+  a.w = reinterpret_cast<const uint8_t*>(w);
+  a.w_rs = c.w_rs * static_cast<int64_t>(sizeof(float));
+  a.w_cs = c.w_cs * static_cast<int64_t>(sizeof(float));
+  a.nx = c.nx, a.x = x, a.x_ld = c.x_ld;
+  a.y = y, a.y_inc = c.y_inc, a.y_ld = c.y_ld;
+  a.alpha = static_cast<float>(c.alpha), a.beta = static_cast<float>(c.beta);
+  const int f = static_cast<int>(WeightFormat::Float32);
+  (form == RealForm::kRows      ? ks.row[f]
+   : form == RealForm::kColumns ? ks.col[f]
+                                : ks.row_complex64)(a);
+}
+
+void real_kernel(const cpu::GemvKernels& ks, RealForm form, const RealCall& c, const double* w,
+                 const double* x, double* y) {
+  cpu::GemvArgsF64 a;
+  a.rows = c.rows, a.k = c.k;
+  a.w = w, a.w_rs = c.w_rs, a.w_cs = c.w_cs;
+  a.nx = c.nx, a.x = x, a.x_ld = c.x_ld;
+  a.y = y, a.y_inc = c.y_inc, a.y_ld = c.y_ld;
+  a.alpha = c.alpha, a.beta = c.beta;
+  (form == RealForm::kRows      ? ks.row_f64
+   : form == RealForm::kColumns ? ks.col_f64
+                                : ks.row_complex128)(a);
+}
+
+// Y := beta * Y over the view's outputs of `parts` real values each (2 for complex; alpha == 0
+// or k == 0; beta == 0 writes zeros, never reading Y).
+template <class R>
+void scale_outputs(const GemvView& v, double beta, int parts) {
+  R* y = static_cast<R*>(v.y);
+  for (int64_t m = 0; m < v.nx; ++m)
+    for (int64_t i = 0; i < v.n; ++i)
+      for (int part = 0; part < parts; ++part) {
+        R& out = y[parts * (m * v.y_ld + i * v.y_inc) + part];
+        out = beta == 0 ? R(0) : static_cast<R>(beta) * out;
+      }
+}
+
+template <class T>
+const T& x_at(const GemvView& v, int64_t m, int64_t q) {
+  return static_cast<const T*>(v.x)[m * v.x_ld + q * v.x_inc];
+}
+
+// Complex outputs per block in the column form: T0 and T1 of 2 * kComplexBlock real values per
+// activation stay in L2 while they are combined.
+constexpr int64_t kComplexBlock = 2048;
+
+template <class R>
+void complex_gemv(const GemmProblem& p, const GemvView& v, const cpu::GemvKernels& ks,
+                  bool allow_threads) {
+  using C = std::complex<R>;
+  const R* w = static_cast<const R*>(v.w);
+  const bool rows = v.w_cs == 1 || v.k == 1;
+  const double weight_bytes =
+      static_cast<double>(v.n) * static_cast<double>(v.k) * static_cast<double>(sizeof(C));
+  thread_local std::vector<R> xbuf;
+  if (rows) {
+    // The activations as they are (contiguous), or copied so.
+    const R* x = static_cast<const R*>(v.x);
+    int64_t x_ld = 2 * v.x_ld;  // real values
+    if (v.x_inc != 1) {
+      xbuf.resize(static_cast<size_t>(2 * v.nx * v.k));
+      for (int64_t m = 0; m < v.nx; ++m)
+        for (int64_t q = 0; q < v.k; ++q) {
+          const C xv = x_at<C>(v, m, q);
+          xbuf[2 * (m * v.k + q)] = xv.real(), xbuf[2 * (m * v.k + q) + 1] = xv.imag();
+        }
+      x = xbuf.data(), x_ld = 2 * v.k;
+    }
+    // Activations whose outputs lie one complex element apart (y_ld == 1) share a pass: output
+    // 2c + part of a row is then real element 2c + part of its outputs.
+    const int64_t group = v.nx == 1 || v.y_ld == 1 ? std::min<int64_t>(v.nx, kMaxVectors / 2) : 1;
+    for_output_ranges(v.n, weight_bytes, allow_threads, [&](int64_t i0, int64_t i1) {
+      for (int64_t m0 = 0; m0 < v.nx; m0 += group) {
+        RealCall c;
+        c.rows = i1 - i0, c.k = 2 * v.k;
+        c.w_rs = 2 * v.w_rs;
+        c.nx = static_cast<int>(2 * std::min(group, v.nx - m0));
+        c.x_ld = x_ld;
+        c.y_inc = 2 * v.y_inc, c.y_ld = 1;
+        c.alpha = p.alpha, c.beta = p.beta;
+        C* y = static_cast<C*>(v.y) + m0 * v.y_ld + i0 * v.y_inc;
+        real_kernel(ks, RealForm::kComplexRows, c, w + 2 * i0 * v.w_rs, x + m0 * x_ld,
+                    reinterpret_cast<R*>(y));
+      }
+    });
+    return;
+  }
+  // Columns: per activation xr and xi, k values each.
+  xbuf.resize(static_cast<size_t>(2 * v.nx * v.k));
+  for (int64_t m = 0; m < v.nx; ++m)
+    for (int64_t q = 0; q < v.k; ++q) {
+      const C x = x_at<C>(v, m, q);
+      xbuf[(2 * m) * v.k + q] = x.real(), xbuf[(2 * m + 1) * v.k + q] = x.imag();
+    }
+  const R* x = xbuf.data();
+  const int64_t group = kMaxVectors / 2;
+  for_output_ranges(v.n, weight_bytes, allow_threads, [&](int64_t i0, int64_t i1) {
+    thread_local std::vector<R> parts;
+    parts.resize(static_cast<size_t>(2 * group * 2 * kComplexBlock));
+    for (int64_t b0 = i0; b0 < i1; b0 += kComplexBlock) {
+      const int64_t nb = std::min(kComplexBlock, i1 - b0);
+      for (int64_t m0 = 0; m0 < v.nx; m0 += group) {
+        const int64_t g = std::min(group, v.nx - m0);
+        RealCall c;
+        c.rows = 2 * nb, c.k = v.k;
+        c.w_cs = 2 * v.w_cs;
+        c.nx = static_cast<int>(2 * g);
+        c.x_ld = v.k;
+        c.y_inc = 1, c.y_ld = 2 * nb;
+        real_kernel(ks, RealForm::kColumns, c, w + 2 * b0, x + 2 * m0 * v.k, parts.data());
+        for (int64_t m = 0; m < g; ++m) {
+          const R* t0 = parts.data() + 2 * m * 2 * nb;
+          const R* t1 = t0 + 2 * nb;
+          C* y = static_cast<C*>(v.y) + (m0 + m) * v.y_ld + b0 * v.y_inc;
+          for (int64_t i = 0; i < nb; ++i) {
+            const C s =
+                static_cast<R>(p.alpha) * C(t0[2 * i] - t1[2 * i + 1], t0[2 * i + 1] + t1[2 * i]);
+            C& out = y[i * v.y_inc];
+            out = p.beta == 0 ? s : s + static_cast<R>(p.beta) * out;
+          }
+        }
+      }
+    }
+  });
+}
+
+void float64_gemv(const GemmProblem& p, const GemvView& v, const cpu::GemvKernels& ks,
+                  bool allow_threads) {
+  const double* x = static_cast<const double*>(v.x);
+  int64_t x_ld = v.x_ld;
+  if (v.x_inc != 1) {  // strided vectors: copied once, contiguous
+    thread_local std::vector<double> xbuf;
+    xbuf.resize(static_cast<size_t>(v.nx * v.k));
+    for (int64_t m = 0; m < v.nx; ++m)
+      for (int64_t q = 0; q < v.k; ++q) xbuf[m * v.k + q] = x_at<double>(v, m, q);
+    x = xbuf.data(), x_ld = v.k;
+  }
+  const bool rows = v.w_cs == 1 || v.k == 1;
+  const int64_t step = rows ? v.w_rs : 1;  // elements of W between consecutive outputs
+  const double* w = static_cast<const double*>(v.w);
+  const double weight_bytes = static_cast<double>(v.n) * static_cast<double>(v.k) * 8.0;
+  for_output_ranges(v.n, weight_bytes, allow_threads, [&](int64_t i0, int64_t i1) {
+    for (int64_t m0 = 0; m0 < v.nx; m0 += kMaxVectors) {
+      RealCall c;
+      c.rows = i1 - i0, c.k = v.k;
+      c.w_rs = v.w_rs, c.w_cs = v.w_cs;
+      c.nx = static_cast<int>(std::min(kMaxVectors, v.nx - m0));
+      c.x_ld = x_ld;
+      c.y_inc = v.y_inc, c.y_ld = v.y_ld;
+      c.alpha = p.alpha, c.beta = p.beta;
+      double* y = static_cast<double*>(v.y) + m0 * v.y_ld + i0 * v.y_inc;
+      real_kernel(ks, rows ? RealForm::kRows : RealForm::kColumns, c, w + i0 * step, x + m0 * x_ld,
+                  y);
+    }
+  });
+}
+
 }  // namespace
 
 const cpu::GemvKernels& gemv_kernels_for(std::string_view isa) {
@@ -217,6 +399,51 @@ bool gemv_pays(int64_t few, int64_t many) {
 void gemv(const GemvProblem& p, const cpu::GemvKernels* kernels, std::string_view op) {
   validate(p, op);
   gemv_run(p, kernels ? *kernels : default_gemv_kernels(), true);
+}
+
+GemvView gemv_view(const GemmProblem& p) {
+  GemvView v;
+  v.k = p.k;
+  v.y = p.c;
+  if (p.m <= p.n) {
+    v.n = p.n, v.nx = p.m;
+    v.w = p.b, v.w_rs = p.b_cs, v.w_cs = p.b_rs;
+    v.x = p.a, v.x_ld = p.a_rs, v.x_inc = p.a_cs;
+    v.y_ld = p.c_rs, v.y_inc = p.c_cs;
+  } else {
+    v.n = p.m, v.nx = p.n;
+    v.w = p.a, v.w_rs = p.a_rs, v.w_cs = p.a_cs;
+    v.x = p.b, v.x_ld = p.b_cs, v.x_inc = p.b_rs;
+    v.y_ld = p.c_cs, v.y_inc = p.c_rs;
+  }
+  return v;
+}
+
+bool gemv_reads_in_place(const GemmProblem& p) {
+  const GemvView v = gemv_view(p);
+  return v.w_cs == 1 || v.k == 1 || v.w_rs == 1 || v.n == 1;
+}
+
+void gemm_as_gemv(const GemmProblem& p, const cpu::GemvKernels& kernels, bool allow_threads) {
+  TS_INTERNAL_ASSERT(gemv_reads_in_place(p));
+  const GemvView v = gemv_view(p);
+  if (v.n == 0 || v.nx == 0) return;
+  const bool trivial = p.k == 0 || p.alpha == 0;
+  switch (p.dtype) {
+    case ScalarType::Float64:
+      return trivial ? scale_outputs<double>(v, p.beta, 1)
+                     : float64_gemv(p, v, kernels, allow_threads);
+    case ScalarType::Complex64:
+      return trivial ? scale_outputs<float>(v, p.beta, 2)
+                     : complex_gemv<float>(p, v, kernels, allow_threads);
+    case ScalarType::Complex128:
+      return trivial ? scale_outputs<double>(v, p.beta, 2)
+                     : complex_gemv<double>(p, v, kernels, allow_threads);
+    default:
+      TS_THROW(TypeError,
+               "gemm_as_gemv(): expected dtype float64, complex64 or complex128, but got {}",
+               p.dtype);
+  }
 }
 
 void gemv_reference(const GemvProblem& p) {

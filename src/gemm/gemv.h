@@ -25,6 +25,7 @@
 #include <string_view>
 
 #include "gemm/formats/formats.h"
+#include "gemm/gemm.h"
 #include "gemm/kernels/gemv_kernels.h"
 #include "tessera/core/dtype.h"
 
@@ -71,6 +72,39 @@ const cpu::GemvKernels& default_gemv_kernels();
 // Runs an already validated problem; `allow_threads` false keeps it on the calling thread
 // (batched GEMMs that are already split by problem).
 void gemv_run(const GemvProblem& p, const cpu::GemvKernels& kernels, bool allow_threads);
+
+// A GEMM with few rows or columns of C (gemm.h's problem) seen as GEMV, strides in elements:
+// with few rows (m <= n), W = B^T (n x k) and the rows of A are the nx = m vectors, Y(r, i) =
+// C(r, i); otherwise W = A and the columns of B are the nx = n vectors, Y(r, i) = C(i, r).
+struct GemvView {
+  int64_t n = 0, k = 0, nx = 0;
+  const void* w = nullptr;
+  int64_t w_rs = 0, w_cs = 0;
+  const void* x = nullptr;
+  int64_t x_ld = 0, x_inc = 0;
+  void* y = nullptr;
+  int64_t y_ld = 0, y_inc = 0;
+};
+GemvView gemv_view(const GemmProblem& p);
+
+// Whether the GEMV kernels read p's W in place: its rows or its columns are contiguous (a
+// W with neither is packed by the GEMM instead).
+bool gemv_reads_in_place(const GemmProblem& p);
+
+// Runs a validated float64, complex64 or complex128 GEMM that gemv_reads_in_place on the GEMV
+// kernels, reading W once:
+//   - float64 on the float64 kernels (row or column form, as float32 weights run).
+//   - complex with contiguous rows of W: the real view of row i is 2k values, and the complex
+//     row kernels sum w * x and w * (x with real and imaginary parts exchanged) lane by lane:
+//       Re y_i = even lanes - odd lanes of the first,   Im y_i = all lanes of the second,
+//     writing the real and imaginary parts of y in place (alpha and beta are real).
+//   - complex with contiguous columns: the real view of column p is 2n values; the real
+//     column kernel with activations xr and xi gives T0 = (Wr xr, Wi xr) and T1 = (Wr xi,
+//     Wi xi) interleaved, for a block of outputs at a time, and
+//       Re y_i = T0[2i] - T1[2i + 1],   Im y_i = T0[2i + 1] + T1[2i].
+// complex64 runs on the float32 kernels, complex128 on the float64 ones. Threads split the
+// outputs as gemv_run does: the same bits on any thread count.
+void gemm_as_gemv(const GemmProblem& p, const cpu::GemvKernels& kernels, bool allow_threads);
 
 // The oracle: dequantize each weight, accumulate in double, same semantics. Serial and slow.
 void gemv_reference(const GemvProblem& p);

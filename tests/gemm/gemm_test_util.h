@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <complex>
 #include <cstdint>
 #include <cstdlib>
 #include <functional>
@@ -107,6 +108,8 @@ struct GuardedMatrix {
 
 template <class T>
 constexpr ScalarType dtype_of() {
+  if constexpr (std::is_same_v<T, std::complex<float>>) return ScalarType::Complex64;
+  if constexpr (std::is_same_v<T, std::complex<double>>) return ScalarType::Complex128;
   return std::is_same_v<T, float> ? ScalarType::Float32 : ScalarType::Float64;
 }
 

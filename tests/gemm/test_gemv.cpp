@@ -1,14 +1,21 @@
 // The GEMV path (src/gemm/gemv.h): every weight format on every ISA table against the
 // dequantize-then-float64 oracle, odd sizes, row/column/general layouts, strided and
 // bfloat16 activations, row and global scales, beta 0 with NaN in Y, sentinels around Y,
-// 1 vs 2 threads bitwise, every float8/float4 code decoded exactly, and errors.
+// 1 vs 2 threads bitwise, every float8/float4 code decoded exactly, and errors; float64 and
+// complex GEMMs with few rows or columns (gemm_as_gemv) on every ISA against the long-double
+// oracle and OpenBLAS's ?gemv.
 #include <gtest/gtest.h>
 
+#include <cblas.h>
+
 #include <cmath>
+#include <complex>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <string>
+#include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "core/cpu_features.h"
@@ -539,6 +546,184 @@ TEST(GemvEngine, FewRowProductsHaveTheSameBitsOnTheSmallKernelAndTheGemv) {
     const size_t bytes = got.size() * sizeof(float);
     EXPECT_EQ(0, std::memcmp(got.data(), by_small.data(), bytes));
     EXPECT_EQ(0, std::memcmp(got.data(), by_gemv.data(), bytes));
+  }
+}
+
+// ---- float64 and complex GEMMs with few rows or columns (gemm_as_gemv) ----
+
+// float64 for double, the part type for complex.
+template <class T>
+using RealPart = decltype(std::abs(std::declval<T>()));
+
+template <class T>
+void fill_values(gemm::testing::GuardedMatrix<T>& m, std::mt19937_64& rng) {
+  std::uniform_real_distribution<double> d(-1.0, 1.0);
+  for (int64_t i = 0; i < m.rows; ++i)
+    for (int64_t j = 0; j < m.cols; ++j) {
+      if constexpr (std::is_same_v<T, double>) {
+        m.at(i, j) = d(rng);
+      } else {
+        const double re = d(rng), im = d(rng);
+        m.at(i, j) = T(static_cast<RealPart<T>>(re), static_cast<RealPart<T>>(im));
+      }
+    }
+}
+
+// C = alpha A B + beta C on `kernels` (gemm_as_gemv, or gemm() when kernels is null) against
+// gemm_reference: per element within 8 (k + 2) eps (|alpha| sum |A| |B| + |beta C|), nothing
+// outside C written; returns C.
+template <class T>
+std::vector<T> check_dense(int64_t m, int64_t n, int64_t k, gemm::testing::Layout la,
+                           gemm::testing::Layout lb, gemm::testing::Layout lc, double alpha,
+                           double beta, const cpu::GemvKernels* kernels, std::mt19937_64& rng) {
+  using gemm::testing::GuardedMatrix;
+  GuardedMatrix<T> a(m, k, la), b(k, n, lb), c(m, n, lc);
+  fill_values(a, rng);
+  fill_values(b, rng);
+  if (beta == 0) {
+    c.fill(T(NAN));  // never read
+  } else {
+    fill_values(c, rng);
+  }
+  GuardedMatrix<T> ref = c;
+  const GemmProblem p = gemm::testing::make_problem(m, n, k, a, b, c, alpha, beta);
+  if (kernels) {
+    EXPECT_TRUE(gemv_reads_in_place(p));
+    gemm_as_gemv(p, *kernels, true);
+  } else {
+    gemm(p);
+  }
+  GemmProblem q = p;
+  q.c = ref.data();
+  gemm_reference(q);
+  const double eps = std::numeric_limits<RealPart<T>>::epsilon();
+  std::vector<T> out;
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double mag = 0;
+      for (int64_t x = 0; x < k; ++x) mag += std::abs(a.at(i, x)) * std::abs(b.at(x, j));
+      const double prev = beta == 0 ? 0.0 : std::abs(beta) * std::abs(ref.at(i, j));
+      const double bound = 8.0 * static_cast<double>(k + 2) * eps * (std::abs(alpha) * mag + prev);
+      const double err =
+          std::abs(std::complex<double>(c.at(i, j)) - std::complex<double>(ref.at(i, j)));
+      EXPECT_LE(err, bound + 1e-300) << "C(" << i << ", " << j << ") of " << m << "x" << n << "x"
+                                     << k << " " << dtype_name(p.dtype);
+      out.push_back(c.at(i, j));
+    }
+  EXPECT_TRUE(c.sentinels_intact()) << "a write outside C";
+  return out;
+}
+
+template <class T>
+void check_dense_shapes(const cpu::GemvKernels* kernels, std::mt19937_64& rng) {
+  using gemm::testing::Layout;
+  // Few rows (W = B^T) and few columns (W = A); k around the vector widths and past the
+  // two-vector steps; 1..8 vectors (odd groups, the complex pairs sharing a pass or not).
+  for (auto [m, n, k] : {std::tuple{1, 37, 1},
+                         {1, 70, 67},
+                         {3, 45, 17},
+                         {2, 33, 130},
+                         {70, 1, 67},
+                         {41, 4, 33},
+                         {29, 5, 9},
+                         {31, 8, 19},
+                         {6, 23, 41}})
+    for (Layout la : {Layout::RowMajor, Layout::ColMajor})
+      for (Layout lb : {Layout::RowMajor, Layout::ColMajor})
+        for (Layout lc : {Layout::RowMajor, Layout::ColMajor}) {
+          check_dense<T>(m, n, k, la, lb, lc, 1.0, 0.0, kernels, rng);
+          check_dense<T>(m, n, k, la, lb, lc, -0.75, 0.5, kernels, rng);
+        }
+}
+
+TEST(GemvDense, Float64AndComplexOnEveryIsaMatchTheOracle) {
+  std::mt19937_64 rng(31);
+  for (const auto& [isa, kernels] : runnable_gemv()) {
+    SCOPED_TRACE(isa);
+    check_dense_shapes<double>(kernels, rng);
+    check_dense_shapes<complex64>(kernels, rng);
+    check_dense_shapes<complex128>(kernels, rng);
+  }
+}
+
+// Through gemm(): a W with no unit stride goes to the packed GEMM, alpha 0 and k 0 scale C,
+// and column blocks past kComplexBlock (2048 outputs) are combined block by block.
+TEST(GemvDense, EngineRoutesEveryLayoutAndEdge) {
+  using gemm::testing::Layout;
+  std::mt19937_64 rng(32);
+  for (Layout la : gemm::testing::kLayouts)
+    for (Layout lb : gemm::testing::kLayouts) {
+      check_dense<double>(2, 300, 77, la, lb, Layout::RowMajor, 1.5, 0.0, nullptr, rng);
+      check_dense<complex64>(300, 3, 77, la, lb, Layout::ColMajor, 1.0, -1.0, nullptr, rng);
+      check_dense<complex128>(1, 90, 150, la, lb, Layout::General, 0.5, 2.0, nullptr, rng);
+    }
+  check_dense<complex64>(1, 4500, 5, Layout::RowMajor, Layout::RowMajor, Layout::RowMajor, 1.0, 0.0,
+                         nullptr, rng);
+  check_dense<complex128>(4500, 2, 3, Layout::ColMajor, Layout::RowMajor, Layout::RowMajor, -1.0,
+                          0.25, nullptr, rng);
+  check_dense<double>(3, 50, 0, Layout::RowMajor, Layout::RowMajor, Layout::RowMajor, 1.0, 0.5,
+                      nullptr, rng);
+  check_dense<complex64>(50, 2, 9, Layout::RowMajor, Layout::RowMajor, Layout::RowMajor, 0.0, 0.0,
+                         nullptr, rng);
+  check_dense<complex128>(1, 50, 9, Layout::RowMajor, Layout::RowMajor, Layout::RowMajor, 0.0, -2.0,
+                          nullptr, rng);
+}
+
+// Outputs split over threads: the same bits on one and two threads, both forms, every dtype.
+TEST(GemvDense, OneAndTwoThreadsBitwiseEqual) {
+  using gemm::testing::Layout;
+  const int saved = get_num_threads();
+  auto both = [&]<class T>(int64_t m, int64_t n, int64_t k, Layout la, Layout lb) {
+    std::vector<T> got[2];
+    for (int t : {1, 2}) {
+      set_num_threads(t);
+      std::mt19937_64 rng(33);
+      got[t - 1] = check_dense<T>(m, n, k, la, lb, Layout::RowMajor, 1.0, 0.0, nullptr, rng);
+    }
+    EXPECT_EQ(0, std::memcmp(got[0].data(), got[1].data(), got[0].size() * sizeof(T)))
+        << m << "x" << n << "x" << k;
+  };
+  for (Layout l : {Layout::RowMajor, Layout::ColMajor}) {
+    both.operator()<double>(1, 3000, 300, l, l);
+    both.operator()<complex64>(3000, 2, 300, l, l);
+    both.operator()<complex128>(1, 3000, 150, l, l);
+  }
+  set_num_threads(saved);
+}
+
+// The eager ops against OpenBLAS's ?gemv (the outside oracle): A x and x^T A, A transposed.
+TEST(GemvDense, EagerMatrixVectorProductsMatchOpenBlas) {
+  manual_seed(34);
+  for (ScalarType t : {kFloat64, kComplex64, kComplex128}) {
+    SCOPED_TRACE(dtype_name(t));
+    const ScalarType real = t == kComplex64 ? kFloat32 : kFloat64;
+    auto random = [&](std::vector<int64_t> shape) {
+      if (!is_complex(t)) return randn(shape, t);
+      shape.push_back(2);
+      return view_as_complex(randn(shape, real));
+    };
+    const int64_t n = 333, k = 517;
+    const Tensor a = random({n, k}), x = random({k}), xt = random({n});
+    for (bool trans : {false, true}) {
+      const Tensor got = trans ? matmul(xt, a) : matmul(a, x);
+      const Tensor v = trans ? xt : x;
+      Tensor want = empty({trans ? k : n}, t);
+      const auto op = trans ? CblasTrans : CblasNoTrans;
+      if (t == kFloat64) {
+        cblas_dgemv(CblasRowMajor, op, n, k, 1.0, a.data_ptr<double>(), k, v.data_ptr<double>(), 1,
+                    0.0, want.data_ptr<double>(), 1);
+      } else if (t == kComplex64) {
+        const std::complex<float> one(1), zero(0);
+        cblas_cgemv(CblasRowMajor, op, n, k, &one, a.data_ptr(), k, v.data_ptr(), 1, &zero,
+                    want.data_ptr(), 1);
+      } else {
+        const std::complex<double> one(1), zero(0);
+        cblas_zgemv(CblasRowMajor, op, n, k, &one, a.data_ptr(), k, v.data_ptr(), 1, &zero,
+                    want.data_ptr(), 1);
+      }
+      const double tol = t == kComplex64 ? 2e-5 : 1e-12;
+      EXPECT_TRUE(allclose(got, want, tol, tol)) << (trans ? "x^T A" : "A x");
+    }
   }
 }
 

@@ -27,6 +27,7 @@
 #include "gemm/kernels/gemv_kernels.h"
 
 #include <algorithm>
+#include <type_traits>
 
 #include "core/prefetch.h"
 #include "gemm/formats/decode_vec.h"
@@ -66,10 +67,12 @@ V load_row(const uint8_t* row, const uint8_t* scales, int64_t p) {
 
 // Horizontal sum in a fixed pairwise order (spelled out: GCC 12 warns falsely inside
 // _mm512_reduce_add_ps when it is inlined here).
-inline float horizontal_sum(V v) {
-  alignas(64) float t[kLanes];
+template <class T>
+T horizontal_sum(vec::TS_ISA::Vec<T> v) {
+  constexpr int kWidth = vec::TS_ISA::Vec<T>::kSize;
+  alignas(64) T t[kWidth];
   v.store(t);
-  for (int width = kLanes / 2; width > 0; width /= 2)
+  for (int width = kWidth / 2; width > 0; width /= 2)
     for (int l = 0; l < width; ++l) t[l] += t[l + width];
   return t[0];
 }
@@ -108,25 +111,124 @@ void load_row2(const uint8_t* row, const uint8_t* scales, int64_t p, V& lo, V& h
   }
 }
 
-inline void store_output(const GemvArgs& a, int64_t i, int m, float sum, float post) {
-  float s = (a.alpha * post) * sum;
-  if (a.row_scales) s *= a.row_scales[i];
-  float* out = a.y + m * a.y_ld + i * a.y_inc;
-  *out = a.beta == 0.0f ? s : s + a.beta * *out;
+// The vector registers of the ISA (AVX-512 has 32, the others 16): how many accumulators, x
+// vectors and weight vectors a tile keeps without spilling.
+constexpr int kRegisters = kLanes >= 16 ? 32 : 16;
+
+// What the loops below read and write, per weight type. Formatted<F>: the weight formats
+// through their decoders, float32 arithmetic (GemvArgs; `Ptr` addresses bytes). Float64: plain
+// float64 weights, activations and outputs (GemvArgsF64; `Ptr` addresses elements). Each gives
+// a row's start and an element's address (W(0, i) in the column layout), loads of one, two and
+// (optionally) four vectors from it, a masked tail load, and the final scaling and store of an
+// output.
+template <WeightFormat F>
+struct Formatted {
+  using Args = GemvArgs;
+  using Ptr = const uint8_t*;
+  using Vec = V;
+  static constexpr int kWidth = kLanes;
+  static constexpr bool kSixteenBit = F == WeightFormat::BFloat16 || F == WeightFormat::Float16;
+  static constexpr bool kQuads = F != WeightFormat::NVFP4 && DecodesQuads<Decode<F>>;
+  static constexpr bool kTail = F != WeightFormat::NVFP4;  // NVFP4: k is a multiple of 16
+  static constexpr bool kComplex = false;
+  static Ptr row(const Args& a, int64_t i) { return a.w + i * a.w_rs; }
+  static Ptr element(const Args& a, int64_t i) { return a.w + gemm::format_bytes(F, i); }
+  static Ptr scales(const Args& a, int64_t i) {
+    return a.scales ? a.scales + i * a.scale_rs : nullptr;
+  }
+  static const void* at(Ptr row, int64_t p) { return row + gemm::format_bytes(F, p); }
+  static Vec load(Ptr row, Ptr scales, int64_t p) { return load_row<F>(row, scales, p); }
+  static void load2(Ptr row, Ptr scales, int64_t p, Vec& lo, Vec& hi) {
+    load_row2<F>(row, scales, p, lo, hi);
+  }
+  static void load4(Ptr row, int64_t p, Vec (&w)[4]) {
+    if constexpr (kQuads) Decode<F>::load4(row, p, w[0], w[1], w[2], w[3]);
+  }
+  static Vec load(Ptr row, int64_t p, int n) { return Decode<F>::load(row, p, n); }
+  static Vec load(Ptr row, int64_t p) { return Decode<F>::load(row, p); }
+  static void store(const Args& a, int64_t i, int m, float sum) {
+    float s = (a.alpha * post_scale<F>()) * sum;
+    if (a.row_scales) s *= a.row_scales[i];
+    float* out = a.y + m * a.y_ld + i * a.y_inc;
+    *out = a.beta == 0.0f ? s : s + a.beta * *out;
+  }
+};
+
+struct Float64 {
+  using Args = GemvArgsF64;
+  using Ptr = const double*;
+  using Vec = vec::TS_ISA::Vec<double>;
+  static constexpr int kWidth = Vec::kSize;
+  static constexpr bool kSixteenBit = false, kQuads = false, kTail = true, kComplex = false;
+  static Ptr row(const Args& a, int64_t i) { return a.w + i * a.w_rs; }
+  static Ptr element(const Args& a, int64_t i) { return a.w + i; }
+  static Ptr scales(const Args&, int64_t) { return nullptr; }
+  static const void* at(Ptr row, int64_t p) { return row + p; }
+  static Vec load(Ptr row, Ptr, int64_t p) { return Vec::load(row + p); }
+  static void load2(Ptr row, Ptr, int64_t p, Vec& lo, Vec& hi) {
+    lo = Vec::load(row + p);
+    hi = Vec::load(row + p + kWidth);
+  }
+  static void load4(Ptr, int64_t, Vec (&)[4]) {}
+  static Vec load(Ptr row, int64_t p, int n) { return Vec::load(row + p, n); }
+  static Vec load(Ptr row, int64_t p) { return Vec::load(row + p); }
+  static void store(const Args& a, int64_t i, int m, double sum) {
+    const double s = a.alpha * sum;
+    double* out = a.y + m * a.y_ld + i * a.y_inc;
+    *out = a.beta == 0.0 ? s : s + a.beta * *out;
+  }
+};
+
+// Complex rows (the row_complex64/128 contract) through the real view of Base's type:
+// output pair m = 2c, 2c + 1 of a row are the real and imaginary parts of its product with
+// complex activation c (interleaved at x + c * x_ld): lane sums of w * x and of w * swapped x,
+// then Re = even lanes - odd lanes of the first, Im = all lanes of the second.
+template <class Base>
+struct ComplexRows : Base {
+  static constexpr bool kComplex = true;
+};
+
+// X's vector at p for output m: activation m, or for complex rows activation m / 2, its real
+// and imaginary parts exchanged in odd m (n < kWidth: the first n lanes).
+template <class S>
+[[gnu::always_inline]] inline typename S::Vec x_vector(const typename S::Args& a, int m, int64_t p,
+                                                       int n = S::kWidth) {
+  using Vt = typename S::Vec;
+  const auto* x = a.x + (S::kComplex ? m / 2 : m) * a.x_ld + p;
+  const Vt v = n == S::kWidth ? Vt::load(x) : Vt::load(x, n);
+  if constexpr (S::kComplex) return m % 2 ? Vt(v.swap_pairs()) : v;
+  return v;
+}
+
+// The sum of acc's lanes for output m (complex rows: odd lanes negated in even m).
+template <class S>
+auto output_sum(typename S::Vec acc, int m) {
+  using Vt = typename S::Vec;
+  using T = std::remove_cvref_t<decltype(*std::declval<typename S::Args>().y)>;
+  if constexpr (S::kComplex) {
+    if (m % 2 == 0) {
+      alignas(64) T signs[S::kWidth];
+      for (int l = 0; l < S::kWidth; ++l) signs[l] = l % 2 ? T(-1) : T(1);
+      acc = acc * Vt::load(signs);
+    }
+  }
+  return horizontal_sum(acc);
 }
 
 // The R rows i0, i0 + step, ..., i0 + (R - 1) step.
-template <WeightFormat F, int R, int MX>
-void row_tile(const GemvArgs& a, int64_t i0, int64_t step) {
-  const uint8_t* rows[R];
-  const uint8_t* scales[R];
+template <class S, int R, int MX>
+void row_tile(const typename S::Args& a, int64_t i0, int64_t step) {
+  using Vt = typename S::Vec;
+  constexpr int L = S::kWidth;
+  typename S::Ptr rows[R];
+  typename S::Ptr scales[R];
   for (int r = 0; r < R; ++r) {
-    rows[r] = a.w + (i0 + r * step) * a.w_rs;
-    scales[r] = a.scales ? a.scales + (i0 + r * step) * a.scale_rs : nullptr;
+    rows[r] = S::row(a, i0 + r * step);
+    scales[r] = S::scales(a, i0 + r * step);
   }
-  V acc[R][MX];
+  Vt acc[R][MX];
   for (int r = 0; r < R; ++r)
-    for (int m = 0; m < MX; ++m) acc[r][m] = V(0.0f);
+    for (int m = 0; m < MX; ++m) acc[r][m] = Vt(0.0f);
   const int64_t k = a.k;
   const bool pf = stream_prefetch_pays();
   int64_t p = 0;
@@ -134,62 +236,61 @@ void row_tile(const GemvArgs& a, int64_t i0, int64_t step) {
   // registers beside the accumulators, four x vectors per activation and one row's values),
   // then two vectors per step where the accumulators, both x vectors of every activation and
   // the row values fit the vector registers. Each keeps the per-lane order of one at a time.
-  if constexpr (F != WeightFormat::NVFP4 && DecodesQuads<Decode<F>>) {
-    constexpr bool kQuadSteps = R * MX + 4 * MX + 4 + 10 <= 32;
-    for (; kQuadSteps && p + 4 * kLanes <= k; p += 4 * kLanes) {
-      V xq[4][MX];
+  if constexpr (S::kQuads) {
+    constexpr bool kQuadSteps = R * MX + 4 * MX + 4 + 10 <= kRegisters;
+    for (; kQuadSteps && p + 4 * L <= k; p += 4 * L) {
+      Vt xq[4][MX];
       for (int j = 0; j < 4; ++j)
-        for (int m = 0; m < MX; ++m) xq[j][m] = V::load(a.x + m * a.x_ld + p + j * kLanes);
+        for (int m = 0; m < MX; ++m) xq[j][m] = x_vector<S>(a, m, p + j * L);
       for (int r = 0; r < R; ++r) {
-        if (pf) __builtin_prefetch(ahead(rows[r] + gemm::format_bytes(F, p), kPrefetchBytes));
-        V w[4];
-        Decode<F>::load4(rows[r], p, w[0], w[1], w[2], w[3]);
+        if (pf) __builtin_prefetch(ahead(S::at(rows[r], p), kPrefetchBytes));
+        Vt w[4];
+        S::load4(rows[r], p, w);
         for (int m = 0; m < MX; ++m)
-          for (int j = 0; j < 4; ++j) acc[r][m] = V::fmadd(w[j], xq[j][m], acc[r][m]);
+          for (int j = 0; j < 4; ++j) acc[r][m] = Vt::fmadd(w[j], xq[j][m], acc[r][m]);
       }
     }
   }
-  constexpr bool kPairSteps = R * MX + 2 * MX + 2 * R <= (kLanes >= 16 ? 32 : 16);
-  for (; kPairSteps && p + 2 * kLanes <= k; p += 2 * kLanes) {
-    V x0[MX], x1[MX];
+  constexpr bool kPairSteps = R * MX + 2 * MX + 2 * R <= kRegisters;
+  for (; kPairSteps && p + 2 * L <= k; p += 2 * L) {
+    Vt x0[MX], x1[MX];
     for (int m = 0; m < MX; ++m) {
-      x0[m] = V::load(a.x + m * a.x_ld + p);
-      x1[m] = V::load(a.x + m * a.x_ld + p + kLanes);
+      x0[m] = x_vector<S>(a, m, p);
+      x1[m] = x_vector<S>(a, m, p + L);
     }
     for (int r = 0; r < R; ++r) {
-      if (pf) __builtin_prefetch(ahead(rows[r] + gemm::format_bytes(F, p), kPrefetchBytes));
-      V w0, w1;
-      load_row2<F>(rows[r], scales[r], p, w0, w1);
+      if (pf) __builtin_prefetch(ahead(S::at(rows[r], p), kPrefetchBytes));
+      Vt w0, w1;
+      S::load2(rows[r], scales[r], p, w0, w1);
       for (int m = 0; m < MX; ++m) {
-        acc[r][m] = V::fmadd(w0, x0[m], acc[r][m]);
-        acc[r][m] = V::fmadd(w1, x1[m], acc[r][m]);
+        acc[r][m] = Vt::fmadd(w0, x0[m], acc[r][m]);
+        acc[r][m] = Vt::fmadd(w1, x1[m], acc[r][m]);
       }
     }
   }
-  for (; p + kLanes <= k; p += kLanes) {
-    V xv[MX];
-    for (int m = 0; m < MX; ++m) xv[m] = V::load(a.x + m * a.x_ld + p);
+  for (; p + L <= k; p += L) {
+    Vt xv[MX];
+    for (int m = 0; m < MX; ++m) xv[m] = x_vector<S>(a, m, p);
     for (int r = 0; r < R; ++r) {
       if (!kPairSteps && pf)  // the main loop then: it prefetches as the pair loop does
-        __builtin_prefetch(ahead(rows[r] + gemm::format_bytes(F, p), kPrefetchBytes));
-      const V w = load_row<F>(rows[r], scales[r], p);
-      for (int m = 0; m < MX; ++m) acc[r][m] = V::fmadd(w, xv[m], acc[r][m]);
+        __builtin_prefetch(ahead(S::at(rows[r], p), kPrefetchBytes));
+      const Vt w = S::load(rows[r], scales[r], p);
+      for (int m = 0; m < MX; ++m) acc[r][m] = Vt::fmadd(w, xv[m], acc[r][m]);
     }
   }
-  if constexpr (F != WeightFormat::NVFP4) {  // NVFP4: k is a multiple of 16
+  if constexpr (S::kTail) {
     if (p < k) {
       const int n = static_cast<int>(k - p);
-      V xv[MX];
-      for (int m = 0; m < MX; ++m) xv[m] = V::load(a.x + m * a.x_ld + p, n);
+      Vt xv[MX];
+      for (int m = 0; m < MX; ++m) xv[m] = x_vector<S>(a, m, p, n);
       for (int r = 0; r < R; ++r) {
-        const V w = Decode<F>::load(rows[r], p, n);
-        for (int m = 0; m < MX; ++m) acc[r][m] = V::fmadd(w, xv[m], acc[r][m]);
+        const Vt w = S::load(rows[r], p, n);
+        for (int m = 0; m < MX; ++m) acc[r][m] = Vt::fmadd(w, xv[m], acc[r][m]);
       }
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int m = 0; m < MX; ++m)
-      store_output(a, i0 + r * step, m, horizontal_sum(acc[r][m]), post_scale<F>());
+    for (int m = 0; m < MX; ++m) S::store(a, i0 + r * step, m, output_sum<S>(acc[r][m], m));
 }
 
 // Rows per tile: every activation's x vectors are loaded once per step for all R rows, so R
@@ -201,63 +302,68 @@ void row_tile(const GemvArgs& a, int64_t i0, int64_t step) {
 // registers): more weight streams in flight. On the Zen 4 VM, one thread, an 8192x8192
 // bfloat16 weight read at 18 GB/s with four rows and at 20-22 with eight (a standalone loop
 // of the same arithmetic, alternating); float32 rows gained nothing from eight (19 GB/s both).
-template <WeightFormat F>
-constexpr bool kSixteenBit = F == WeightFormat::BFloat16 || F == WeightFormat::Float16;
-
-template <WeightFormat F, int MX>
-void rows_kernel(const GemvArgs& a) {
-  constexpr int R = MX == 1 ? (kSixteenBit<F> && kLanes >= 16 ? 8 : 4) : 2;
+//
+// Complex rows with one activation (two outputs, one x stream) take four rows as well: with two
+// they read a complex64 4096 x 4096 weight 1.6x slower than the column form (one thread).
+template <class S, int MX>
+void rows_kernel(const typename S::Args& a) {
+  constexpr int kOneStream = S::kComplex ? 2 : 1;
+  constexpr int R = MX == kOneStream ? (S::kSixteenBit && kLanes >= 16 ? 8 : 4) : 2;
   // The rows of a call in R equal parts, row i of every part in one tile: each part is one long
   // run of W (see the file comment).
   const int64_t q = a.rows / R;
-  for (int64_t i = 0; i < q; ++i) row_tile<F, R, MX>(a, i, q);
-  for (int64_t i = R * q; i < a.rows; ++i) row_tile<F, 1, MX>(a, i, 0);
+  for (int64_t i = 0; i < q; ++i) row_tile<S, R, MX>(a, i, q);
+  for (int64_t i = R * q; i < a.rows; ++i) row_tile<S, 1, MX>(a, i, 0);
 }
 
 // Eight activation vectors share one pass over W where the registers allow it (32 vector
 // registers: 8 accumulators and 16 x vectors per row tile, or 16 broadcasts per column pass);
 // otherwise, and for 5..7, the first four run and then the rest, each a pass over W.
-constexpr bool kEightVectors = kLanes >= 16;
+constexpr bool kEightVectors = kRegisters >= 32;
 
-void split_vectors(const GemvArgs& a, GemvFn first_four, GemvFn rest) {
-  GemvArgs lo = a;
+template <class S>
+void split_vectors(const typename S::Args& a, void (*first_four)(const typename S::Args&),
+                   void (*rest)(const typename S::Args&)) {
+  constexpr int kActivations = S::kComplex ? 2 : 4;  // in the first four outputs
+  typename S::Args lo = a;
   lo.nx = 4;
   first_four(lo);
-  GemvArgs hi = a;
+  typename S::Args hi = a;
   hi.nx = a.nx - 4;
-  hi.x = a.x + 4 * a.x_ld;
+  hi.x = a.x + kActivations * a.x_ld;
   hi.y = a.y + 4 * a.y_ld;
   rest(hi);
 }
 
-template <WeightFormat F>
-void row_fn(const GemvArgs& a) {
+template <class S>
+void row_fn(const typename S::Args& a) {
   switch (a.nx) {
     case 1:
-      return rows_kernel<F, 1>(a);
+      return rows_kernel<S, 1>(a);
     case 2:
-      return rows_kernel<F, 2>(a);
+      return rows_kernel<S, 2>(a);
     case 3:
-      return rows_kernel<F, 3>(a);
+      return rows_kernel<S, 3>(a);
     case 4:
-      return rows_kernel<F, 4>(a);
+      return rows_kernel<S, 4>(a);
     default:
       if constexpr (kEightVectors)
-        if (a.nx == 8) return rows_kernel<F, 8>(a);
-      return split_vectors(a, rows_kernel<F, 4>, row_fn<F>);
+        if (a.nx == 8) return rows_kernel<S, 8>(a);
+      return split_vectors<S>(a, rows_kernel<S, 4>, row_fn<S>);
   }
 }
 
 // acc[m][v..v+n) += sum over the J columns c[j] of W(v.., p+j) * X(m, p+j), in p order.
-template <WeightFormat F, int MX, int J, int64_t B>
-void col_step(float (*acc)[B], const uint8_t* const* cols, const V (*xb)[J], int64_t v, int n) {
-  V w[J];
-  for (int j = 0; j < J; ++j)
-    w[j] = n == kLanes ? Decode<F>::load(cols[j], v) : Decode<F>::load(cols[j], v, n);
+template <class S, int MX, int J, int64_t B, class T>
+void col_step(T (*acc)[B], const typename S::Ptr* cols, const typename S::Vec (*xb)[J], int64_t v,
+              int n) {
+  using Vt = typename S::Vec;
+  Vt w[J];
+  for (int j = 0; j < J; ++j) w[j] = n == S::kWidth ? S::load(cols[j], v) : S::load(cols[j], v, n);
   for (int m = 0; m < MX; ++m) {
-    V s = n == kLanes ? V::load(acc[m] + v) : V::load(acc[m] + v, n);
-    for (int j = 0; j < J; ++j) s = V::fmadd(w[j], xb[m][j], s);
-    if (n == kLanes) {
+    Vt s = n == S::kWidth ? Vt::load(acc[m] + v) : Vt::load(acc[m] + v, n);
+    for (int j = 0; j < J; ++j) s = Vt::fmadd(w[j], xb[m][j], s);
+    if (n == S::kWidth) {
       s.store(acc[m] + v);
     } else {
       s.store(acc[m] + v, n);
@@ -265,17 +371,18 @@ void col_step(float (*acc)[B], const uint8_t* const* cols, const V (*xb)[J], int
   }
 }
 
-template <WeightFormat F, int MX, int J, int64_t B>
-void col_pass(const GemvArgs& a, float (*acc)[B], const uint8_t* base, int64_t p, int64_t nb) {
-  const uint8_t* cols[J];
-  V xb[MX][J];
+template <class S, int MX, int J, int64_t B, class T>
+void col_pass(const typename S::Args& a, T (*acc)[B], typename S::Ptr base, int64_t p, int64_t nb) {
+  using Vt = typename S::Vec;
+  typename S::Ptr cols[J];
+  Vt xb[MX][J];
   for (int j = 0; j < J; ++j) {
     cols[j] = base + (p + j) * a.w_cs;
-    for (int m = 0; m < MX; ++m) xb[m][j] = V(a.x[m * a.x_ld + p + j]);
+    for (int m = 0; m < MX; ++m) xb[m][j] = Vt(a.x[m * a.x_ld + p + j]);
   }
   int64_t v = 0;
-  for (; v + kLanes <= nb; v += kLanes) col_step<F, MX, J, B>(acc, cols, xb, v, kLanes);
-  if (v < nb) col_step<F, MX, J, B>(acc, cols, xb, v, static_cast<int>(nb - v));
+  for (; v + S::kWidth <= nb; v += S::kWidth) col_step<S, MX, J, B>(acc, cols, xb, v, S::kWidth);
+  if (v < nb) col_step<S, MX, J, B>(acc, cols, xb, v, static_cast<int>(nb - v));
 }
 
 // Up to four activations walk four columns of W per pass (16 broadcasts), over blocks of 4096
@@ -291,69 +398,76 @@ void col_pass(const GemvArgs& a, float (*acc)[B], const uint8_t* base, int64_t p
 // halves of four activations (the second half reads the four 2 KiB runs again from L1/L2); the
 // runs of the pass two ahead are prefetched, which the prefetchers did not do alone. 1.18-1.40x
 // faster than the two-column passes (same measurement). Every output still sums its columns
-// in p order, so it keeps its bits.
-template <WeightFormat F, int MX>
-void cols_kernel(const GemvArgs& a) {
+// in p order, so it keeps its bits. (float64 takes the same blocks of outputs: runs and
+// accumulators twice the bytes.)
+template <class S, int MX>
+void cols_kernel(const typename S::Args& a) {
+  using T = std::remove_cvref_t<decltype(*a.y)>;
   constexpr bool kHalves = MX > 4;
   constexpr int64_t kBlock = kHalves ? 512 : 4096;
   constexpr int J = 4;
   constexpr int kHalf = kHalves ? MX / 2 : MX;  // activations per sweep of a pass
   constexpr int64_t kAheadPasses = 2;
-  alignas(64) float acc[MX][kBlock];
-  GemvArgs hi = a;
+  alignas(64) T acc[MX][kBlock];
+  typename S::Args hi = a;
   hi.x = a.x + kHalf * a.x_ld;
   for (int64_t i0 = 0; i0 < a.rows; i0 += kBlock) {
     const int64_t nb = std::min(kBlock, a.rows - i0);
-    for (int m = 0; m < MX; ++m) std::fill(acc[m], acc[m] + nb, 0.0f);
-    const uint8_t* base = a.w + gemm::format_bytes(F, i0);
-    const int64_t run_bytes = gemm::format_bytes(F, nb);
+    for (int m = 0; m < MX; ++m) std::fill(acc[m], acc[m] + nb, T(0));
+    const typename S::Ptr base = S::element(a, i0);
+    const int64_t run_bytes =
+        static_cast<const char*>(S::at(base, nb)) - reinterpret_cast<const char*>(base);
     int64_t p = 0;
     for (; p + J <= a.k; p += J) {
       if constexpr (kHalves) {
         const int64_t q = p + kAheadPasses * J;
         for (int j = 0; j < J && q + j < a.k; ++j)
           for (int64_t o = 0; o < run_bytes; o += 64)
-            __builtin_prefetch(base + (q + j) * a.w_cs + o);
-        col_pass<F, kHalf, J, kBlock>(a, acc, base, p, nb);
-        col_pass<F, kHalf, J, kBlock>(hi, acc + kHalf, base, p, nb);
+            __builtin_prefetch(ahead(base + (q + j) * a.w_cs, o));
+        col_pass<S, kHalf, J, kBlock>(a, acc, base, p, nb);
+        col_pass<S, kHalf, J, kBlock>(hi, acc + kHalf, base, p, nb);
       } else {
-        col_pass<F, MX, J, kBlock>(a, acc, base, p, nb);
+        col_pass<S, MX, J, kBlock>(a, acc, base, p, nb);
       }
     }
-    for (; p < a.k; ++p) col_pass<F, MX, 1, kBlock>(a, acc, base, p, nb);
+    for (; p < a.k; ++p) col_pass<S, MX, 1, kBlock>(a, acc, base, p, nb);
     for (int m = 0; m < MX; ++m)
-      for (int64_t i = 0; i < nb; ++i) store_output(a, i0 + i, m, acc[m][i], post_scale<F>());
+      for (int64_t i = 0; i < nb; ++i) S::store(a, i0 + i, m, acc[m][i]);
   }
 }
 
-template <WeightFormat F>
-void col_fn(const GemvArgs& a) {
+template <class S>
+void col_fn(const typename S::Args& a) {
   switch (a.nx) {
     case 1:
-      return cols_kernel<F, 1>(a);
+      return cols_kernel<S, 1>(a);
     case 2:
-      return cols_kernel<F, 2>(a);
+      return cols_kernel<S, 2>(a);
     case 3:
-      return cols_kernel<F, 3>(a);
+      return cols_kernel<S, 3>(a);
     case 4:
-      return cols_kernel<F, 4>(a);
+      return cols_kernel<S, 4>(a);
     default:
       if constexpr (kEightVectors)
-        if (a.nx == 8) return cols_kernel<F, 8>(a);
-      return split_vectors(a, cols_kernel<F, 4>, col_fn<F>);
+        if (a.nx == 8) return cols_kernel<S, 8>(a);
+      return split_vectors<S>(a, cols_kernel<S, 4>, col_fn<S>);
   }
 }
 
 }  // namespace
 
 const GemvKernels& gemv_kernels() {
+  using enum WeightFormat;
   static const GemvKernels table{
       TS_GEMV_STR(TS_ISA),
-      {row_fn<WeightFormat::Float32>, row_fn<WeightFormat::BFloat16>, row_fn<WeightFormat::Float16>,
-       row_fn<WeightFormat::Float8_e4m3fn>, row_fn<WeightFormat::Float8_e5m2>,
-       row_fn<WeightFormat::NVFP4>},
-      {col_fn<WeightFormat::Float32>, col_fn<WeightFormat::BFloat16>, col_fn<WeightFormat::Float16>,
-       col_fn<WeightFormat::Float8_e4m3fn>, col_fn<WeightFormat::Float8_e5m2>, nullptr}};
+      {row_fn<Formatted<Float32>>, row_fn<Formatted<BFloat16>>, row_fn<Formatted<Float16>>,
+       row_fn<Formatted<Float8_e4m3fn>>, row_fn<Formatted<Float8_e5m2>>, row_fn<Formatted<NVFP4>>},
+      {col_fn<Formatted<Float32>>, col_fn<Formatted<BFloat16>>, col_fn<Formatted<Float16>>,
+       col_fn<Formatted<Float8_e4m3fn>>, col_fn<Formatted<Float8_e5m2>>, nullptr},
+      row_fn<Float64>,
+      col_fn<Float64>,
+      row_fn<ComplexRows<Formatted<Float32>>>,
+      row_fn<ComplexRows<Float64>>};
   return table;
 }
 

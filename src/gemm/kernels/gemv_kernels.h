@@ -18,6 +18,11 @@
 // Either way an output's arithmetic depends only on its own row of W and on k, never on how
 // many rows the call covers: splitting rows across threads gives bitwise identical results.
 // beta == 0 never reads Y. k >= 1 and alpha != 0 (the driver handles the rest).
+//
+// float64 has kernels of its own (`row_f64`, `col_f64`, GemvArgsF64): W, X and Y all float64,
+// the same two layouts and the same order of arithmetic per output, on plain vectors (no
+// decoder). The float64 GEMMs with few rows or columns run on them, and complex ones on them or
+// on the float32 row and column kernels through their real views (gemm/gemv.cpp).
 #pragma once
 
 #include <cstdint>
@@ -44,12 +49,36 @@ struct GemvArgs {
 
 using GemvFn = void (*)(const GemvArgs& args);
 
+// GemvArgs for float64: W(i, p) at w[i * w_rs + p * w_cs] (elements; row kernels read w_rs,
+// column kernels w_cs), X(m, p) = x[m * x_ld + p], Y(m, i) = y[m * y_ld + i * y_inc].
+struct GemvArgsF64 {
+  int64_t rows = 0, k = 0;
+  const double* w = nullptr;
+  int64_t w_rs = 0, w_cs = 0;
+  int nx = 1;
+  const double* x = nullptr;
+  int64_t x_ld = 0;
+  double* y = nullptr;
+  int64_t y_inc = 1, y_ld = 0;
+  double alpha = 1, beta = 0;
+};
+
+using GemvF64Fn = void (*)(const GemvArgsF64& args);
+
 // Indexed by gemm::WeightFormat. col[NVFP4] is null: block scales run along K, so NVFP4
 // weights must be row-major.
 struct GemvKernels {
   const char* isa = "";
   GemvFn row[6] = {};
   GemvFn col[6] = {};
+  GemvF64Fn row_f64 = nullptr;
+  GemvF64Fn col_f64 = nullptr;
+  // Complex rows: W rows of k interleaved complex values (the real view: w_rs bytes or elements
+  // between rows, k counting real values, 2 per complex one), X(c) complex activations of
+  // k / 2 interleaved values at x + c * x_ld, nx = 2 * activations: Y(2c, i) and Y(2c + 1, i)
+  // get the real and imaginary parts of row i times activation c (no conjugate).
+  GemvFn row_complex64 = nullptr;
+  GemvF64Fn row_complex128 = nullptr;
 };
 
 }  // namespace tessera::cpu
