@@ -356,6 +356,40 @@ Tensor dot(const Tensor& a, const Tensor& b) {
   return mm(a.unsqueeze(0), b.unsqueeze(1)).reshape({});
 }
 
+namespace {
+// torch.mv/addmv's checks, with PyTorch's words: self (or a 1-element stand-in for mv) a vector,
+// mat a matrix, vec a vector, and their sizes agreeing.
+void check_mv(std::string_view op, int64_t self_dim, const Tensor& mat, const Tensor& vec,
+              int64_t self_size) {
+  TS_CHECK(mat.dim() == 2 && vec.dim() == 1 && self_dim <= 1, RuntimeError,
+           "{}(): vector + matrix @ vector expected, got {}, {}, {}", op, self_dim, mat.dim(),
+           vec.dim());
+  TS_CHECK(mat.size(1) == vec.size(0) && (self_size == 1 || self_size == mat.size(0)), RuntimeError,
+           "{}(): size mismatch, got {}, {}x{},{}", op, self_size, mat.size(0), mat.size(1),
+           vec.size(0));
+  check_mm_dtypes(op, mat, vec);
+}
+}  // namespace
+
+Tensor mv(const Tensor& mat, const Tensor& vec) {
+  check_mv("mv", 1, mat, vec, mat.dim() == 2 ? mat.size(0) : 1);
+  return mm(mat, vec.unsqueeze(1)).squeeze(1);
+}
+
+Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, const Scalar& beta,
+             const Scalar& alpha) {
+  check_mv("addmv", self.dim(), mat, vec, self.dim() == 0 ? 1 : self.size(0));
+  const Tensor column = self.dim() == 0 ? self : self.unsqueeze(1);
+  return addmm(column, mat, vec.unsqueeze(1), beta, alpha).squeeze(1);
+}
+
+Tensor vdot(const Tensor& a, const Tensor& b) {
+  TS_CHECK(a.dim() == 1 && b.dim() == 1, RuntimeError,
+           "vdot(): 1D tensors expected, but got {}D and {}D tensors", a.dim(), b.dim());
+  check_mm_dtypes("vdot", a, b);
+  return dot(is_complex(a.dtype()) ? a.conj() : a, b);
+}
+
 Tensor outer(const Tensor& a, const Tensor& b) {
   TS_CHECK(a.dim() == 1 && b.dim() == 1, RuntimeError,
            "outer(): expected 1D tensors, but got {}D and {}D", a.dim(), b.dim());

@@ -426,6 +426,9 @@ OPS = {
     "dot": lambda x, a: torch.dot(x[0], x[1]),
     "outer": lambda x, a: torch.outer(x[0], x[1]),
     "addmm": lambda x, a: torch.addmm(x[0], x[1], x[2], beta=a.get("beta", 1), alpha=a.get("alpha", 1)),
+    "mv": lambda x, a: torch.mv(x[0], x[1]),
+    "addmv": lambda x, a: torch.addmv(x[0], x[1], x[2], beta=a.get("beta", 1), alpha=a.get("alpha", 1)),
+    "vdot": lambda x, a: torch.vdot(x[0], x[1]),
     # views and reductions the autograd family differentiates
     "index": lambda x, a: x[0][tuple(x[1:])],
     "unfold": lambda x, a: x[0].unfold(a["dim"], a["size"], a["step"]),
@@ -491,11 +494,11 @@ GRAD_OPS = {
         "remainder_scalar", "unfold", "diagonal", "as_strided", "view_as_real", "view_as_complex",
         "copy_into_zeros"]},
     **{op: [0, 1] for op in ["add", "sub", "mul", "div", "pow", "maximum", "minimum", "mm", "bmm",
-                             "matmul", "dot", "outer", "lerp", "atan2", "remainder", "fmod",
+                             "matmul", "dot", "outer", "mv", "vdot", "lerp", "atan2", "remainder", "fmod",
                              "index_put", "setitem_mul", "chain_add", "siblings_mul",
                              "transposed_twice"]},
     **{op: [0, 2] for op in ["scatter", "scatter_add", "index_add"]},
-    "where": [1, 2], "addmm": [0, 1, 2], "lerp_tensor": [0, 1, 2], "addcmul": [0, 1, 2],
+    "where": [1, 2], "addmm": [0, 1, 2], "addmv": [0, 1, 2], "lerp_tensor": [0, 1, 2], "addcmul": [0, 1, 2],
     "addcdiv": [0, 1, 2], "cat": None, "stack": None,  # None: every input
 }
 
@@ -529,8 +532,9 @@ EXACT_OPS = {
 }
 # Ops compared against a float64 reference; those in SCALED also get a sum-of-magnitudes scale.
 REDUCE_OPS = {"sum", "mean", "prod", "var", "std", "norm", "logsumexp", "cumsum", "cumprod",
-              "dot", "mm", "bmm", "matmul", "outer", "addmm"}
-SCALED_OPS = {"sum", "mean", "cumsum", "dot", "mm", "bmm", "matmul", "outer", "addmm"}
+              "dot", "mm", "bmm", "matmul", "outer", "addmm", "mv", "addmv", "vdot"}
+SCALED_OPS = {"sum", "mean", "cumsum", "dot", "mm", "bmm", "matmul", "outer", "addmm", "mv",
+              "addmv", "vdot"}
 
 
 # ---- case writer ---------------------------------------------------------------------------
@@ -551,7 +555,9 @@ def _np_addmm(x, a):
 NUMPY_REFS = {
     "mm": _np_matmul, "bmm": _np_matmul, "matmul": _np_matmul, "dot": _np_matmul,
     "outer": lambda x, a: torch.from_numpy(__import__("numpy").outer(x[0].numpy(), x[1].numpy())),
-    "addmm": _np_addmm,
+    "addmm": _np_addmm, "mv": _np_matmul, "addmv": _np_addmm,
+    "vdot": lambda x, a: torch.from_numpy(__import__("numpy").asarray(
+        __import__("numpy").vdot(x[0].numpy(), x[1].numpy()))),
 }
 
 

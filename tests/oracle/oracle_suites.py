@@ -540,9 +540,27 @@ def matrix(c):
             c.add("matrix", "outer", [make(g, dt, [n]), make(g, dt, [3], "sliced")])
         c.add("matrix", "addmm", [make(g, dt, [17]), make(g, dt, [3, 7]), make(g, dt, [7, 17])],
               {"beta": 2, "alpha": 3} if dt in ("int64",) else {"beta": 0.5, "alpha": 2.0})
+        # Matrix-vector: A row-major (rows form), transposed (columns form), sliced; k past the
+        # vector widths; empty sides.
+        for (n, k) in [(17, 33), (1, 1), (70, 130), (0, 3), (4, 0)]:
+            for la in ["contig", "transposed", "sliced"]:
+                c.add("matrix", "mv", [make(g, dt, [n, k], la), make(g, dt, [k], "sliced")],
+                      tag=la)
+        c.add("matrix", "addmv", [make(g, dt, [70]), make(g, dt, [70, 33], "transposed"),
+                                  make(g, dt, [33])],
+              {"beta": 2, "alpha": 3} if dt in ("int64",) else {"beta": 0.5, "alpha": 2.0})
+        c.add("matrix", "addmv", [make(g, dt, [1]), make(g, dt, [5, 9]), make(g, dt, [9])],
+              tag="broadcast")
+        for n in [0, 1, 17, 1000]:
+            c.add("matrix", "vdot", [make(g, dt, [n]), make(g, dt, [n], "sliced")])
     c.add("matrix", "mm", [make(g, "float32", [3, 4]), make(g, "float32", [5, 6])], tag="error")
     c.add("matrix", "mm", [make(g, "float32", [3, 4]), make(g, "float64", [4, 6])], tag="dtype-error")
     c.add("matrix", "dot", [make(g, "float32", [3]), make(g, "float32", [4])], tag="error")
+    c.add("matrix", "mv", [make(g, "float32", [3, 4]), make(g, "float32", [5])], tag="error")
+    c.add("matrix", "mv", [make(g, "float32", [3, 4]), make(g, "float32", [4, 1])], tag="error")
+    c.add("matrix", "addmv", [make(g, "float32", [2]), make(g, "float32", [3, 4]),
+                              make(g, "float32", [4])], tag="error")
+    c.add("matrix", "vdot", [make(g, "float32", [3, 1]), make(g, "float32", [3])], tag="error")
 
 
 def autograd(c):
@@ -607,6 +625,9 @@ def autograd(c):
     add("matmul", [make(g, f, [3, 4]), make(g, f, [4])])
     add("dot", [make(g, f, [7]), make(g, f, [7], "sliced")], tag="sliced")
     add("outer", [make(g, f, [3]), make(g, f, [4])])
+    add("mv", [make(g, f, [4, 7], "transposed"), make(g, f, [7], "sliced")], tag="transposed")
+    add("vdot", [make(g, f, [7]), make(g, f, [7], "sliced")], tag="sliced")
+    add("addmv", [make(g, f, [1]), make(g, f, [4, 7]), make(g, f, [7])], {"beta": 0.5, "alpha": 2.0})
     add("addmm", [make(g, f, [5]), make(g, f, [3, 7]), make(g, f, [7, 5])],
         {"beta": 0.5, "alpha": 2.0})
     autograd_more(c, add)

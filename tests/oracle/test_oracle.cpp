@@ -334,6 +334,12 @@ const std::unordered_map<std::string, OpFn>& ops() {
        [](auto& x, auto& a) -> Outputs {
          return {addmm(x[0], x[1], x[2], sarg(a, "beta"), sarg(a, "alpha"))};
        }},
+      {"mv", [](auto& x, auto&) -> Outputs { return {mv(x[0], x[1])}; }},
+      {"addmv",
+       [](auto& x, auto& a) -> Outputs {
+         return {addmv(x[0], x[1], x[2], sarg(a, "beta"), sarg(a, "alpha"))};
+       }},
+      {"vdot", [](auto& x, auto&) -> Outputs { return {vdot(x[0], x[1])}; }},
       // views and reductions the autograd family differentiates
       {"index",
        [](auto& x, auto&) -> Outputs {
@@ -462,11 +468,12 @@ const std::unordered_map<std::string, OpFn>& ops() {
           "matmul",    "dot",          "outer",
           "lerp",      "atan2",        "remainder",
           "fmod",      "index_put",    "setitem_mul",
-          "chain_add", "siblings_mul", "transposed_twice"},
+          "chain_add", "siblings_mul", "transposed_twice",
+          "mv",        "vdot"},
          {0, 1}},
         {{"scatter", "scatter_add", "index_add"}, {0, 2}},
         {{"where"}, {1, 2}},
-        {{"addmm", "lerp_tensor", "addcmul", "addcdiv"}, {0, 1, 2}},
+        {{"addmm", "addmv", "lerp_tensor", "addcmul", "addcdiv"}, {0, 1, 2}},
         {{"cat", "stack"}, {}},
     };
     for (const auto& [names, diff] : groups) {

@@ -30,6 +30,14 @@ Tensor baddbmm(const Tensor& self, const Tensor& batch1, const Tensor& batch2,
 Tensor matmul(const Tensor& a, const Tensor& b);
 Tensor dot(const Tensor& a, const Tensor& b);
 Tensor outer(const Tensor& a, const Tensor& b);
+// torch.mv: mat [n, m] @ vec [m] -> [n] (the GEMV path for float32/float64/complex).
+Tensor mv(const Tensor& mat, const Tensor& vec);
+// torch.addmv: beta * self + alpha * (mat @ vec), self broadcastable to [n]; beta == 0 ignores
+// self (NaN there does not propagate). Real beta and alpha run inside the GEMM engine.
+Tensor addmv(const Tensor& self, const Tensor& mat, const Tensor& vec, const Scalar& beta = 1,
+             const Scalar& alpha = 1);
+// torch.vdot: sum(conj(a) * b) over two 1-D tensors (dot for real dtypes).
+Tensor vdot(const Tensor& a, const Tensor& b);
 
 // torch.nn.functional.linear: input [..., in] @ weight.T + bias, with weight [out, in] (or
 // [in]: then the output drops the last dimension) and an optional bias [out] (or a scalar
