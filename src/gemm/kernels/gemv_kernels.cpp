@@ -303,8 +303,8 @@ void row_tile(const typename S::Args& a, int64_t i0, int64_t step) {
 // bfloat16 weight read at 18 GB/s with four rows and at 20-22 with eight (a standalone loop
 // of the same arithmetic, alternating); float32 rows gained nothing from eight (19 GB/s both).
 //
-// Complex rows with one activation (two outputs, one x stream) take four rows as well: with two
-// they read a complex64 4096 x 4096 weight 1.6x slower than the column form (one thread).
+// Complex rows with one activation (two outputs, but one stream of x vectors and its swapped
+// copy) take four rows as one activation of a real format does.
 template <class S, int MX>
 void rows_kernel(const typename S::Args& a) {
   constexpr int kOneStream = S::kComplex ? 2 : 1;
