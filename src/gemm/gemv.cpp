@@ -276,9 +276,8 @@ void complex_gemv(const GemmProblem& p, const GemvView& v, const cpu::GemvKernel
         }
       x = xbuf.data(), x_ld = 2 * v.k;
     }
-    // Activations whose outputs lie one complex element apart (y_ld == 1) share a pass: output
-    // 2c + part of a row is then real element 2c + part of its outputs.
-    const int64_t group = v.nx == 1 || v.y_ld == 1 ? std::min<int64_t>(v.nx, kMaxVectors / 2) : 1;
+    // Up to four activations share a pass (eight real outputs per row).
+    const int64_t group = kMaxVectors / 2;
     for_output_ranges(v.n, weight_bytes, allow_threads, [&](int64_t i0, int64_t i1) {
       for (int64_t m0 = 0; m0 < v.nx; m0 += group) {
         RealCall c;
@@ -286,7 +285,7 @@ void complex_gemv(const GemmProblem& p, const GemvView& v, const cpu::GemvKernel
         c.w_rs = 2 * v.w_rs;
         c.nx = static_cast<int>(2 * std::min(group, v.nx - m0));
         c.x_ld = x_ld;
-        c.y_inc = 2 * v.y_inc, c.y_ld = 1;
+        c.y_inc = 2 * v.y_inc, c.y_ld = 2 * v.y_ld;
         c.alpha = p.alpha, c.beta = p.beta;
         C* y = static_cast<C*>(v.y) + m0 * v.y_ld + i0 * v.y_inc;
         real_kernel(ks, RealForm::kComplexRows, c, w + 2 * i0 * v.w_rs, x + m0 * x_ld,

@@ -186,6 +186,13 @@ struct Float64 {
 template <class Base>
 struct ComplexRows : Base {
   static constexpr bool kComplex = true;
+  // Output 2c + part of row i at y + c * y_ld + part + i * y_inc (real values).
+  template <class Args, class T>
+  static void store(const Args& a, int64_t i, int m, T sum) {
+    const T s = a.alpha * sum;
+    T* out = a.y + (m / 2) * a.y_ld + m % 2 + i * a.y_inc;
+    *out = a.beta == 0 ? s : s + a.beta * *out;
+  }
 };
 
 // X's vector at p for output m: activation m, or for complex rows activation m / 2, its real
@@ -331,7 +338,7 @@ void split_vectors(const typename S::Args& a, void (*first_four)(const typename 
   typename S::Args hi = a;
   hi.nx = a.nx - 4;
   hi.x = a.x + kActivations * a.x_ld;
-  hi.y = a.y + 4 * a.y_ld;
+  hi.y = a.y + kActivations * a.y_ld;
   rest(hi);
 }
 

@@ -75,8 +75,9 @@ struct GemvKernels {
   GemvF64Fn col_f64 = nullptr;
   // Complex rows: W rows of k interleaved complex values (the real view: w_rs bytes or elements
   // between rows, k counting real values, 2 per complex one), X(c) complex activations of
-  // k / 2 interleaved values at x + c * x_ld, nx = 2 * activations: Y(2c, i) and Y(2c + 1, i)
-  // get the real and imaginary parts of row i times activation c (no conjugate).
+  // k / 2 interleaved values at x + c * x_ld, nx = 2 * activations: the real and imaginary
+  // parts of row i times activation c (no conjugate) go to y[c * y_ld + i * y_inc] and the
+  // value after it (y_ld and y_inc count real values).
   GemvFn row_complex64 = nullptr;
   GemvF64Fn row_complex128 = nullptr;
 };
