@@ -48,12 +48,18 @@ float& y_at(const GemvProblem& p, int64_t m, int64_t i) {
   return p.y[m * p.y_ld + i * p.y_inc];
 }
 
-void scale_y(const GemvProblem& p) {
-  for (int64_t m = 0; m < p.nx; ++m)
-    for (int64_t i = 0; i < p.n; ++i) {
-      float& out = y_at(p, m, i);
-      out = p.beta == 0 ? 0.0f : static_cast<float>(p.beta) * out;
-    }
+// Y := beta * Y for nx x n outputs of `parts` real values each (2 for complex), output (m, i)
+// at y + parts * (m * y_ld + i * y_inc): alpha == 0 or k == 0. beta == 0 writes zeros, never
+// reading Y.
+template <class R>
+void scale_outputs(R* y, int64_t nx, int64_t n, int64_t y_ld, int64_t y_inc, double beta,
+                   int parts) {
+  for (int64_t m = 0; m < nx; ++m)
+    for (int64_t i = 0; i < n; ++i)
+      for (int part = 0; part < parts; ++part) {
+        R& out = y[parts * (m * y_ld + i * y_inc) + part];
+        out = beta == 0 ? R(0) : static_cast<R>(beta) * out;
+      }
 }
 
 std::vector<float>& x_buffer() {
@@ -232,22 +238,28 @@ void real_kernel(const cpu::GemvKernels& ks, RealForm form, const RealCall& c, c
                                 : ks.row_complex128)(a);
 }
 
-// Y := beta * Y over the view's outputs of `parts` real values each (2 for complex; alpha == 0
-// or k == 0; beta == 0 writes zeros, never reading Y).
-template <class R>
-void scale_outputs(const GemvView& v, double beta, int parts) {
-  R* y = static_cast<R*>(v.y);
-  for (int64_t m = 0; m < v.nx; ++m)
-    for (int64_t i = 0; i < v.n; ++i)
-      for (int part = 0; part < parts; ++part) {
-        R& out = y[parts * (m * v.y_ld + i * v.y_inc) + part];
-        out = beta == 0 ? R(0) : static_cast<R>(beta) * out;
-      }
-}
-
 template <class T>
 const T& x_at(const GemvView& v, int64_t m, int64_t q) {
   return static_cast<const T*>(v.x)[m * v.x_ld + q * v.x_inc];
+}
+
+// The view's vectors of T as they are when contiguous, else copied once into a per-thread
+// buffer, k apart; x_ld gets their distance (in T).
+template <class T>
+const T* contiguous_vectors(const GemvView& v, int64_t& x_ld) {
+  x_ld = v.x_ld;
+  if (v.x_inc == 1) return static_cast<const T*>(v.x);
+  thread_local std::vector<T> buf;
+  buf.resize(static_cast<size_t>(v.nx * v.k));
+  for (int64_t m = 0; m < v.nx; ++m)
+    for (int64_t q = 0; q < v.k; ++q) buf[m * v.k + q] = x_at<T>(v, m, q);
+  x_ld = v.k;
+  return buf.data();
+}
+
+// Whether W is read by rows (one dot product per output) rather than by columns.
+bool reads_rows(const GemvView& v) {
+  return v.w_cs == 1 || v.k == 1;
 }
 
 // Complex outputs per block in the column form: T0 and T1 of 2 * kComplexBlock real values per
@@ -259,23 +271,12 @@ void complex_gemv(const GemmProblem& p, const GemvView& v, const cpu::GemvKernel
                   bool allow_threads) {
   using C = std::complex<R>;
   const R* w = static_cast<const R*>(v.w);
-  const bool rows = v.w_cs == 1 || v.k == 1;
   const double weight_bytes =
       static_cast<double>(v.n) * static_cast<double>(v.k) * static_cast<double>(sizeof(C));
-  thread_local std::vector<R> xbuf;
-  if (rows) {
-    // The activations as they are (contiguous), or copied so.
-    const R* x = static_cast<const R*>(v.x);
-    int64_t x_ld = 2 * v.x_ld;  // real values
-    if (v.x_inc != 1) {
-      xbuf.resize(static_cast<size_t>(2 * v.nx * v.k));
-      for (int64_t m = 0; m < v.nx; ++m)
-        for (int64_t q = 0; q < v.k; ++q) {
-          const C xv = x_at<C>(v, m, q);
-          xbuf[2 * (m * v.k + q)] = xv.real(), xbuf[2 * (m * v.k + q) + 1] = xv.imag();
-        }
-      x = xbuf.data(), x_ld = 2 * v.k;
-    }
+  if (reads_rows(v)) {
+    int64_t ld = 0;
+    const R* x = reinterpret_cast<const R*>(contiguous_vectors<C>(v, ld));
+    const int64_t x_ld = 2 * ld;  // real values
     // Up to four activations share a pass (eight real outputs per row).
     const int64_t group = kMaxVectors / 2;
     for_output_ranges(v.n, weight_bytes, allow_threads, [&](int64_t i0, int64_t i1) {
@@ -295,6 +296,7 @@ void complex_gemv(const GemmProblem& p, const GemvView& v, const cpu::GemvKernel
     return;
   }
   // Columns: per activation xr and xi, k values each.
+  thread_local std::vector<R> xbuf;
   xbuf.resize(static_cast<size_t>(2 * v.nx * v.k));
   for (int64_t m = 0; m < v.nx; ++m)
     for (int64_t q = 0; q < v.k; ++q) {
@@ -335,16 +337,9 @@ void complex_gemv(const GemmProblem& p, const GemvView& v, const cpu::GemvKernel
 
 void float64_gemv(const GemmProblem& p, const GemvView& v, const cpu::GemvKernels& ks,
                   bool allow_threads) {
-  const double* x = static_cast<const double*>(v.x);
-  int64_t x_ld = v.x_ld;
-  if (v.x_inc != 1) {  // strided vectors: copied once, contiguous
-    thread_local std::vector<double> xbuf;
-    xbuf.resize(static_cast<size_t>(v.nx * v.k));
-    for (int64_t m = 0; m < v.nx; ++m)
-      for (int64_t q = 0; q < v.k; ++q) xbuf[m * v.k + q] = x_at<double>(v, m, q);
-    x = xbuf.data(), x_ld = v.k;
-  }
-  const bool rows = v.w_cs == 1 || v.k == 1;
+  int64_t x_ld = 0;
+  const double* x = contiguous_vectors<double>(v, x_ld);
+  const bool rows = reads_rows(v);
   const int64_t step = rows ? v.w_rs : 1;  // elements of W between consecutive outputs
   const double* w = static_cast<const double*>(v.w);
   const double weight_bytes = static_cast<double>(v.n) * static_cast<double>(v.k) * 8.0;
@@ -384,7 +379,7 @@ const cpu::GemvKernels& default_gemv_kernels() {
 void gemv_run(const GemvProblem& p, const cpu::GemvKernels& kernels, bool allow_threads) {
   if (p.n == 0 || p.nx == 0) return;
   if (p.k == 0 || p.alpha == 0) {
-    scale_y(p);
+    scale_outputs(p.y, p.nx, p.n, p.y_ld, p.y_inc, p.beta, 1);
     return;
   }
   for (int64_t m0 = 0; m0 < p.nx; m0 += kMaxVectors)
@@ -430,14 +425,17 @@ void gemm_as_gemv(const GemmProblem& p, const cpu::GemvKernels& kernels, bool al
   const bool trivial = p.k == 0 || p.alpha == 0;
   switch (p.dtype) {
     case ScalarType::Float64:
-      return trivial ? scale_outputs<double>(v, p.beta, 1)
-                     : float64_gemv(p, v, kernels, allow_threads);
+      return trivial
+                 ? scale_outputs(static_cast<double*>(v.y), v.nx, v.n, v.y_ld, v.y_inc, p.beta, 1)
+                 : float64_gemv(p, v, kernels, allow_threads);
     case ScalarType::Complex64:
-      return trivial ? scale_outputs<float>(v, p.beta, 2)
-                     : complex_gemv<float>(p, v, kernels, allow_threads);
+      return trivial
+                 ? scale_outputs(static_cast<float*>(v.y), v.nx, v.n, v.y_ld, v.y_inc, p.beta, 2)
+                 : complex_gemv<float>(p, v, kernels, allow_threads);
     case ScalarType::Complex128:
-      return trivial ? scale_outputs<double>(v, p.beta, 2)
-                     : complex_gemv<double>(p, v, kernels, allow_threads);
+      return trivial
+                 ? scale_outputs(static_cast<double*>(v.y), v.nx, v.n, v.y_ld, v.y_inc, p.beta, 2)
+                 : complex_gemv<double>(p, v, kernels, allow_threads);
     default:
       TS_THROW(TypeError,
                "gemm_as_gemv(): expected dtype float64, complex64 or complex128, but got {}",
