@@ -10,6 +10,7 @@
 #include "gemm/epilogue.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 
@@ -167,6 +168,11 @@ std::string_view reduce_kind_name(EpilogueReduceKind kind) {
 EpiloguePlan::EpiloguePlan(int64_t m, int64_t n) : m_(m), n_(n) {
   TS_CHECK(m >= 0 && n >= 0, ValueError,
            "EpiloguePlan(): expected non-negative sizes, but got m={}, n={}", m, n);
+  // One allocation each for the usual plan (a Linear layer's: up to 8 nodes, 2 of each output)
+  // instead of one per growth.
+  nodes_.reserve(8);
+  stores_.reserve(2);
+  reductions_.reserve(2);
 }
 
 EpiloguePlan::Node EpiloguePlan::push(const EpilogueInstr& in) {
@@ -402,6 +408,27 @@ const cpu::EpilogueStoreOp* accumulation_store(const GemmProblem& p, const Epilo
 
 namespace {
 
+// n values of T, on the stack up to N and on the heap beyond: a plan's nodes and outputs are
+// few, and the per-call heap allocations of run_plan were a fifth of a small fused product's
+// time (8x8x8 with bias + gelu + row sum).
+template <class T, size_t N>
+class SmallArray {
+ public:
+  explicit SmallArray(size_t n) : n_(n) {
+    if (n > N) heap_.resize(n);
+  }
+  T* data() { return n_ > N ? heap_.data() : local_.data(); }
+  T* begin() { return data(); }
+  T* end() { return data() + n_; }
+  T& operator[](size_t i) { return data()[i]; }
+  size_t size() const { return n_; }
+
+ private:
+  size_t n_;
+  std::array<T, N> local_;  // not zeroed: the caller writes what it reads
+  cached_vector<T> heap_;
+};
+
 // gemm_epilogue's body; `packed` (or null) is a prepacked B, whose kernels `ks` are.
 void run_plan(const GemmProblem& p, const EpiloguePlan& plan, const cpu::GemmKernels& ks,
               const PackedB* packed, std::string_view op) {
@@ -410,7 +437,8 @@ void run_plan(const GemmProblem& p, const EpiloguePlan& plan, const cpu::GemmKer
   int64_t mr = 0, nr = 0;
   detail::float_tile_shape(ks, &mr, &nr);
 
-  std::vector<cpu::EpilogueInstr> instrs = plan.nodes();
+  SmallArray<cpu::EpilogueInstr, 8> instrs(plan.nodes().size());
+  std::copy(plan.nodes().begin(), plan.nodes().end(), instrs.begin());
   for (auto& in : instrs) {
     if (in.op != EpilogueOp::SourceC) continue;
     if (p.beta == 0) {  // never read C
@@ -421,20 +449,28 @@ void run_plan(const GemmProblem& p, const EpiloguePlan& plan, const cpu::GemmKer
   }
   // Partials: Rows m x ceil(n / NR), Cols ceil(m / MR) x n.
   const int64_t tiles_m = (p.m + mr - 1) / mr, tiles_n = (p.n + nr - 1) / nr;
-  std::vector<cached_vector<float>> partials(plan.reductions().size());
-  std::vector<cpu::EpilogueReduceOp> reduces;
-  for (size_t r = 0; r < plan.reductions().size(); ++r) {
-    const auto& red = plan.reductions()[r];
+  // All reductions' partials in one buffer (on the stack when small).
+  const auto& reductions = plan.reductions();
+  auto partials_of = [&](const EpiloguePlan::Reduction& red) {
+    return red.axis == EpilogueAxis::Rows ? p.m * tiles_n : tiles_m * p.n;
+  };
+  int64_t total = 0;
+  for (const auto& red : reductions) total += partials_of(red);
+  SmallArray<float, 256> partials(static_cast<size_t>(total));
+  SmallArray<cpu::EpilogueReduceOp, 2> reduces(reductions.size());
+  for (size_t r = 0, offset = 0; r < reductions.size(); ++r) {
+    const auto& red = reductions[r];
     const bool rows = red.axis == EpilogueAxis::Rows;
-    partials[r].resize(static_cast<size_t>(rows ? p.m * tiles_n : tiles_m * p.n));
-    reduces.push_back({red.node, red.kind, red.axis, partials[r].data(), rows ? tiles_n : p.n});
+    reduces[r] = {red.node, red.kind, red.axis, partials.data() + offset, rows ? tiles_n : p.n};
+    offset += static_cast<size_t>(partials_of(red));
   }
   // A float32 store too large for the cache is written around it, as eager ops write such
   // outputs (src/core/loops.h): its lines are not read for ownership first. bias + gelu + row
   // sum on a 4096x4096 output of k = 64 ran 1.18x faster (8192x8192, k = 128: 1.14x). Not when
   // the plan reads the same memory (the accumulation buffer, C or an input tile in place): those
   // lines are in the cache already.
-  std::vector<cpu::EpilogueStoreOp> stores = plan.stores();
+  SmallArray<cpu::EpilogueStoreOp, 2> stores(plan.stores().size());
+  std::copy(plan.stores().begin(), plan.stores().end(), stores.begin());
   float* acc = nullptr;
   int64_t acc_rs = 0, acc_cs = 0;
   cached_vector<float> acc_buffer;
@@ -465,12 +501,12 @@ void run_plan(const GemmProblem& p, const EpiloguePlan& plan, const cpu::GemmKer
   if (p.m > 0 && p.n > 0) detail::run_epilogue_loops(p, ks, program, acc, acc_rs, acc_cs, packed);
 
   // Combine the partials of each row (column) in index order.
-  for (size_t r = 0; r < plan.reductions().size(); ++r) {
-    const auto& red = plan.reductions()[r];
+  for (size_t r = 0; r < reductions.size(); ++r) {
+    const auto& red = reductions[r];
     const bool rows = red.axis == EpilogueAxis::Rows;
     const int64_t len = rows ? p.m : p.n, parts = rows ? tiles_n : tiles_m;
     const int64_t count = rows ? p.n : p.m;
-    const float* part = partials[r].data();
+    const float* part = reduces[r].partials;
     for (int64_t i = 0; i < len; ++i) {
       double acc = identity(red.kind);
       for (int64_t t = 0; t < parts; ++t)

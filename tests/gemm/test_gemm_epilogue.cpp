@@ -206,6 +206,30 @@ TEST(GemmEpilogue, EveryReductionBothAxes) {
   }
 }
 
+// gemm_epilogue keeps a plan's program on the stack up to 8 nodes, 2 stores, 2 reductions and
+// 256 partials, and on the heap beyond: a plan past every one of those, on small and large
+// outputs.
+TEST(GemmEpilogue, PlansPastTheOnStackSizes) {
+  for (const auto& nk : runnable_kernels()) {
+    for (int64_t size : {5, 97}) {
+      Operands o(size, size + 3, 19, Layout::RowMajor, Layout::RowMajor, 29 + size);
+      auto build = [](EpiloguePlan& plan, Operands& o, Outputs& out) {
+        Node x = plan.add(plan.accumulator(), plan.row_vector(o.row.data()));
+        for (int step = 0; step < 4; ++step) {  // 11 nodes in all
+          x = plan.binary(EpilogueOp::Mul, x, plan.scalar(0.75));
+          if (step % 2 == 0) store_matrix(plan, x, out, o.m, o.n, Layout::RowMajor);
+        }
+        x = plan.unary(EpilogueOp::Tanh, x);
+        store_matrix(plan, x, out, o.m, o.n, Layout::ColMajor);
+        reduce_vector(plan, x, out, EpilogueReduceKind::Sum, EpilogueAxis::Rows, o.m, o.n);
+        reduce_vector(plan, x, out, EpilogueReduceKind::Max, EpilogueAxis::Cols, o.m, o.n);
+        reduce_vector(plan, x, out, EpilogueReduceKind::SumSquares, EpilogueAxis::Rows, o.m, o.n);
+      };
+      EXPECT_TRUE(check_plan(o, build, nk.kernels)) << nk.isa << " size " << size;
+    }
+  }
+}
+
 TEST(GemmEpilogue, OddSizesAndLayouts) {
   const int64_t sizes[] = {1, 2, 3, 7, 17, 31, 65, 257};
   int seed = 0;

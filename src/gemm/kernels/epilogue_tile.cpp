@@ -14,6 +14,7 @@
 #include "gemm/kernels/epilogue_tile.h"
 
 #include <cmath>
+#include <iterator>
 #include <limits>
 
 #include "core/loops.h"
@@ -278,17 +279,24 @@ float horizontal(EpilogueReduceKind k, V acc) {
 
 void run_reduce(const EpilogueReduceOp& r, const EpilogueTile& t, const float* val) {
   const V id(identity(r.kind));
-  alignas(64) float pad[64];
   if (r.axis == EpilogueAxis::Rows) {
+    // An edge tile's columns past nv take the identity, lane by lane in registers (a padded
+    // copy of the row, written element by element and read back as vectors, stalled on every
+    // load: store forwarding fails from narrow stores to a wide load).
+    alignas(64) static constexpr float kLanes[] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                   8, 9, 10, 11, 12, 13, 14, 15};
+    static_assert(std::size(kLanes) >= L);
+    const V lanes = V::load(kLanes), nv(static_cast<float>(t.nv));
+    const int64_t tile_col = t.j0 / t.nr;  // not divided per row
     for (int i = 0; i < t.mv; ++i) {
       const float* row = val + i * t.nr;
-      if (t.nv < t.nr) {  // edge tile: identity in the padded columns
-        for (int j = 0; j < t.nr; ++j) pad[j] = j < t.nv ? row[j] : identity(r.kind);
-        row = pad;
-      }
       V acc = id;
-      for (int j = 0; j < t.nr; j += L) acc = combine(r.kind, acc, V::load(row + j));
-      r.partials[(t.i0 + i) * r.ld + t.j0 / t.nr] = horizontal(r.kind, acc);
+      for (int j = 0; j < t.nr; j += L) {
+        V x = V::load(row + j);
+        if (j + L > t.nv) x = V::select_lt(lanes + V(static_cast<float>(j)), nv, x, id);
+        acc = combine(r.kind, acc, x);
+      }
+      r.partials[(t.i0 + i) * r.ld + tile_col] = horizontal(r.kind, acc);
     }
   } else {
     float* dst = r.partials + (t.i0 / t.mr) * r.ld + t.j0;
