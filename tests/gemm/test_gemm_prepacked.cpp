@@ -70,6 +70,28 @@ TEST(GemmPrepacked, SmallKernelHasThePackedBits) {
   }
 }
 
+// Medium products (up to 512 x 512, k within one KC block, B within half of L2) run on the
+// small kernel too, their rows split among threads in whole 8-row tiles; a prepacked B still
+// takes the packed path. Same bits, on one and two threads.
+TEST(GemmPrepacked, MediumProductsOnTheSmallKernelHaveThePackedBits) {
+  const int saved = get_num_threads();
+  std::mt19937_64 rng(17);
+  for (int threads : {1, 2}) {
+    set_num_threads(threads);
+    for (const auto& nk : runnable_kernels()) {
+      SCOPED_TRACE(nk.isa);
+      for (Shape s : {Shape{65, 66, 67}, Shape{256, 256, 256}, Shape{200, 150, 300},
+                      Shape{512, 300, 64}, Shape{131, 500, 17}}) {
+        SCOPED_TRACE(::testing::Message() << "threads " << threads);
+        check_prepacked<float>(*nk.kernels, s, Layout::RowMajor, 1, 0, rng);
+        check_prepacked<float>(*nk.kernels, s, Layout::RowMajor, 0.5, -1, rng);
+        check_prepacked<double>(*nk.kernels, s, Layout::RowMajor, -0.5, 2, rng);
+      }
+    }
+  }
+  set_num_threads(saved);
+}
+
 // Small blocks: several NC and KC blocks in the pack, threads cutting columns inside them.
 TEST(GemmPrepacked, SmallBlocksAndTwoThreads) {
   const ScopedGemmBlocks small_blocks("24,16,64");
