@@ -496,16 +496,18 @@ bool small_shape(const Operands<T>& p, const BlockSizes& bs) {
 }
 
 // Medium products run on the small kernel too: up to this many rows and columns, k within one
-// KC block and B within half of L2. Every 8-row tile then streams B from L2 (its rows are
-// contiguous, so B is read as it lies) and C's rows are written once, where the packed path
-// copies A and B first (~5-10% of such a product). One thread on the Zen 5 VM, float32,
-// GFLOP/s packed -> unpacked: 96^3 154 -> 217, 128^3 192 -> 203, 256^3 204 -> 216,
-// 256x128x256 190 -> 220, 250^3 177 -> 203, 512x512x256 204 -> 214.
+// KC block, and B within half of L2 or prepacked. Every 8-row tile then streams B from L2 (its
+// rows are contiguous, so B is read as it lies; a prepacked B panel by panel, each from L1
+// for all the rows) and A in place, where the packed path copies A (and B) first (~5-10% of
+// such a product). One thread on the Zen 5 VM, float32, GFLOP/s packed -> unpacked: 96^3
+// 154 -> 217, 128^3 192 -> 203, 256^3 204 -> 216, 256x128x256 190 -> 220, 250^3 177 -> 203,
+// 512x512x256 204 -> 214.
 constexpr int64_t kMediumMax = 512;
 template <class T>
 bool medium_shape(const Operands<T>& p, const BlockSizes& bs) {
-  return !p.b_packed && p.b_cs == 1 && p.c_cs == 1 && p.m <= kMediumMax && p.n <= kMediumMax &&
-         p.k <= bs.kc && p.k * p.n * static_cast<int64_t>(sizeof(T)) <= cache_sizes().l2 / 2;
+  if (p.c_cs != 1 || p.m > kMediumMax || p.n > kMediumMax || p.k > bs.kc) return false;
+  return p.b_packed ||
+         (p.b_cs == 1 && p.k * p.n * static_cast<int64_t>(sizeof(T)) <= cache_sizes().l2 / 2);
 }
 
 struct Grid {
@@ -604,12 +606,20 @@ void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_thre
   }
   const int64_t threads = allow_threads && !in_parallel_region() ? get_num_threads() : 1;
   if (all && !epi && medium_shape(p, bs) && kernels.small<T>()) {
+    auto run_medium = [&](const Operands<T>& s) {
+      if (!s.b_packed) return run_small(s);
+      for (int64_t j = 0; j < s.n; j += bs.nr) {  // one KC block: panels of k x NR, row stride NR
+        const T* panel = packed_b_at(s.b_packed, s.k, s.packed_n, bs, 0, s.k, s.j0 + j);
+        kernels.small<T>()(s.m, std::min(bs.nr, s.n - j), s.k, s.alpha, s.a, s.a_rs, s.a_cs, panel,
+                           bs.nr, s.beta, s.c + j, s.c_rs);
+      }
+    };
     // Threads take blocks of whole 8-row tiles (the elements are independent: same bits).
     const int64_t tiles = ceil_div(p.m, 8);
     const int64_t parts =
         work(p.m, p.n, p.k) < kMinParallelWork ? 1 : std::min<int64_t>(threads, tiles);
     if (parts <= 1) {
-      run_small(p);
+      run_medium(p);
       return;
     }
     parallel_tasks(parts, [&](int64_t t) {
@@ -618,7 +628,7 @@ void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_thre
       s.m = i1 - i0;
       s.a = p.a + i0 * p.a_rs;
       s.c = p.c + i0 * p.c_rs;
-      run_small(s);
+      run_medium(s);
     });
     return;
   }

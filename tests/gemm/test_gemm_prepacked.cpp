@@ -70,22 +70,52 @@ TEST(GemmPrepacked, SmallKernelHasThePackedBits) {
   }
 }
 
-// Medium products (up to 512 x 512, k within one KC block, B within half of L2) run on the
-// small kernel too, their rows split among threads in whole 8-row tiles; a prepacked B still
-// takes the packed path. Same bits, on one and two threads.
+// Medium products (up to 512 x 512, k within one KC block, B within half of L2 or prepacked)
+// into a row-major C run on the small kernel, their rows split among threads in whole 8-row
+// tiles, a prepacked B panel by panel; into a column-major C the same product runs packed
+// (C^T = B^T A^T, A's rows then the packed operand). The same bits all three ways, within the
+// oracle's bound, on one and two threads.
+template <class T>
+void check_medium(const cpu::GemmKernels& ks, Shape s, double alpha, double beta,
+                  std::mt19937_64& rng) {
+  GuardedMatrix<T> a(s.m, s.k, Layout::RowMajor), b(s.k, s.n, Layout::RowMajor);
+  GuardedMatrix<T> c(s.m, s.n, Layout::RowMajor), c_cols(s.m, s.n, Layout::ColMajor);
+  a.fill_random(rng);
+  b.fill_random(rng);
+  c.fill_random(rng);
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t j = 0; j < s.n; ++j) c_cols.at(i, j) = c.at(i, j);
+  GuardedMatrix<T> rows = c, prepacked = c;
+  GemmProblem p = make_problem<T>(s.m, s.n, s.k, a, b, rows, alpha, beta);
+  gemm(p, &ks);
+  gemm(make_problem<T>(s.m, s.n, s.k, a, b, c_cols, alpha, beta), &ks);
+  const PackedB pb(dtype_of<T>(), s.k, s.n, b.data(), b.rs, b.cs, &ks);
+  GemmProblem q = make_problem<T>(s.m, s.n, s.k, a, b, prepacked, alpha, beta);
+  q.b = nullptr;
+  gemm_prepacked(q, pb);
+  EXPECT_TRUE(matches_reference<T>(p, a, b, c, rows));
+  EXPECT_TRUE(c_cols.sentinels_intact() && prepacked.sentinels_intact());
+  for (int64_t i = 0; i < s.m; ++i) {
+    for (int64_t j = 0; j < s.n; ++j) {
+      ASSERT_EQ(rows.at(i, j), c_cols.at(i, j)) << "C(" << i << ", " << j << ") packed";
+      ASSERT_EQ(rows.at(i, j), prepacked.at(i, j)) << "C(" << i << ", " << j << ") prepacked";
+    }
+  }
+}
+
 TEST(GemmPrepacked, MediumProductsOnTheSmallKernelHaveThePackedBits) {
   const int saved = get_num_threads();
   std::mt19937_64 rng(17);
   for (int threads : {1, 2}) {
     set_num_threads(threads);
     for (const auto& nk : runnable_kernels()) {
-      SCOPED_TRACE(nk.isa);
       for (Shape s : {Shape{65, 66, 67}, Shape{256, 256, 256}, Shape{200, 150, 300},
                       Shape{512, 300, 64}, Shape{131, 500, 17}}) {
-        SCOPED_TRACE(::testing::Message() << "threads " << threads);
-        check_prepacked<float>(*nk.kernels, s, Layout::RowMajor, 1, 0, rng);
-        check_prepacked<float>(*nk.kernels, s, Layout::RowMajor, 0.5, -1, rng);
-        check_prepacked<double>(*nk.kernels, s, Layout::RowMajor, -0.5, 2, rng);
+        SCOPED_TRACE(::testing::Message() << nk.isa << " threads " << threads << " m=" << s.m
+                                          << " n=" << s.n << " k=" << s.k);
+        check_medium<float>(*nk.kernels, s, 1, 0, rng);
+        check_medium<float>(*nk.kernels, s, 0.5, -1, rng);
+        check_medium<double>(*nk.kernels, s, -0.5, 2, rng);
       }
     }
   }
