@@ -10,6 +10,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "gemm/epilogue.h"
@@ -500,6 +501,25 @@ TEST(GemmEpilogue, FewRowsRunGemvThenThePlan) {
 // A prepacked B runs the same tiles with the same values: every output and reduction of the
 // plan bit for bit what the unpacked B gives, on every ISA, with default and small blocks
 // (several KC blocks: the accumulation buffer) and one or two threads.
+// The headline plan through gemm_epilogue and through gemm_epilogue_prepacked: the same bits.
+void expect_prepacked_bits(Operands& o, const cpu::GemmKernels* kernels) {
+  Outputs out[2];
+  for (int packed = 0; packed < 2; ++packed) {
+    EpiloguePlan plan(o.m, o.n);
+    bias_gelu_plan(Layout::RowMajor)(plan, o, out[packed]);
+    if (packed) {
+      const PackedB pb(ScalarType::Float32, o.k, o.n, o.b.data(), o.b.rs, o.b.cs, kernels);
+      gemm_epilogue_prepacked(o.p, plan, pb);
+    } else {
+      gemm_epilogue(o.p, plan, kernels);
+    }
+  }
+  for (size_t i = 0; i < out[0].mats.size(); ++i)
+    EXPECT_EQ(out[0].mats[i].buf, out[1].mats[i].buf) << "matrix " << i;
+  for (size_t i = 0; i < out[0].vecs.size(); ++i)
+    EXPECT_EQ(out[0].vecs[i].buf, out[1].vecs[i].buf) << "vector " << i;
+}
+
 TEST(GemmEpilogue, PrepackedBHasTheUnpackedBits) {
   const int saved = get_num_threads();
   for (const char* blocks : {"", "28,16,64"}) {
@@ -509,25 +529,24 @@ TEST(GemmEpilogue, PrepackedBHasTheUnpackedBits) {
         set_num_threads(threads);
         SCOPED_TRACE(fmt::format("{} blocks '{}' threads {}", nk.isa, blocks, threads));
         Operands o(100, 150, 700, Layout::RowMajor, Layout::ColMajor, 51 + threads);
-        Outputs out[2];
-        for (int packed = 0; packed < 2; ++packed) {
-          EpiloguePlan plan(o.m, o.n);
-          bias_gelu_plan(Layout::RowMajor)(plan, o, out[packed]);
-          if (packed) {
-            const PackedB pb(ScalarType::Float32, o.k, o.n, o.b.data(), o.b.rs, o.b.cs, nk.kernels);
-            gemm_epilogue_prepacked(o.p, plan, pb);
-          } else {
-            gemm_epilogue(o.p, plan, nk.kernels);
-          }
-        }
-        for (size_t i = 0; i < out[0].mats.size(); ++i)
-          EXPECT_EQ(out[0].mats[i].buf, out[1].mats[i].buf) << "matrix " << i;
-        for (size_t i = 0; i < out[0].vecs.size(); ++i)
-          EXPECT_EQ(out[0].vecs[i].buf, out[1].vecs[i].buf) << "vector " << i;
+        expect_prepacked_bits(o, nk.kernels);
+      }
+    }
+  }
+  // Medium products (up to 512 x 512, k within one KC block, B's rows contiguous) run their
+  // plan's tiles on the small kernel; with a prepacked B, packed.
+  for (const auto& nk : runnable_kernels()) {
+    for (int threads : {1, 2}) {
+      set_num_threads(threads);
+      for (auto [m, n, k] : {std::tuple{256, 256, 256}, {131, 300, 77}, {500, 70, 33}}) {
+        SCOPED_TRACE(fmt::format("{} threads {} m={} n={} k={}", nk.isa, threads, m, n, k));
+        Operands o(m, n, k, Layout::RowMajor, Layout::RowMajor, 61 + threads);
+        expect_prepacked_bits(o, nk.kernels);
       }
     }
   }
   set_num_threads(saved);
+
   // The pack must fit the problem.
   Operands o(20, 30, 40, Layout::RowMajor, Layout::RowMajor, 5);
   EpiloguePlan plan(o.m, o.n);

@@ -158,26 +158,36 @@ template <class T>
 inline void small_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_rs,
                        int64_t a_cs, const T* b, int64_t b_rs, T beta, T* c, int64_t c_rs) {
   // 8-row tiles where 32 registers hold their 16 accumulators (16 independent FMA chains cover
-  // the FMA latency twice over; 11% faster than 4-row tiles at 32^3 with hot operands), then a
-  // 4-row tile, a 2-row tile and a single row. (An epilogue plan's 14-row tiles, AVX-512's MR,
-  // ran as 8 + 4 + 1 + 1 rows before the 2-row tile; the single rows took a quarter of the
-  // product's time at 64^3.) Every element is the same chain of FMAs in any of these tiles.
+  // the FMA latency twice over; 11% faster than 4-row tiles at 32^3 with hot operands), then one
+  // tile of the rows left. (An epilogue plan's 14-row tiles, AVX-512's MR, ran as 8 + 4 + 1 + 1
+  // rows before: the single rows took a quarter of a fused 64^3 product's time; as 8 + 4 + 2
+  // the unpacked 256^3 plan ran slower than the packed one, as 8 + 6 faster.) Every element is
+  // the same chain of FMAs in any of these tiles.
   constexpr int MR = vec::TS_ISA::Vec<float>::kSize == 16 ? 8 : 4;  // AVX-512: 32 registers
   int64_t i = 0;
   for (; i + MR <= m; i += MR)
     small_rows<T, MR>(n, k, alpha, a + i * a_rs, a_rs, a_cs, b, b_rs, beta, c + i * c_rs, c_rs);
-  if constexpr (MR > 4) {
-    if (i + 4 <= m) {
-      small_rows<T, 4>(n, k, alpha, a + i * a_rs, a_rs, a_cs, b, b_rs, beta, c + i * c_rs, c_rs);
-      i += 4;
-    }
+  auto rest = [&]<int R>() {
+    small_rows<T, R>(n, k, alpha, a + i * a_rs, a_rs, a_cs, b, b_rs, beta, c + i * c_rs, c_rs);
+  };
+  switch (m - i) {
+    case 7:
+      return rest.template operator()<7>();
+    case 6:
+      return rest.template operator()<6>();
+    case 5:
+      return rest.template operator()<5>();
+    case 4:
+      return rest.template operator()<4>();
+    case 3:
+      return rest.template operator()<3>();
+    case 2:
+      return rest.template operator()<2>();
+    case 1:
+      return rest.template operator()<1>();
+    default:
+      return;
   }
-  if (i + 2 <= m) {
-    small_rows<T, 2>(n, k, alpha, a + i * a_rs, a_rs, a_cs, b, b_rs, beta, c + i * c_rs, c_rs);
-    i += 2;
-  }
-  for (; i < m; ++i)
-    small_rows<T, 1>(n, k, alpha, a + i * a_rs, a_rs, a_cs, b, b_rs, beta, c + i * c_rs, c_rs);
 }
 
 // The table entries (SmallGemmFn) every ISA's kernel file lists.
