@@ -595,20 +595,9 @@ void run(const Operands<T>& p0, const cpu::GemmKernels& kernels, bool allow_thre
   TS_INTERNAL_ASSERT((p.b_packed != nullptr) == (packed_bs != nullptr));
   const BlockSizes bs =
       packed_bs ? *packed_bs : block_sizes(uk.mr, uk.nr, sizeof(T), cache_sizes());
-  // A product of a few register tiles within one KC block runs unpacked (packing would cost
-  // about as much as the product), with the same per-element arithmetic (microkernel.h).
-  if (all && small_shape(p, bs) && kernels.small<T>()) {
-    if (!epi && p.c_cs == 1) {
-      run_small(p);
-      return;
-    }
-    if constexpr (std::is_same_v<T, float>) {
-      if (epi) {
-        small_epilogue(p, kernels.sgemm, kernels.small_sgemm, *epi);
-        return;
-      }
-    }
-  }
+  // Small and medium products within one KC block run unpacked (packing would cost about as
+  // much as a small product, 5-10% of a medium one), with the same per-element arithmetic
+  // (microkernel.h).
   const int64_t threads = allow_threads && !in_parallel_region() ? get_num_threads() : 1;
   if (all && medium_shape(p, bs, epi != nullptr) && kernels.small<T>()) {
     auto run_medium = [&](const Operands<T>& s) {

@@ -52,32 +52,13 @@ TEST(GemmPrepacked, SameBitsAsUnpackedOnEveryIsa) {
   }
 }
 
-// Products of at most 64 x 64 with k within one KC block run the unpacked small kernel
-// (driver.cpp); a prepacked B never does. Both give the same bits, within the oracle's bound,
-// on every ISA, at every edge of the small kernel's 4-row, two-vector tiles and of its
-// half-width tiles (AVX-512: at most 8 float / 4 double columns left).
-TEST(GemmPrepacked, SmallKernelHasThePackedBits) {
-  std::mt19937_64 rng(13);
-  for (const auto& nk : runnable_kernels()) {
-    SCOPED_TRACE(nk.isa);
-    for (Shape s : {Shape{5, 5, 1}, Shape{7, 9, 7}, Shape{8, 8, 8}, Shape{16, 16, 16},
-                    Shape{17, 31, 64}, Shape{33, 48, 300}, Shape{64, 64, 64}, Shape{63, 61, 129},
-                    Shape{5, 64, 3}, Shape{64, 5, 2}, Shape{9, 3, 11}, Shape{12, 20, 16}}) {
-      check_prepacked<float>(*nk.kernels, s, Layout::RowMajor, 1, 0, rng);
-      check_prepacked<float>(*nk.kernels, s, Layout::RowMajor, 0.75, -1.5, rng);
-      check_prepacked<double>(*nk.kernels, s, Layout::RowMajor, -0.5, 2, rng);
-    }
-  }
-}
-
-// Medium products (up to 512 x 512, k within one KC block, B within half of L2 or prepacked)
-// into a row-major C run on the small kernel, their rows split among threads in whole 8-row
-// tiles, a prepacked B panel by panel; into a column-major C the same product runs packed
-// (C^T = B^T A^T, A's rows then the packed operand). The same bits all three ways, within the
-// oracle's bound, on one and two threads.
+// One product three ways: into a row-major C (the small kernel, for small and medium shapes),
+// with B prepacked (there read panel by panel), and into a column-major C, which runs packed
+// (C^T = B^T A^T: A's rows are then the operand that is packed, and its stride rules the small
+// kernel out). The same bits all three ways, within the oracle's bound.
 template <class T>
-void check_medium(const cpu::GemmKernels& ks, Shape s, double alpha, double beta,
-                  std::mt19937_64& rng) {
+void check_against_packed(const cpu::GemmKernels& ks, Shape s, double alpha, double beta,
+                          std::mt19937_64& rng) {
   GuardedMatrix<T> a(s.m, s.k, Layout::RowMajor), b(s.k, s.n, Layout::RowMajor);
   GuardedMatrix<T> c(s.m, s.n, Layout::RowMajor), c_cols(s.m, s.n, Layout::ColMajor);
   a.fill_random(rng);
@@ -103,6 +84,27 @@ void check_medium(const cpu::GemmKernels& ks, Shape s, double alpha, double beta
   }
 }
 
+// Products of at most 64 x 64 with k within one KC block run the unpacked small kernel
+// (driver.cpp), a prepacked B panel by panel, into a column-major C packed: the same bits,
+// within the oracle's bound, on every ISA, at every edge of the small kernel's 8-row (4-row),
+// two-vector tiles and of its half-width tiles (AVX-512: at most 8 float / 4 double columns
+// left).
+TEST(GemmPrepacked, SmallKernelHasThePackedBits) {
+  std::mt19937_64 rng(13);
+  for (const auto& nk : runnable_kernels()) {
+    SCOPED_TRACE(nk.isa);
+    for (Shape s : {Shape{5, 5, 1}, Shape{7, 9, 7}, Shape{8, 8, 8}, Shape{16, 16, 16},
+                    Shape{17, 31, 64}, Shape{33, 48, 300}, Shape{64, 64, 64}, Shape{63, 61, 129},
+                    Shape{5, 64, 3}, Shape{64, 5, 2}, Shape{9, 3, 11}, Shape{12, 20, 16}}) {
+      check_against_packed<float>(*nk.kernels, s, 1, 0, rng);
+      check_against_packed<float>(*nk.kernels, s, 0.75, -1.5, rng);
+      check_against_packed<double>(*nk.kernels, s, -0.5, 2, rng);
+    }
+  }
+}
+
+// Medium products (up to 512 x 512, k within one KC block, B within half of L2 or prepacked)
+// run on the small kernel too, their rows split among threads in whole 8-row tiles.
 TEST(GemmPrepacked, MediumProductsOnTheSmallKernelHaveThePackedBits) {
   const int saved = get_num_threads();
   std::mt19937_64 rng(17);
@@ -113,9 +115,9 @@ TEST(GemmPrepacked, MediumProductsOnTheSmallKernelHaveThePackedBits) {
                       Shape{512, 300, 64}, Shape{131, 500, 17}}) {
         SCOPED_TRACE(::testing::Message() << nk.isa << " threads " << threads << " m=" << s.m
                                           << " n=" << s.n << " k=" << s.k);
-        check_medium<float>(*nk.kernels, s, 1, 0, rng);
-        check_medium<float>(*nk.kernels, s, 0.5, -1, rng);
-        check_medium<double>(*nk.kernels, s, -0.5, 2, rng);
+        check_against_packed<float>(*nk.kernels, s, 1, 0, rng);
+        check_against_packed<float>(*nk.kernels, s, 0.5, -1, rng);
+        check_against_packed<double>(*nk.kernels, s, -0.5, 2, rng);
       }
     }
   }
