@@ -286,14 +286,14 @@ void run_reduce(const EpilogueReduceOp& r, const EpilogueTile& t, const float* v
     alignas(64) static constexpr float kLanes[] = {0, 1, 2,  3,  4,  5,  6,  7,
                                                    8, 9, 10, 11, 12, 13, 14, 15};
     static_assert(std::size(kLanes) >= L);
-    const V lanes = V::load(kLanes), nv(static_cast<float>(t.nv));
+    const V lanes = V::load(kLanes);
     const int64_t tile_col = t.j0 / t.nr;  // not divided per row
     for (int i = 0; i < t.mv; ++i) {
       const float* row = val + i * t.nr;
       V acc = id;
       for (int j = 0; j < t.nr; j += L) {
         V x = V::load(row + j);
-        if (j + L > t.nv) x = V::select_lt(lanes + V(static_cast<float>(j)), nv, x, id);
+        if (j + L > t.nv) x = V::select_lt(lanes, V(static_cast<float>(t.nv - j)), x, id);
         acc = combine(r.kind, acc, x);
       }
       r.partials[(t.i0 + i) * r.ld + tile_col] = horizontal(r.kind, acc);

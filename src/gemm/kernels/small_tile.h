@@ -154,6 +154,15 @@ inline void small_rows(int64_t n, int64_t k, T alpha, const T* a, int64_t a_rs, 
   }
 }
 
+// All `rows` rows of C (0 < rows <= R) as one tile of exactly that many rows.
+template <class T, int R>
+inline void small_rest(int rows, int64_t n, int64_t k, T alpha, const T* a, int64_t a_rs,
+                       int64_t a_cs, const T* b, int64_t b_rs, T beta, T* c, int64_t c_rs) {
+  if (rows == R) return small_rows<T, R>(n, k, alpha, a, a_rs, a_cs, b, b_rs, beta, c, c_rs);
+  if constexpr (R > 1)
+    small_rest<T, R - 1>(rows, n, k, alpha, a, a_rs, a_cs, b, b_rs, beta, c, c_rs);
+}
+
 template <class T>
 inline void small_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int64_t a_rs,
                        int64_t a_cs, const T* b, int64_t b_rs, T beta, T* c, int64_t c_rs) {
@@ -167,27 +176,9 @@ inline void small_gemm(int64_t m, int64_t n, int64_t k, T alpha, const T* a, int
   int64_t i = 0;
   for (; i + MR <= m; i += MR)
     small_rows<T, MR>(n, k, alpha, a + i * a_rs, a_rs, a_cs, b, b_rs, beta, c + i * c_rs, c_rs);
-  auto rest = [&]<int R>() {
-    small_rows<T, R>(n, k, alpha, a + i * a_rs, a_rs, a_cs, b, b_rs, beta, c + i * c_rs, c_rs);
-  };
-  switch (m - i) {
-    case 7:
-      return rest.template operator()<7>();
-    case 6:
-      return rest.template operator()<6>();
-    case 5:
-      return rest.template operator()<5>();
-    case 4:
-      return rest.template operator()<4>();
-    case 3:
-      return rest.template operator()<3>();
-    case 2:
-      return rest.template operator()<2>();
-    case 1:
-      return rest.template operator()<1>();
-    default:
-      return;
-  }
+  if (i < m)
+    small_rest<T, MR - 1>(static_cast<int>(m - i), n, k, alpha, a + i * a_rs, a_rs, a_cs, b, b_rs,
+                          beta, c + i * c_rs, c_rs);
 }
 
 // The table entries (SmallGemmFn) every ISA's kernel file lists.
