@@ -10,9 +10,21 @@
 // about 50 us (cheap back-to-back ops), then sleep on a condition variable, so an idle Tessera
 // process never competes with another pool for the cores. A parallel_for from inside a task, or
 // from a second user thread while a job is running, runs serially on the calling thread.
+//
+// Where threads wake. The kernel may wake a sleeping thread on the core of the thread that woke
+// it: a worker woken by a caller who is about to work too, or a caller woken by the last
+// worker, then shares one core with it while another core idles, until the scheduler balances
+// them milliseconds later. On the 2-vCPU VM large ops called after an idle gap ran at one
+// thread's speed on two, warm-up and timed call alike. So, when the pool has at most one
+// thread per core it may use, a thread binds itself to its current core while it sleeps (and
+// is free again once awake), and a caller publishing a job first moves any sleeping worker
+// bound to the caller's own core to a core nobody sleeps on (docs/architecture.md, Threads,
+// has the measurements).
 #include "tessera/core/parallel.h"
 
 #include <sched.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -39,6 +51,52 @@ namespace {
 
 thread_local bool t_in_parallel = false;
 
+// The cores this process may run on, in order (empty when the kernel does not say).
+std::vector<int> allowed_cpus() {
+  cpu_set_t set;
+  std::vector<int> cpus;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return cpus;
+  for (int c = 0; c < CPU_SETSIZE; ++c)
+    if (CPU_ISSET(c, &set)) cpus.push_back(c);
+  return cpus;
+}
+
+cpu_set_t cpu_set_of(std::initializer_list<int> cpus) {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  for (int c : cpus) CPU_SET(c, &set);
+  return set;
+}
+
+// Binds thread `tid` (0: the calling thread) to `set`. A failure leaves the thread where it
+// may run: slower at worst, never wrong.
+bool bind(pid_t tid, const cpu_set_t& set) {
+  return sched_setaffinity(tid, sizeof(set), &set) == 0;
+}
+
+// The calling thread bound to its current core until the end of the scope (spread: else
+// nothing), then given its own affinity back.
+class SleepHere {
+ public:
+  explicit SleepHere(bool spread) {
+    const int cpu = spread ? sched_getcpu() : -1;
+    bound_ =
+        cpu >= 0 && sched_getaffinity(0, sizeof(mine_), &mine_) == 0 && bind(0, cpu_set_of({cpu}));
+    cpu_ = bound_ ? cpu : -1;
+  }
+  ~SleepHere() {
+    if (bound_) bind(0, mine_);
+  }
+  SleepHere(const SleepHere&) = delete;
+  SleepHere& operator=(const SleepHere&) = delete;
+  int cpu() const { return cpu_; }
+
+ private:
+  cpu_set_t mine_;
+  bool bound_ = false;
+  int cpu_ = -1;
+};
+
 int default_num_threads() {
   for (const char* var : {"TESSERA_NUM_THREADS", "OMP_NUM_THREADS"}) {
     if (const char* env = std::getenv(var)) {
@@ -46,8 +104,7 @@ int default_num_threads() {
       if (n > 0) return n;
     }
   }
-  cpu_set_t set;
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+  if (const auto cpus = allowed_cpus(); !cpus.empty()) return static_cast<int>(cpus.size());
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
@@ -73,6 +130,7 @@ class ThreadPool {
     Job job(task, num_tasks);
     {
       std::lock_guard<std::mutex> lk(mu_);
+      if (spread_) keep_off(sched_getcpu());
       job_ = &job;
       generation_.fetch_add(1, std::memory_order_release);
     }
@@ -89,6 +147,7 @@ class ThreadPool {
     };
     for (int spin = 0; !finished() && spin < 20000; ++spin) TS_CPU_RELAX();
     if (!finished()) {
+      const SleepHere here(spread_);
       std::unique_lock<std::mutex> lk(mu_);
       done_cv_.wait(lk, finished);
     }
@@ -110,13 +169,38 @@ class ThreadPool {
     std::exception_ptr error;  // the first exception of any task
   };
 
+  // A worker's thread and, while it sleeps bound to a core, that core (else -1). Under mu_.
+  struct Sleeper {
+    pid_t tid = 0;
+    int cpu = -1;
+  };
+
   void start_workers() {
     stop_ = false;
+    cpus_ = allowed_cpus();
+    spread_ = num_threads_ > 1 && num_threads_ <= static_cast<int>(cpus_.size());
+    sleepers_.assign(static_cast<size_t>(std::max(0, num_threads_ - 1)), Sleeper{});
     // Each worker starts from the generation current now, so a stop published before it
     // first runs is still seen as new.
     const uint64_t start = generation_.load(std::memory_order_acquire);
     for (int i = 1; i < num_threads_; ++i)
-      workers_.emplace_back([this, start] { worker_loop(start); });
+      workers_.emplace_back([this, start, i] { worker_loop(start, sleepers_[i - 1]); });
+  }
+
+  // Moves the workers asleep on core `cpu` (the caller's) to cores no one sleeps on. Under mu_.
+  void keep_off(int cpu) {
+    if (cpu < 0) return;
+    for (Sleeper& s : sleepers_) {
+      if (s.cpu != cpu) continue;
+      for (int c : cpus_) {
+        const bool taken = c == cpu || std::any_of(sleepers_.begin(), sleepers_.end(),
+                                                   [c](const Sleeper& o) { return o.cpu == c; });
+        if (!taken && bind(s.tid, cpu_set_of({c}))) {
+          s.cpu = c;
+          break;
+        }
+      }
+    }
   }
 
   void stop_workers() {
@@ -151,7 +235,11 @@ class ThreadPool {
     t_in_parallel = was_parallel;
   }
 
-  void worker_loop(uint64_t seen) {
+  void worker_loop(uint64_t seen, Sleeper& me) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      me.tid = static_cast<pid_t>(syscall(SYS_gettid));
+    }
     for (;;) {
       // Spin briefly for the next job, then sleep.
       bool got = false;
@@ -163,8 +251,11 @@ class ThreadPool {
         TS_CPU_RELAX();
       }
       if (!got) {
+        const SleepHere here(spread_);
         std::unique_lock<std::mutex> lk(mu_);
+        me.cpu = here.cpu();  // a caller may move it (keep_off)
         cv_.wait(lk, [&] { return generation_.load(std::memory_order_acquire) != seen; });
+        me.cpu = -1;
       }
       Job* job = nullptr;
       {
@@ -183,9 +274,12 @@ class ThreadPool {
   }
 
   int num_threads_;
+  std::vector<int> cpus_;          // allowed_cpus() when the workers started
+  bool spread_ = false;            // whether sleeping threads bind to cores (file comment)
+  std::vector<Sleeper> sleepers_;  // one per worker
   std::vector<std::thread> workers_;
   std::mutex submit_mu_;  // one job at a time
-  std::mutex mu_;         // guards job_, stop_ and the generation's publication
+  std::mutex mu_;         // guards job_, stop_, sleepers_ and the generation's publication
   std::condition_variable cv_, done_cv_;
   std::atomic<uint64_t> generation_{0};
   bool stop_ = false;
