@@ -23,7 +23,6 @@
 #include "tessera/core/parallel.h"
 
 #include <sched.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -61,16 +60,16 @@ std::vector<int> allowed_cpus() {
   return cpus;
 }
 
-cpu_set_t cpu_set_of(std::initializer_list<int> cpus) {
+cpu_set_t only(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
-  for (int c : cpus) CPU_SET(c, &set);
+  CPU_SET(cpu, &set);
   return set;
 }
 
 // Binds thread `tid` (0: the calling thread) to `set`. A failure leaves the thread where it
 // may run: slower at worst, never wrong.
-bool bind(pid_t tid, const cpu_set_t& set) {
+bool bind_thread(pid_t tid, const cpu_set_t& set) {
   return sched_setaffinity(tid, sizeof(set), &set) == 0;
 }
 
@@ -81,11 +80,11 @@ class SleepHere {
   explicit SleepHere(bool spread) {
     const int cpu = spread ? sched_getcpu() : -1;
     bound_ =
-        cpu >= 0 && sched_getaffinity(0, sizeof(mine_), &mine_) == 0 && bind(0, cpu_set_of({cpu}));
+        cpu >= 0 && sched_getaffinity(0, sizeof(mine_), &mine_) == 0 && bind_thread(0, only(cpu));
     cpu_ = bound_ ? cpu : -1;
   }
   ~SleepHere() {
-    if (bound_) bind(0, mine_);
+    if (bound_) bind_thread(0, mine_);
   }
   SleepHere(const SleepHere&) = delete;
   SleepHere& operator=(const SleepHere&) = delete;
@@ -195,7 +194,7 @@ class ThreadPool {
       for (int c : cpus_) {
         const bool taken = c == cpu || std::any_of(sleepers_.begin(), sleepers_.end(),
                                                    [c](const Sleeper& o) { return o.cpu == c; });
-        if (!taken && bind(s.tid, cpu_set_of({c}))) {
+        if (!taken && bind_thread(s.tid, only(c))) {
           s.cpu = c;
           break;
         }
@@ -238,7 +237,7 @@ class ThreadPool {
   void worker_loop(uint64_t seen, Sleeper& me) {
     {
       std::lock_guard<std::mutex> lk(mu_);
-      me.tid = static_cast<pid_t>(syscall(SYS_gettid));
+      me.tid = gettid();
     }
     for (;;) {
       // Spin briefly for the next job, then sleep.
