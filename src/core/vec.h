@@ -672,4 +672,13 @@ struct Vec<double> : GenericVec<double, 2> {
 };
 #endif
 
+// Lane i holds float(i). Compared with a count it picks a vector's first lanes:
+// select_lt(lane_indices(), Vec<float>(n), x, y) is x in lanes below n, y in the others.
+inline Vec<float> lane_indices() {
+  alignas(64) static constexpr float kIndex[16] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                   8, 9, 10, 11, 12, 13, 14, 15};
+  static_assert(Vec<float>::kSize <= 16);
+  return Vec<float>::load(kIndex);
+}
+
 }  // namespace tessera::vec::TS_ISA

@@ -14,7 +14,6 @@
 #include "gemm/kernels/epilogue_tile.h"
 
 #include <cmath>
-#include <iterator>
 #include <limits>
 
 #include "core/loops.h"
@@ -283,10 +282,7 @@ void run_reduce(const EpilogueReduceOp& r, const EpilogueTile& t, const float* v
     // An edge tile's columns past nv take the identity, lane by lane in registers (a padded
     // copy of the row, written element by element and read back as vectors, stalled on every
     // load: store forwarding fails from narrow stores to a wide load).
-    alignas(64) static constexpr float kLanes[] = {0, 1, 2,  3,  4,  5,  6,  7,
-                                                   8, 9, 10, 11, 12, 13, 14, 15};
-    static_assert(std::size(kLanes) >= L);
-    const V lanes = V::load(kLanes);
+    const V lanes = vec::TS_ISA::lane_indices();
     const int64_t tile_col = t.j0 / t.nr;  // not divided per row
     for (int i = 0; i < t.mv; ++i) {
       const float* row = val + i * t.nr;

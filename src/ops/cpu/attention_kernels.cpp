@@ -64,10 +64,7 @@ int64_t block_workspace_floats(int64_t nq, int64_t e, int64_t ev, int64_t key_bl
 // and returns the rescale factors of the panel's accumulator in `alpha`.
 void softmax_step(float* x, int64_t n, int nr, int64_t j0, int64_t qc0, bool causal, float scale,
                   float* m, float* l, float* alpha) {
-  alignas(64) static constexpr float kLane[16] = {0, 1, 2,  3,  4,  5,  6,  7,
-                                                  8, 9, 10, 11, 12, 13, 14, 15};
-  static_assert(W <= 16);
-  const V lane = V::load(kLane), vscale(scale), neg_inf(kNegInf);
+  const V lane = vec::TS_ISA::lane_indices(), vscale(scale), neg_inf(kNegInf);
   for (int v0 = 0; v0 < nr; v0 += W) {
     V mx = V::load(m + v0);
     for (int64_t p = 0; p < n; ++p) {
