@@ -137,8 +137,8 @@ TEST(Tensor, CopyAcrossAllDtypePairsAndStrides) {
 }
 
 // Same-dtype copies between a contiguous and a transposed layout (either side) move through
-// tiles; every element must land once, whole, at its place, for each element size and for
-// sizes that leave partial tiles on both sides.
+// tiles; every element must land once, whole, at its place, for each element size, for sizes
+// that leave partial tiles on both sides, and in both of the register blocks' orders.
 TEST(Tensor, TransposedCopiesPutEveryElementInItsPlace) {
   // Byte i * cols + j of A's element (i, j) is compared with the copy's (j, i).
   auto same_bytes = [](const ts::Tensor& a, const ts::Tensor& at) {
@@ -158,7 +158,12 @@ TEST(Tensor, TransposedCopiesPutEveryElementInItsPlace) {
                               {3, 5},
                               {65, 129},
                               {130, 67},
-                              {300, 257}}) {
+                              {300, 257},
+                              // Rows 1 or 2 KiB apart on one side: the order down src's
+                              // columns (core/transpose.h), partial tiles and blocks included.
+                              {256, 523},
+                              {523, 256},
+                              {1000, 264}}) {
       SCOPED_TRACE(fmt::format("{} {}x{}", ts::dtype_name(dt), rows, cols));
       // Distinct bytes where the dtype allows (random bits in the floats).
       const ts::Tensor a = dt == ts::kUInt8 || dt == ts::kInt16
