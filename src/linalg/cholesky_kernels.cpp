@@ -10,7 +10,7 @@
 // one row at a time. Row j is scaled by 1 / U(j, j); the trailing upper triangle is then
 // updated row by row,
 //   A(i, i .. n) -= conj(U(j, i)) * U(j, i .. n),
-// an axpy along contiguous rows.
+// an axpy along contiguous rows (linalg/leaf's potrf, compiled per ISA).
 //
 // Larger n: right-looking and recursive (LAPACK's potrf2 shape), so the panel and the trailing
 // update are big GEMMs rather than many thin ones. With A split after n1 ~ n/2 rows:
@@ -20,11 +20,10 @@
 //                                   triangle mode: each operand packed once, register tiles
 //                                   below the diagonal skipped)
 //   A22 = U22^H U22                 recursively.
-#include <algorithm>
-#include <cmath>
 #include <vector>
 
 #include "linalg/kernels.h"
+#include "linalg/leaf/leaf_kernels.h"
 
 namespace tessera::linalg::detail {
 
@@ -36,25 +35,8 @@ constexpr int64_t kUnblockedMax = 32;  // n above this runs the recursive form
 
 template <class T>
 int64_t potrf_upper_unblocked(int64_t n, T* a, int64_t lda) {
-  using R = real_t<T>;
-  for (int64_t j = 0; j < n; ++j) {
-    T* rowj = a + j * lda;
-    const R ajj = real_part(rowj[j]);
-    if (!(ajj > R(0))) {  // NaN fails too
-      rowj[j] = T(ajj);
-      return j + 1;
-    }
-    const R d = std::sqrt(ajj);
-    rowj[j] = T(d);
-    const R r = R(1) / d;
-    for (int64_t k = j + 1; k < n; ++k) rowj[k] *= r;
-    for (int64_t i = j + 1; i < n; ++i) {
-      T* rowi = a + i * lda;
-      const T uji = conj_of(rowj[i]);
-      for (int64_t k = i; k < n; ++k) rowi[k] = fms(rowi[k], uji, rowj[k]);
-    }
-  }
-  return 0;
+  const cpu::LinalgLeafKernels& k = TS_DISPATCH(linalg_leaf_kernels);
+  return cpu::leaf_for<T>(k.potrf_f32, k.potrf_f64, k.potrf_c64, k.potrf_c128)(n, a, lda);
 }
 
 template <class T>

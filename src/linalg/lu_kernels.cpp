@@ -27,6 +27,7 @@
 #include <chrono>
 #include <vector>
 
+#include "core/cached_vector.h"
 #include "linalg/kernels.h"
 #include "linalg/leaf/leaf_kernels.h"
 #include "tessera/core/parallel.h"
@@ -91,7 +92,7 @@ namespace {
 // copy (contiguous pivot searches and swaps), its pivots made global. Returns the panel's info.
 template <class T>
 int64_t factor_panel(int64_t m, T* a, int64_t lda, int64_t j, int64_t jb, int32_t* ipiv) {
-  thread_local std::vector<T> panel;
+  thread_local cached_vector<T> panel;  // 64-byte aligned: its columns' transposes move whole lines
   const int64_t rows = m - j;
   T* ajj = a + j * lda + j;
   panel.resize(static_cast<size_t>(rows * jb));

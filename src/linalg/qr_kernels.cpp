@@ -156,12 +156,12 @@ void apply_reflector(int64_t len, int64_t ncols, const T* v, T t, T* c, int64_t 
   }
 }
 
-// The rows x cols block (a, rs, cs) to and from column-major p (leading dimension rows).
+// The rows x cols block (a, rs, cs) to and from column-major p (leading dimension rows); a
+// row-major block moves through the leaves' transpose (register blocks).
 template <class T>
 void to_colmajor(int64_t rows, int64_t cols, const T* a, int64_t rs, int64_t cs, T* p) {
   if (cs == 1 && rs != 1) {
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t c = 0; c < cols; ++c) p[c * rows + i] = a[i * rs + c];
+    transpose_into(rows, cols, a, rs, p, rows);
   } else {
     for (int64_t c = 0; c < cols; ++c)
       for (int64_t i = 0; i < rows; ++i) p[c * rows + i] = a[i * rs + c * cs];
@@ -170,8 +170,7 @@ void to_colmajor(int64_t rows, int64_t cols, const T* a, int64_t rs, int64_t cs,
 template <class T>
 void from_colmajor(int64_t rows, int64_t cols, const T* p, T* a, int64_t rs, int64_t cs) {
   if (cs == 1 && rs != 1) {
-    for (int64_t i = 0; i < rows; ++i)
-      for (int64_t c = 0; c < cols; ++c) a[i * rs + c] = p[c * rows + i];
+    transpose_into(cols, rows, p, rows, a, rs);
   } else {
     for (int64_t c = 0; c < cols; ++c)
       for (int64_t i = 0; i < rows; ++i) a[i * rs + c * cs] = p[c * rows + i];

@@ -15,11 +15,33 @@ namespace tessera::cpu::TS_ISA {
 namespace {
 
 using linalg::detail::abs1;
+using linalg::detail::conj_of;
 using linalg::detail::fms;
 using linalg::detail::maybe_conj;
 using linalg::detail::mul;
+using linalg::detail::real_part;
 using linalg::detail::real_t;
 using linalg::detail::swap_rows;
+
+// y[k] -= u * x[k] for k < len, contiguous, each a fused multiply-subtract (the bits of fms,
+// which the compiler contracts): whole vectors and a masked tail. The leaves' rows are short
+// (32 or fewer), and the compiler's own loop spent much of its time in its scalar tail.
+template <class T>
+[[gnu::always_inline]] inline void axpy_minus(int64_t len, T u, const T* x, T* y) {
+  if constexpr (linalg::detail::kIsComplex<T>) {
+    for (int64_t k = 0; k < len; ++k) y[k] = fms(y[k], u, x[k]);
+  } else {
+    using V = vec::TS_ISA::Vec<T>;
+    const V neg_u(-u);
+    int64_t k = 0;
+    for (; k + V::kSize <= len; k += V::kSize)
+      V::fmadd(neg_u, V::load(x + k), V::load(y + k)).store(y + k);
+    if (k < len) {
+      const int rest = static_cast<int>(len - k);
+      V::fmadd(neg_u, V::load(x + k, rest), V::load(y + k, rest)).store(y + k, rest);
+    }
+  }
+}
 
 // Lower triangle, forward substitution; upper, backward. Row i of the solve:
 //   x_i = (b_i - sum_{k on the solved side} A(i, k) x_k) / A(i, i).
@@ -34,7 +56,7 @@ void trsm(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs, bool 
       const T aik = maybe_conj(a[i * a_rs + k * a_cs], conj);
       const T* bk = b + k * b_rs;
       if (b_cs == 1) {
-        for (int64_t j = 0; j < nrhs; ++j) bi[j] = fms(bi[j], aik, bk[j]);
+        axpy_minus(nrhs, aik, bk, bi);
       } else {
         for (int64_t j = 0; j < nrhs; ++j) bi[j * b_cs] = fms(bi[j * b_cs], aik, bk[j * b_cs]);
       }
@@ -44,6 +66,28 @@ void trsm(int64_t n, int64_t nrhs, const T* a, int64_t a_rs, int64_t a_cs, bool 
       for (int64_t j = 0; j < nrhs; ++j) bi[j * b_cs] /= d;
     }
   }
+}
+
+template <class T>
+int64_t potrf(int64_t n, T* a, int64_t lda) {
+  using R = real_t<T>;
+  for (int64_t j = 0; j < n; ++j) {
+    T* rowj = a + j * lda;
+    const R ajj = real_part(rowj[j]);
+    if (!(ajj > R(0))) {  // NaN fails too
+      rowj[j] = T(ajj);
+      return j + 1;
+    }
+    const R d = std::sqrt(ajj);
+    rowj[j] = T(d);
+    const R r = R(1) / d;
+    for (int64_t k = j + 1; k < n; ++k) rowj[k] *= r;
+    for (int64_t i = j + 1; i < n; ++i) {
+      T* rowi = a + i * lda;
+      axpy_minus(n - i, conj_of(rowj[i]), rowj + i, rowi + i);
+    }
+  }
+  return 0;
 }
 
 // Scales x[0], x[inc], ... (count values) by 1 / pivot as LAPACK does: multiply by the
@@ -84,8 +128,7 @@ int64_t getf2(int64_t m, int64_t n, T* a, int64_t rs, int64_t cs, int32_t* ipiv)
       const T* uj = &at(j, 0);
       for (int64_t i = j + 1; i < m; ++i) {
         T* ri = &at(i, 0);
-        const T lij = ri[j];
-        for (int64_t k = j + 1; k < n; ++k) ri[k] = fms(ri[k], lij, uj[k]);
+        axpy_minus(n - j - 1, ri[j], uj + j + 1, ri + j + 1);
       }
     } else {  // rs == 1
       const T* lj = &at(0, j);
@@ -223,6 +266,7 @@ const LinalgLeafKernels& linalg_leaf_kernels() {
   static const LinalgLeafKernels k{
       trsm<float>,         trsm<double>,         trsm<complex64>,         trsm<complex128>,
       getf2<float>,        getf2<double>,        getf2<complex64>,        getf2<complex128>,
+      potrf<float>,        potrf<double>,        potrf<complex64>,        potrf<complex128>,
       transpose<float>,    transpose<double>,    transpose<complex64>,    transpose<complex128>,
       adjoint_gemv<float>, adjoint_gemv<double>, adjoint_gemv<complex64>, adjoint_gemv<complex128>,
       gemv_minus<float>,   gemv_minus<double>,   gemv_minus<complex64>,   gemv_minus<complex128>};

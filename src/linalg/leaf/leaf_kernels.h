@@ -11,6 +11,12 @@
 //          (rs == 1), right-looking with the rank-1 update along the contiguous dimension
 //          (LAPACK's getf2: pivot by |re| + |im|, the first of equals; 1-based ipiv). Returns
 //          0, or the 1-based column of the first zero pivot (which is skipped, not divided by).
+//   potrf  upper Cholesky A = U^H U of the row-major n x n a (leading dimension lda), in place
+//          on its upper triangle, right-looking by rows: row j scaled by 1 / U(j, j), then each
+//          trailing row i less conj(U(j, i)) times row j (an axpy along contiguous rows).
+//          Returns 0, or the 1-based order of the first leading minor that is not positive
+//          (NaN included), its diagonal entry left as read. Compiled for baseline x86-64 these
+//          axpys ran as SSE2 and the leaves were 16% of a float32 256 x 256 factorization.
 //   transpose  dst(j, i) = src(i, j) for an r x c matrix (leading dimensions lds, ldd): the
 //          copies around the leaves (getrf's column-major panel, trsm on a B whose columns are
 //          contiguous), core/transpose.h's: AVX-512 moves 16 x 16 float / 8 x 8 double (and
@@ -44,6 +50,9 @@ template <class T>
 using GetrfLeaf = int64_t (*)(int64_t m, int64_t n, T* a, int64_t rs, int64_t cs, int32_t* ipiv);
 
 template <class T>
+using PotrfLeaf = int64_t (*)(int64_t n, T* a, int64_t lda);
+
+template <class T>
 using TransposeLeaf = void (*)(int64_t r, int64_t c, const T* src, int64_t lds, T* dst,
                                int64_t ldd);
 
@@ -64,6 +73,10 @@ struct LinalgLeafKernels {
   GetrfLeaf<double> getf2_f64;
   GetrfLeaf<complex64> getf2_c64;
   GetrfLeaf<complex128> getf2_c128;
+  PotrfLeaf<float> potrf_f32;
+  PotrfLeaf<double> potrf_f64;
+  PotrfLeaf<complex64> potrf_c64;
+  PotrfLeaf<complex128> potrf_c128;
   TransposeLeaf<float> transpose_f32;
   TransposeLeaf<double> transpose_f64;
   TransposeLeaf<complex64> transpose_c64;
