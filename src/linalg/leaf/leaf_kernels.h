@@ -15,8 +15,9 @@
 //          on its upper triangle, right-looking by rows: row j scaled by 1 / U(j, j), then each
 //          trailing row i less conj(U(j, i)) times row j (an axpy along contiguous rows).
 //          Returns 0, or the 1-based order of the first leading minor that is not positive
-//          (NaN included), its diagonal entry left as read. Compiled for baseline x86-64 these
-//          axpys ran as SSE2 and the leaves were 16% of a float32 256 x 256 factorization.
+//          (NaN included), its diagonal entry left as read. The leaves were 16% of a float32
+//          256 x 256 factorization (perf), compiled for baseline x86-64 and per ISA alike; 12%
+//          with their rows as whole vectors and a masked tail (axpy_minus).
 //   transpose  dst(j, i) = src(i, j) for an r x c matrix (leading dimensions lds, ldd): the
 //          copies around the leaves (getrf's column-major panel, trsm on a B whose columns are
 //          contiguous), core/transpose.h's: AVX-512 moves 16 x 16 float / 8 x 8 double (and
