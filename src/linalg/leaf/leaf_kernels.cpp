@@ -23,23 +23,40 @@ using linalg::detail::real_part;
 using linalg::detail::real_t;
 using linalg::detail::swap_rows;
 
-// y[k] -= u * x[k] for k < len, contiguous, each a fused multiply-subtract (the bits of fms,
-// which the compiler contracts): whole vectors and a masked tail. The leaves' rows are short
-// (32 or fewer), and the compiler's own loop spent much of its time in its scalar tail.
+// y -= sum_{c < C} A(:, c) s_c for the real column-major len x C A (leading dimension lda):
+// whole vectors and a masked tail, each column one fused multiply-subtract per element, in order
+// of c. gemv_minus's blocks of columns and the leaves' row updates (axpy_minus).
+template <int C, class T>
+[[gnu::always_inline]] inline void minus_columns(int64_t len, const T* a, int64_t lda, const T* s,
+                                                 T* y) {
+  using V = vec::TS_ISA::Vec<T>;
+  constexpr int W = V::kSize;
+  auto update = [&](int64_t t, int n) {
+    V acc = n == W ? V::load(y + t) : V::load(y + t, n);
+    for (int c = 0; c < C; ++c) {
+      const T* col = a + c * lda + t;
+      acc = V::fmadd(n == W ? V::load(col) : V::load(col, n), V(-s[c]), acc);
+    }
+    if (n == W) {
+      acc.store(y + t);
+    } else {
+      acc.store(y + t, n);
+    }
+  };
+  int64_t t = 0;
+  for (; t + W <= len; t += W) update(t, W);
+  if (t < len) update(t, static_cast<int>(len - t));
+}
+
+// y[k] -= u * x[k] for k < len, contiguous, each element the bits of fms (which the compiler
+// contracts). The leaves' rows are short (32 or fewer), and the compiler's own loop spent much
+// of its time in its scalar tail. Complex rows keep fms's operand order (u first).
 template <class T>
 [[gnu::always_inline]] inline void axpy_minus(int64_t len, T u, const T* x, T* y) {
   if constexpr (linalg::detail::kIsComplex<T>) {
     for (int64_t k = 0; k < len; ++k) y[k] = fms(y[k], u, x[k]);
   } else {
-    using V = vec::TS_ISA::Vec<T>;
-    const V neg_u(-u);
-    int64_t k = 0;
-    for (; k + V::kSize <= len; k += V::kSize)
-      V::fmadd(neg_u, V::load(x + k), V::load(y + k)).store(y + k);
-    if (k < len) {
-      const int rest = static_cast<int>(len - k);
-      V::fmadd(neg_u, V::load(x + k, rest), V::load(y + k, rest)).store(y + k, rest);
-    }
+    minus_columns<1>(len, x, 0, &u, y);
   }
 }
 
@@ -225,28 +242,9 @@ void gemv_minus(int64_t len, int64_t ncols, const T* a, int64_t lda, const T* s,
                 T* y) {
   if constexpr (std::is_same_v<T, real_t<T>>) {
     (void)conj_a;
-    using Vr = vec::TS_ISA::Vec<T>;
-    constexpr int W = Vr::kSize;
     int64_t q = 0;
-    auto update = [&]<int C>(int64_t t, int n) {
-      Vr acc = n == W ? Vr::load(y + t) : Vr::load(y + t, n);
-      for (int c = 0; c < C; ++c) {
-        const T* col = a + (q + c) * lda + t;
-        acc = Vr::fmadd(n == W ? Vr::load(col) : Vr::load(col, n), Vr(-s[q + c]), acc);
-      }
-      if (n == W) {
-        acc.store(y + t);
-      } else {
-        acc.store(y + t, n);
-      }
-    };
-    auto columns = [&]<int C>() {
-      int64_t t = 0;
-      for (; t + W <= len; t += W) update.template operator()<C>(t, W);
-      if (t < len) update.template operator()<C>(t, static_cast<int>(len - t));
-    };
-    for (; q + 4 <= ncols; q += 4) columns.template operator()<4>();
-    for (; q < ncols; ++q) columns.template operator()<1>();
+    for (; q + 4 <= ncols; q += 4) minus_columns<4>(len, a + q * lda, lda, s + q, y);
+    for (; q < ncols; ++q) minus_columns<1>(len, a + q * lda, lda, s + q, y);
   } else {
     for (int64_t q = 0; q < ncols; ++q) {
       const T* col = a + q * lda;
