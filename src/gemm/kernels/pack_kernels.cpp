@@ -16,6 +16,8 @@
 #include <immintrin.h>
 #endif
 
+#include "core/transpose.h"
+
 namespace tessera::cpu::TS_ISA {
 
 namespace {
@@ -62,42 +64,17 @@ int64_t transpose_lanes(const T*, int64_t, int64_t, int64_t, T*) {
 
 #if defined(__AVX512F__)
 // Transposes lanes [0, n) (n <= 16) of a steps-contiguous float source for kc steps into dst
-// (row stride `width`), 16 steps at a time: rows n..15 of each 16 x 16 block are zeros, and
-// each step's n lanes are one masked store. Returns the steps done; the caller finishes the
-// rest.
+// (row stride `width`), 16 steps at a time (core/transpose.h's load_transposed): rows n..15 of
+// each 16 x 16 block are zeros, and each step's n lanes are one masked store. Returns the steps
+// done; the caller finishes the rest.
 int64_t transpose16(const float* src, int64_t ls, int64_t n, int64_t kc, int64_t width,
                     float* dst) {
   const __mmask16 lanes = static_cast<__mmask16>((1u << n) - 1);
   int64_t p = 0;
   for (; p + 16 <= kc; p += 16) {
     __m512 r[16];
-    for (int i = 0; i < 16; ++i)
-      r[i] = i < n ? _mm512_loadu_ps(src + i * ls + p) : _mm512_setzero_ps();
-    __m512 a[16], b[16];
-    for (int i = 0; i < 8; ++i) {
-      a[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
-      a[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
-    }
-    // b[4i + q], 128-bit lane j: rows 4i..4i+3 of column 4j + q.
-    for (int i = 0; i < 4; ++i) {
-      const __m512d a0 = _mm512_castps_pd(a[4 * i]), a1 = _mm512_castps_pd(a[4 * i + 1]);
-      const __m512d a2 = _mm512_castps_pd(a[4 * i + 2]), a3 = _mm512_castps_pd(a[4 * i + 3]);
-      b[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a0, a2));
-      b[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a0, a2));
-      b[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(a1, a3));
-      b[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(a1, a3));
-    }
-    for (int q = 0; q < 4; ++q) {
-      const __m512 c0 = _mm512_shuffle_f32x4(b[q], b[4 + q], 0x88);  // columns q, 8 + q
-      const __m512 c1 = _mm512_shuffle_f32x4(b[q], b[4 + q], 0xdd);  // columns 4 + q, 12 + q
-      const __m512 c2 = _mm512_shuffle_f32x4(b[8 + q], b[12 + q], 0x88);
-      const __m512 c3 = _mm512_shuffle_f32x4(b[8 + q], b[12 + q], 0xdd);
-      float* d = dst + p * width;
-      _mm512_mask_storeu_ps(d + q * width, lanes, _mm512_shuffle_f32x4(c0, c2, 0x88));
-      _mm512_mask_storeu_ps(d + (8 + q) * width, lanes, _mm512_shuffle_f32x4(c0, c2, 0xdd));
-      _mm512_mask_storeu_ps(d + (4 + q) * width, lanes, _mm512_shuffle_f32x4(c1, c3, 0x88));
-      _mm512_mask_storeu_ps(d + (12 + q) * width, lanes, _mm512_shuffle_f32x4(c1, c3, 0xdd));
-    }
+    vec::TS_ISA::load_transposed(src + p, ls, r, static_cast<int>(n));
+    for (int t = 0; t < 16; ++t) _mm512_mask_storeu_ps(dst + (p + t) * width, lanes, r[t]);
   }
   return p;
 }

@@ -107,6 +107,141 @@ class UpperBlocks {
 
 }  // namespace interleave_detail
 
+namespace interleave_detail {
+
+// A block of up to W consecutive elements of every lane's run, the unit the transposes move:
+// run element e of lane l lies at l * stride + e, and the block's len elements are vectors
+// v .. v + len - 1 of the interleaved buffer. With a lower triangle (lower_n > 0), `above` says
+// that every element lies strictly above its diagonal and bit t of `upper` that element e + t
+// does.
+struct RunBlock {
+  int64_t e, v;
+  int len;
+  bool above;
+  unsigned upper;
+};
+
+// Calls f(RunBlock) for the blocks of a run of `rows` rows of `cols` elements (row-major,
+// e = i * cols + j) whose element (i, j) is vector i * ld + j of the buffer. With ld == cols the
+// run is one sequence cut into blocks of W across its rows; otherwise every row is cut on its
+// own. lower_n > 0 (rows = cols = lower_n) marks the strict upper triangle (`upper` only with
+// kMask: its walk costs a loop per block in the flat case).
+template <int W, bool kMask, class F>
+[[gnu::always_inline]] inline void for_each_block(int64_t rows, int64_t cols, int64_t ld,
+                                                  int64_t lower_n, const F& f) {
+  if (ld == cols) {
+    UpperBlocks blocks(lower_n);
+    const int64_t count = rows * cols;
+    for (int64_t e0 = 0; e0 < count; e0 += W, blocks.next(W)) {
+      const int len = static_cast<int>(std::min<int64_t>(W, count - e0));
+      const bool above = blocks.upper(len);
+      f(RunBlock{e0, e0, len, above, kMask && !above ? blocks.upper_mask(len) : 0u});
+    }
+    return;
+  }
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t j0 = 0; j0 < cols; j0 += W) {
+      const int len = static_cast<int>(std::min<int64_t>(W, cols - j0));
+      const bool above = lower_n > 0 && j0 > i;
+      // Past the diagonal: the elements j0 + t > i.
+      const unsigned upper = lower_n > 0 && !above && j0 + len - 1 > i
+                                 ? ((1u << len) - 1u) & ~((2u << (i - j0)) - 1u)
+                                 : 0u;
+      f(RunBlock{i * cols + j0, i * ld + j0, len, above, upper});
+    }
+  }
+}
+
+// buf[v(e) * W + l] = a[l * stride + e] for the runs of for_each_block and lanes l < used, 0 in
+// the other lanes (W x W blocks in registers on AVX-512, element by element elsewhere); blocks
+// wholly above a lower triangle are neither read nor written.
+template <class T>
+[[gnu::always_inline]] inline void lane_runs_to_interleaved(const T* a, int64_t rows, int64_t cols,
+                                                            int64_t ld, int64_t stride,
+                                                            int64_t lower_n, int used, T* buf) {
+  constexpr int W = vec::TS_ISA::Vec<T>::kSize;
+#if defined(__AVX512F__)
+  using B = Block<T>;
+  static_assert(B::W == W);
+  typename B::R r[W];
+  for_each_block<W, false>(
+      rows, cols, ld, lower_n, [&](const RunBlock& b) __attribute__((always_inline)) {
+        if (b.above) return;
+        // The next group's W runs (where a batch's groups lie back to back), a block at a time:
+        // the hardware prefetchers did not follow W streams `stride` apart, and these loads took
+        // the misses (perf: 44% of a batch of 10,000 8 x 8 float64 Cholesky solves). Past the
+        // batch's end these lines are never used, and a prefetch never faults.
+        for (int l = 0; l < W; ++l)
+          __builtin_prefetch(ahead(a, ((W + l) * stride + b.e) * static_cast<int64_t>(sizeof(T))));
+        // Whole rows in, transposed in registers: with load_transposed's four loads per line, a
+        // batch of 10,000 float32 32 x 32 Cholesky factorizations (read from memory) ran 1.2x
+        // slower.
+        if (used == W && b.len == W) {  // a whole block: no per-lane tests
+          for (int l = 0; l < W; ++l) r[l] = B::load(a + l * stride + b.e, W);
+        } else {
+          for (int l = 0; l < W; ++l)
+            r[l] = l < used ? B::load(a + l * stride + b.e, b.len) : B::zero();
+        }
+        vec::TS_ISA::transpose_registers(r);
+        for (int t = 0; t < b.len; ++t) B::store(buf + (b.v + t) * W, r[t], W);
+      });
+#else
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      for (int l = 0; l < W; ++l)
+        buf[(i * ld + j) * W + l] = l < used ? a[l * stride + i * cols + j] : T(0);
+#endif
+}
+
+// The inverse of lane_runs_to_interleaved for lanes l < used; with lower_n > 0 the strict upper
+// triangle is written as zero, whatever buf holds there. With `stream`, whole blocks of W lanes
+// at 64-byte aligned addresses are written with non-temporal stores (AVX-512 only; the caller
+// fences with stream_fence()).
+template <class T>
+[[gnu::always_inline]] inline void interleaved_runs_to_lanes(const T* buf, int64_t rows,
+                                                             int64_t cols, int64_t ld,
+                                                             int64_t stride, int64_t lower_n,
+                                                             int used, T* out, bool stream) {
+  constexpr int W = vec::TS_ISA::Vec<T>::kSize;
+#if defined(__AVX512F__)
+  using B = Block<T>;
+  // Every block starts at out + l * stride + e with e a multiple of W (64 bytes).
+  stream = stream && used == W && reinterpret_cast<uintptr_t>(out) % 64 == 0 &&
+           stride * static_cast<int64_t>(sizeof(T)) % 64 == 0 && (ld == cols || cols % W == 0);
+  typename B::R r[W];
+  for_each_block<W, true>(
+      rows, cols, ld, lower_n, [&](const RunBlock& b) __attribute__((always_inline)) {
+        if (b.above) {  // all zero: nothing to read or transpose
+          for (int l = 0; l < W; ++l) r[l] = B::zero();
+        } else {
+          if (b.len == W) {  // from the group's buffer, in cache
+            vec::TS_ISA::load_transposed(buf + b.v * W, W, r);
+          } else {
+            for (int t = 0; t < W; ++t)
+              r[t] = t < b.len ? B::load(buf + (b.v + t) * W, W) : B::zero();
+            vec::TS_ISA::transpose_registers(r);
+          }
+          if (b.upper != 0)
+            for (int l = 0; l < W; ++l) r[l] = B::keep(r[l], ~b.upper & ((1u << W) - 1u));
+        }
+        if (stream && b.len == W) {
+          for (int l = 0; l < W; ++l)
+            vec::TS_ISA::Vec<T>(r[l]).stream_convert(out + l * stride + b.e);
+        } else {
+          for (int l = 0; l < used; ++l) B::store(out + l * stride + b.e, r[l], b.len);
+        }
+      });
+#else
+  (void)stream;
+  for (int l = 0; l < used; ++l)
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j)
+        out[l * stride + i * cols + j] = lower_n > 0 && j > i ? T(0) : buf[(i * ld + j) * W + l];
+#endif
+}
+
+}  // namespace interleave_detail
+
 // buf[e * W + l] = a[l * stride + e] for e < count and lanes l < used, 0 in the other lanes: W
 // runs of `count` elements (`stride` apart; 0: count, back to back) transposed into the
 // interleaved layout (W x W blocks in registers on AVX-512, element by element elsewhere). With
@@ -115,38 +250,19 @@ class UpperBlocks {
 template <class T>
 [[gnu::always_inline]] inline void lanes_to_interleaved(const T* a, int64_t count, int used, T* buf,
                                                         int64_t lower_n = 0, int64_t stride = 0) {
-  constexpr int W = vec::TS_ISA::Vec<T>::kSize;
+  if (count == 0) return;
   if (stride == 0) stride = count;
 #if defined(__AVX512F__)
   using B = interleave_detail::Block<T>;
-  static_assert(B::W == W);
-  if (count <= W / 2 && small_moves_by_gathers().load(std::memory_order_relaxed)) {
-    for (int64_t e = 0; e < count; ++e) B::store(buf + e * W, B::gather(a + e, stride, used), W);
+  if (count <= B::W / 2 && small_moves_by_gathers().load(std::memory_order_relaxed)) {
+    for (int64_t e = 0; e < count; ++e)
+      B::store(buf + e * B::W, B::gather(a + e, stride, used), B::W);
     return;
   }
-  typename B::R r[W];
-  interleave_detail::UpperBlocks blocks(lower_n);
-  for (int64_t e0 = 0; e0 < count; e0 += W, blocks.next(W)) {
-    const int len = static_cast<int>(std::min<int64_t>(W, count - e0));
-    if (blocks.upper(len)) continue;
-    // The next group's W runs (where a batch's groups lie back to back), a block at a time:
-    // the hardware prefetchers did not follow W streams `count` apart, and these loads took
-    // the misses (perf: 44% of a batch of 10,000 8 x 8 float64 Cholesky solves). Past the
-    // batch's end these lines are never used, and a prefetch never faults.
-    for (int l = 0; l < W; ++l)
-      __builtin_prefetch(ahead(a, ((W + l) * stride + e0) * static_cast<int64_t>(sizeof(T))));
-    if (used == W && len == W) {  // a whole block: no per-lane tests
-      for (int l = 0; l < W; ++l) r[l] = B::load(a + l * stride + e0, W);
-    } else {
-      for (int l = 0; l < W; ++l) r[l] = l < used ? B::load(a + l * stride + e0, len) : B::zero();
-    }
-    vec::TS_ISA::transpose_registers(r);
-    for (int t = 0; t < len; ++t) B::store(buf + (e0 + t) * W, r[t], W);
-  }
-#else
-  for (int64_t e = 0; e < count; ++e)
-    for (int l = 0; l < W; ++l) buf[e * W + l] = l < used ? a[l * stride + e] : T(0);
 #endif
+  const int64_t cols = lower_n > 0 ? lower_n : count;
+  interleave_detail::lane_runs_to_interleaved(a, count / cols, cols, cols, stride, lower_n, used,
+                                              buf);
 }
 
 // out[l * stride + e] = buf[e * W + l] for e < count and lanes l < used (the inverse of
@@ -158,46 +274,41 @@ template <class T>
 [[gnu::always_inline]] inline void interleaved_to_lanes(const T* buf, int64_t count, int used,
                                                         T* out, int64_t lower_n = 0,
                                                         int64_t stride = 0, bool stream = false) {
-  constexpr int W = vec::TS_ISA::Vec<T>::kSize;
+  if (count == 0) return;
   if (stride == 0) stride = count;
 #if defined(__AVX512F__)
   using B = interleave_detail::Block<T>;
-  // Every block starts at out + l * stride + e0 with e0 a multiple of W (64 bytes).
-  stream = stream && used == W && reinterpret_cast<uintptr_t>(out) % 64 == 0 &&
-           stride * static_cast<int64_t>(sizeof(T)) % 64 == 0;
-  if (count <= W / 2 && lower_n == 0 && small_moves_by_gathers().load(std::memory_order_relaxed)) {
-    for (int64_t e = 0; e < count; ++e) B::scatter(out + e, stride, used, B::load(buf + e * W, W));
+  if (count <= B::W / 2 && lower_n == 0 &&
+      small_moves_by_gathers().load(std::memory_order_relaxed)) {
+    for (int64_t e = 0; e < count; ++e)
+      B::scatter(out + e, stride, used, B::load(buf + e * B::W, B::W));
     return;
   }
-  typename B::R r[W];
-  interleave_detail::UpperBlocks blocks(lower_n);
-  for (int64_t e0 = 0; e0 < count; e0 += W, blocks.next(W)) {
-    const int len = static_cast<int>(std::min<int64_t>(W, count - e0));
-    if (blocks.upper(len)) {  // all zero: nothing to read or transpose
-      for (int l = 0; l < used; ++l) B::store(out + l * stride + e0, B::zero(), len);
-      continue;
-    }
-    if (len == W) {
-      for (int t = 0; t < W; ++t) r[t] = B::load(buf + (e0 + t) * W, W);
-    } else {
-      for (int t = 0; t < W; ++t) r[t] = t < len ? B::load(buf + (e0 + t) * W, W) : B::zero();
-    }
-    vec::TS_ISA::transpose_registers(r);
-    const unsigned keep = ~blocks.upper_mask(len) & ((1u << W) - 1u);
-    const bool whole = keep == (1u << W) - 1u;
-    if (stream && whole && len == W) {
-      for (int l = 0; l < W; ++l) vec::TS_ISA::Vec<T>(r[l]).stream_convert(out + l * stride + e0);
-      continue;
-    }
-    for (int l = 0; l < used; ++l)
-      B::store(out + l * stride + e0, whole ? r[l] : B::keep(r[l], keep), len);
-  }
-#else
-  (void)stream;
-  for (int l = 0; l < used; ++l)
-    for (int64_t e = 0; e < count; ++e)
-      out[l * stride + e] = lower_n > 0 && e % lower_n > e / lower_n ? T(0) : buf[e * W + l];
 #endif
+  const int64_t cols = lower_n > 0 ? lower_n : count;
+  interleave_detail::interleaved_runs_to_lanes(buf, count / cols, cols, cols, stride, lower_n, used,
+                                               out, stream);
+}
+
+// W row-major rows x cols matrices at a (rows * cols apart; lanes from `used` on zero) into buf
+// with rows ld >= cols vectors apart (the padding never written). `lower` (rows = cols): blocks
+// wholly above the diagonal are neither read nor written.
+template <class T>
+[[gnu::always_inline]] inline void rows_to_interleaved(int64_t rows, int64_t cols, int64_t ld,
+                                                       const T* a, int used, T* buf,
+                                                       bool lower = false) {
+  interleave_detail::lane_runs_to_interleaved(a, rows, cols, ld, rows * cols, lower ? cols : 0,
+                                              used, buf);
+}
+
+// The inverse of rows_to_interleaved for the `used` matrices; `lower`: the strict upper
+// triangle goes out as zero (`stream`: interleaved_to_lanes').
+template <class T>
+[[gnu::always_inline]] inline void interleaved_to_rows(int64_t rows, int64_t cols, int64_t ld,
+                                                       const T* buf, int used, T* out,
+                                                       bool lower = false, bool stream = false) {
+  interleave_detail::interleaved_runs_to_lanes(buf, rows, cols, ld, rows * cols, lower ? cols : 0,
+                                               used, out, stream);
 }
 
 // The plain layout of interleave_into below (W x W blocks transposed) into buf (n * n * W

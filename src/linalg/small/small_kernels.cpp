@@ -51,29 +51,6 @@ int64_t group_ld(N n) {
   return n;
 }
 
-// W rows x cols matrices at a (row-major, rows * cols apart; lanes from `used` on zero) into
-// buf with rows ld >= cols vectors apart: one transpose pass when ld = cols, else a row at a
-// time (the padding never read).
-template <class T>
-[[gnu::always_inline]] inline void rows_to_interleaved(int64_t rows, int64_t cols, int64_t ld,
-                                                       const T* a, int used, T* buf) {
-  constexpr int W = Vec<T>::kSize;
-  if (ld == cols) return lanes_to_interleaved(a, rows * cols, used, buf);
-  for (int64_t i = 0; i < rows; ++i)
-    lanes_to_interleaved(a + i * cols, cols, used, buf + i * ld * W, 0, rows * cols);
-}
-
-// The inverse of rows_to_interleaved for the `used` matrices (`stream`: interleaved_to_lanes').
-template <class T>
-[[gnu::always_inline]] inline void interleaved_to_rows(int64_t rows, int64_t cols, int64_t ld,
-                                                       const T* buf, int used, T* out,
-                                                       bool stream = false) {
-  constexpr int W = Vec<T>::kSize;
-  if (ld == cols) return interleaved_to_lanes(buf, rows * cols, used, out, 0, 0, stream);
-  for (int64_t i = 0; i < rows; ++i)
-    interleaved_to_lanes(buf + i * ld * W, cols, used, out + i * cols, 0, rows * cols, stream);
-}
-
 // gather, into rows ld vectors apart.
 template <class T>
 [[gnu::always_inline]] inline T* gather_ld(int64_t n, int64_t ld, const T* a, int used,
@@ -82,7 +59,7 @@ template <class T>
   if (ld == n) return gather(n, a, used, lower);
   thread_local cached_vector<T> buf;
   buf.resize(static_cast<size_t>(n * ld * W));
-  rows_to_interleaved(n, n, ld, a, used, buf.data());
+  rows_to_interleaved(n, n, ld, a, used, buf.data(), lower);
   for (int l = used; l < W; ++l)
     for (int64_t i = 0; i < n; ++i) buf[(i * ld + i) * W + l] = T(1);
   return buf.data();
@@ -91,14 +68,10 @@ template <class T>
 // The group's factors from buf (rows ld vectors apart) to out; with `lower`, the strict upper
 // triangle goes out as zero (`stream`: interleaved_to_lanes').
 template <class T>
-[[gnu::always_inline]] inline void scatter_ld(int64_t n, int64_t ld, T* buf, int used, T* out,
+[[gnu::always_inline]] inline void scatter_ld(int64_t n, int64_t ld, const T* buf, int used, T* out,
                                               bool lower, bool stream) {
-  constexpr int W = Vec<T>::kSize;
   if (ld == n) return interleaved_to_lanes(buf, n * n, used, out, lower ? n : 0, 0, stream);
-  if (lower)
-    for (int64_t i = 0; i < n; ++i)
-      for (int64_t j = i + 1; j < n; ++j) Vec<T>(T(0)).store(buf + (i * ld + j) * W);
-  interleaved_to_rows(n, n, ld, buf, used, out, stream);
+  interleaved_to_rows(n, n, ld, buf, used, out, lower, stream);
 }
 
 // s[r] -= a(r, t) * x(t) summed in order of t < len: R rows share each x(t) and run R
