@@ -140,7 +140,7 @@ template <int W, bool kMask, class F>
       const int len = static_cast<int>(std::min<int64_t>(W, cols - j0));
       const bool above = lower_n > 0 && j0 > i;
       // Past the diagonal: the elements j0 + t > i.
-      const unsigned upper = lower_n > 0 && !above && j0 + len - 1 > i
+      const unsigned upper = kMask && lower_n > 0 && !above && j0 + len - 1 > i
                                  ? ((1u << len) - 1u) & ~((2u << (i - j0)) - 1u)
                                  : 0u;
       f(RunBlock{i * cols + j0, i * ld + j0, len, above, upper});
