@@ -13,6 +13,8 @@
 //       an order chosen by the two leading dimensions (above transpose), the edges tiled.
 //   load_transposed(x, lds, r)   (AVX-512) a 16 x 16 float / 8 x 8 double block loaded into
 //       registers as its columns; also GEMM's A packing and linalg's interleaved groups.
+//   transpose_8x16(x, lds, d, ldd)   (AVX-512) an 8 x 16 float block stored as 16 columns of 8
+//       (half of each 16-lane vector of linalg's interleaved groups).
 #pragma once
 
 #include <algorithm>
@@ -135,6 +137,36 @@ void transpose_tiled(int64_t r, int64_t c, const Word* src, int64_t lds, Word* d
     r[4 * k + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
     r[4 * k + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
     r[4 * k + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+  }
+}
+
+// The 8 x 16 float block at x (rows lds floats apart) stored transposed: its column j, 8 floats,
+// at d + j * ldd (32-byte aligned). Each register takes a 256-bit piece of rows i and 4 + i (a
+// load and an insert); a transpose within the 128-bit lanes and one shuffle across them leave
+// two columns in its halves.
+[[gnu::always_inline]] inline void transpose_8x16(const float* x, int64_t lds, float* d,
+                                                  int64_t ldd) {
+  for (int m = 0; m < 2; ++m) {  // columns 8m .. 8m+7
+    __m512 q[4];  // q[i], 128-bit lanes: row i columns 8m + {0..3}, {4..7}, row 4 + i the same
+    for (int i = 0; i < 4; ++i) {
+      const float* p = x + i * lds + 8 * m;
+      q[i] = _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(p)),
+                                _mm256_loadu_ps(p + 4 * lds), 1);
+    }
+    const __m512d t0 = _mm512_castps_pd(_mm512_unpacklo_ps(q[0], q[1]));
+    const __m512d t1 = _mm512_castps_pd(_mm512_unpackhi_ps(q[0], q[1]));
+    const __m512d t2 = _mm512_castps_pd(_mm512_unpacklo_ps(q[2], q[3]));
+    const __m512d t3 = _mm512_castps_pd(_mm512_unpackhi_ps(q[2], q[3]));
+    __m512 y[4];  // y[c], 128-bit lanes: rows 0-3 of column 8m + c, 8m + 4 + c, rows 4-7 of both
+    y[0] = _mm512_castpd_ps(_mm512_unpacklo_pd(t0, t2));
+    y[1] = _mm512_castpd_ps(_mm512_unpackhi_pd(t0, t2));
+    y[2] = _mm512_castpd_ps(_mm512_unpacklo_pd(t1, t3));
+    y[3] = _mm512_castpd_ps(_mm512_unpackhi_pd(t1, t3));
+    for (int c = 0; c < 4; ++c) {
+      const __m512 z = _mm512_shuffle_f32x4(y[c], y[c], _MM_SHUFFLE(3, 1, 2, 0));
+      _mm256_store_ps(d + (8 * m + c) * ldd, _mm512_castps512_ps256(z));
+      _mm256_store_ps(d + (8 * m + 4 + c) * ldd, _mm512_extractf32x8_ps(z, 1));
+    }
   }
 }
 
