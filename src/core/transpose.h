@@ -140,6 +140,23 @@ void transpose_tiled(int64_t r, int64_t c, const Word* src, int64_t lds, Word* d
   }
 }
 
+[[gnu::always_inline]] inline void load_transposed(const double* x, int64_t lds, __m512d* r) {
+  __m512d q[4][2];  // q[k][i], 128-bit lane g: row 2g + i, columns 2k, 2k+1
+  for (int i = 0; i < 2; ++i) {
+    for (int k = 0; k < 4; ++k) {
+      const double* p = x + i * lds + 2 * k;
+      q[k][i] = _mm512_castpd128_pd512(_mm_loadu_pd(p));
+      q[k][i] = _mm512_insertf64x2(q[k][i], _mm_loadu_pd(p + 2 * lds), 1);
+      q[k][i] = _mm512_insertf64x2(q[k][i], _mm_loadu_pd(p + 4 * lds), 2);
+      q[k][i] = _mm512_insertf64x2(q[k][i], _mm_loadu_pd(p + 6 * lds), 3);
+    }
+  }
+  for (int k = 0; k < 4; ++k) {
+    r[2 * k] = _mm512_unpacklo_pd(q[k][0], q[k][1]);
+    r[2 * k + 1] = _mm512_unpackhi_pd(q[k][0], q[k][1]);
+  }
+}
+
 // The 8 x 16 float block at x (rows lds floats apart) stored transposed: its column j, 8 floats,
 // at d + j * ldd (32-byte aligned). Each register takes a 256-bit piece of rows i and 4 + i (a
 // load and an insert); a transpose within the 128-bit lanes and one shuffle across them leave
@@ -167,23 +184,6 @@ void transpose_tiled(int64_t r, int64_t c, const Word* src, int64_t lds, Word* d
       _mm256_store_ps(d + (8 * m + c) * ldd, _mm512_castps512_ps256(z));
       _mm256_store_ps(d + (8 * m + 4 + c) * ldd, _mm512_extractf32x8_ps(z, 1));
     }
-  }
-}
-
-[[gnu::always_inline]] inline void load_transposed(const double* x, int64_t lds, __m512d* r) {
-  __m512d q[4][2];  // q[k][i], 128-bit lane g: row 2g + i, columns 2k, 2k+1
-  for (int i = 0; i < 2; ++i) {
-    for (int k = 0; k < 4; ++k) {
-      const double* p = x + i * lds + 2 * k;
-      q[k][i] = _mm512_castpd128_pd512(_mm_loadu_pd(p));
-      q[k][i] = _mm512_insertf64x2(q[k][i], _mm_loadu_pd(p + 2 * lds), 1);
-      q[k][i] = _mm512_insertf64x2(q[k][i], _mm_loadu_pd(p + 4 * lds), 2);
-      q[k][i] = _mm512_insertf64x2(q[k][i], _mm_loadu_pd(p + 6 * lds), 3);
-    }
-  }
-  for (int k = 0; k < 4; ++k) {
-    r[2 * k] = _mm512_unpacklo_pd(q[k][0], q[k][1]);
-    r[2 * k + 1] = _mm512_unpackhi_pd(q[k][0], q[k][1]);
   }
 }
 

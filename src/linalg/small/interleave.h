@@ -201,13 +201,13 @@ template <class T>
             __builtin_prefetch(
                 ahead(a, ((W + l) * stride + b.e) * static_cast<int64_t>(sizeof(T))));
         }
-        // Whole rows in, transposed in registers: with load_transposed's four loads per line, a
-        // batch of 10,000 float32 32 x 32 Cholesky factorizations (read from memory) ran 1.2x
-        // slower in an alternating comparison (486 against 403 ns per matrix).
-        if constexpr (W == 16) {
+        if constexpr (W == 16) {  // 8 of the set's lines at a time
           if (one_set && used == W && b.len == W)
             return float_block_by_halves(a + b.e, stride, buf + b.v * W);
         }
+        // Whole rows in, transposed in registers: with load_transposed's four loads per line, a
+        // batch of 10,000 float32 32 x 32 Cholesky factorizations (read from memory) ran 1.2x
+        // slower in an alternating comparison (486 against 403 ns per matrix).
         if (used == W && b.len == W) {  // a whole block: no per-lane tests
           for (int l = 0; l < W; ++l) r[l] = B::load(a + l * stride + b.e, W);
         } else {
