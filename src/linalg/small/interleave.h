@@ -190,8 +190,8 @@ template <class T>
         // in one process: Cholesky 436 -> 397 ns per matrix, cholesky_solve 239 -> 224,
         // lu_solve 304 -> 301 (in cache 189 -> 181). Double groups (8 lanes) keep the order
         // of the runs: in address order 32 x 32 LU ran 3% slower.
-        if (sequential) {
-          for (int q = 0; q < W * b.len * static_cast<int>(sizeof(T)) / 64; ++q)
+        if (sequential) {  // 16 lanes' len floats: len lines
+          for (int q = 0; q < b.len; ++q)
             __builtin_prefetch(
                 ahead(a, (W * (stride + b.e)) * static_cast<int64_t>(sizeof(T)) + q * 64));
         }

@@ -154,16 +154,23 @@ template <int R, int C, bool kDiag, bool kTriangle, class V, class At, class X>
       if (!kDiag || c <= r) s[r][c].store(at(i + r, j0 + c));
 }
 
+// Rows [from, n) of columns [j0, j0 + C) less their sums over k < j0, kTileRows rows a tile.
+template <int C, class V, class At, class X>
+[[gnu::always_inline]] inline void rows_update(const At& at, int64_t from, int64_t n, int64_t j0,
+                                               const X& x) {
+  int64_t i = from;
+  for (; i + kTileRows <= n; i += kTileRows)
+    tile_update<kTileRows, C, false, false, V>(at, i, j0, j0, x);
+  for (; i < n; ++i) tile_update<1, C, false, false, V>(at, i, j0, j0, x);
+}
+
 // Cholesky: columns [j0, j0 + C) on and below the diagonal less the products of the columns
 // left of j0 (X(c, k) = L(j0 + c, k)).
 template <int C, class V, class At>
 [[gnu::always_inline]] inline void block_update(const At& at, int64_t n, int64_t j0) {
   const auto x = [&](int c, int64_t k) { return at(j0 + c, k); };
   tile_update<C, C, true, false, V>(at, j0, j0, j0, x);
-  int64_t i = j0 + C;
-  for (; i + kTileRows <= n; i += kTileRows)
-    tile_update<kTileRows, C, false, false, V>(at, i, j0, j0, x);
-  for (; i < n; ++i) tile_update<1, C, false, false, V>(at, i, j0, j0, x);
+  rows_update<C, V>(at, j0 + C, n, j0, x);
 }
 
 // LU (Crout): columns [j0, j0 + C) less the products of the finished columns left of j0 (X(c, k)
@@ -174,11 +181,9 @@ template <int C, class V, class At>
 [[gnu::always_inline]] inline void lu_block_update(const At& at, int64_t n, int64_t j0) {
   static_assert(kTileCols % kTileRows == 0, "blocks start on a tile of rows");
   const auto x = [&](int c, int64_t k) { return at(k, j0 + c); };
-  int64_t i = 0;
-  for (; i < j0; i += kTileRows) tile_update<kTileRows, C, false, true, V>(at, i, j0, i, x);
-  for (; i + kTileRows <= n; i += kTileRows)
-    tile_update<kTileRows, C, false, false, V>(at, i, j0, j0, x);
-  for (; i < n; ++i) tile_update<1, C, false, false, V>(at, i, j0, j0, x);
+  for (int64_t i = 0; i < j0; i += kTileRows)
+    tile_update<kTileRows, C, false, true, V>(at, i, j0, i, x);
+  rows_update<C, V>(at, j0, n, j0, x);
 }
 
 // f(integral_constant<int, C>) for the width C = min(kTileCols, n - j0) of the block of columns
