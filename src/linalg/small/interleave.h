@@ -322,6 +322,30 @@ template <class T>
                                                out, stream);
 }
 
+// Elements [0, len) (len <= W) of W rows lying anywhere, row(l) for lanes l < used (zeros in
+// the others), into len interleaved vectors at buf: buf[t * W + l] = row(l)[t] (LU reads each
+// lane's rows in the order its interchanges have left them). W x W in registers on AVX-512,
+// element by element elsewhere.
+template <class T, class Row>
+[[gnu::always_inline]] inline void lane_rows_to_interleaved(const Row& row, int used, int len,
+                                                            T* buf) {
+  constexpr int W = vec::TS_ISA::Vec<T>::kSize;
+#if defined(__AVX512F__)
+  using B = interleave_detail::Block<T>;
+  typename B::R r[W];
+  if (used == W) {
+    for (int l = 0; l < W; ++l) r[l] = B::load(row(l), len);
+  } else {
+    for (int l = 0; l < W; ++l) r[l] = l < used ? B::load(row(l), len) : B::zero();
+  }
+  vec::TS_ISA::transpose_registers(r);
+  for (int t = 0; t < len; ++t) B::store(buf + t * W, r[t], W);
+#else
+  for (int t = 0; t < len; ++t)
+    for (int l = 0; l < W; ++l) buf[t * W + l] = l < used ? row(l)[t] : T(0);
+#endif
+}
+
 // W row-major rows x cols matrices at a (rows * cols apart; lanes from `used` on zero) into buf
 // with rows ld >= cols vectors apart (the padding never written). `lower` (rows = cols): blocks
 // wholly above the diagonal are neither read nor written.
