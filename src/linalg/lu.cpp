@@ -157,7 +157,8 @@ void lu_solve_in_place(const Tensor& X, const Tensor& LU, const Tensor& pivots, 
   });
 }
 
-Tensor lu_factor_and_solve(const Tensor& A, const Tensor& X, bool left, std::string_view op) {
+Tensor lu_factor_and_solve(const Tensor& A, const Tensor& X, bool left, std::string_view op,
+                           bool x_identity) {
   const DimVector batch_dims = batch_shape(X);
   const int64_t batch = numel_of(batch_dims), n = A.size(-1), k = X.size(-1);
   Tensor info;
@@ -170,11 +171,13 @@ Tensor lu_factor_and_solve(const Tensor& A, const Tensor& X, bool left, std::str
       T* x = static_cast<T*>(X.data_ptr());
       int32_t* ip = info.data_ptr<int32_t>();
       for_each_group<T>(batch, [&](int64_t b0, int64_t count) {
-        small_gesv(n, k, count, a + b0 * n * n, x + b0 * n * k, ip + b0);
+        small_gesv(n, k, count, a + b0 * n * n, x + b0 * n * k, ip + b0, small_kernels(),
+                   x_identity);
       });
     });
     if (info.defined()) return info;
   }
+  if (x_identity) X.copy_(eye(n, n, X.dtype()).expand(X.sizes()));
   Tensor LU, pivots;
   std::tie(LU, pivots, info) = lu_factor_work(A, op);
   lu_solve_in_place(X, LU, pivots, left, false, op);

@@ -25,7 +25,9 @@ void lu_solve_in_place(const Tensor& X, const Tensor& LU, const Tensor& pivots, 
 // batches of small real left systems with one matrix of A per system, where getrf and getrs run
 // on each group of lanes in one pass and the factors are never written (small/small_kernels.h,
 // gesv; the same bits). Returns getrf's info (A's batch shape); X holds inf / NaN where it is
-// nonzero.
-Tensor lu_factor_and_solve(const Tensor& A, const Tensor& X, bool left, std::string_view op);
+// nonzero. With x_identity (inv) X's contents are not read: B is the identity (the lane kernels
+// write it already interchanged; elsewhere X is filled with it first).
+Tensor lu_factor_and_solve(const Tensor& A, const Tensor& X, bool left, std::string_view op,
+                           bool x_identity = false);
 
 }  // namespace tessera::linalg::detail

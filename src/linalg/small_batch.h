@@ -84,9 +84,9 @@ void small_getrs(int64_t n, int64_t k, int64_t count, const T* lu, const int32_t
 
 template <class T>
 void small_gesv(int64_t n, int64_t k, int64_t count, const T* a, T* b, int32_t* info,
-                const cpu::SmallLinalgKernels& kern = small_kernels()) {
-  if constexpr (std::is_same_v<T, float>) kern.gesv_f32(n, k, count, a, b, info);
-  if constexpr (std::is_same_v<T, double>) kern.gesv_f64(n, k, count, a, b, info);
+                const cpu::SmallLinalgKernels& kern = small_kernels(), bool identity = false) {
+  if constexpr (std::is_same_v<T, float>) kern.gesv_f32(n, k, count, a, b, info, identity);
+  if constexpr (std::is_same_v<T, double>) kern.gesv_f64(n, k, count, a, b, info, identity);
 }
 
 template <class T>

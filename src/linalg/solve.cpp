@@ -26,8 +26,10 @@ std::tuple<Tensor, Tensor> inv_impl(const Tensor& A, std::string_view op) {
   check_square_input(op, A, "A");
   const int64_t n = A.size(-1);
   if (n <= kSolveMax) {
-    Tensor X = contiguous_matrices(eye(n, n, A.dtype()), batch_shape(A));
-    Tensor info = lu_factor_and_solve(A, X, /*left=*/true, op);
+    // The identity as right-hand sides: the lane kernels write it already interchanged, so X
+    // starts empty (it is filled with the identity where they do not run).
+    Tensor X = empty(A.sizes(), A.dtype());
+    Tensor info = lu_factor_and_solve(A, X, /*left=*/true, op, /*x_identity=*/true);
     return {X, info};
   }
   auto [LU, pivots, info] = lu_factor_work(A, op);

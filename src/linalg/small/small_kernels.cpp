@@ -794,6 +794,23 @@ T* gather_rhs(N n, int64_t k, const T* b, int used) {
   return buf.data();
 }
 
+// The identity as right-hand sides (n x n, interleaved as gather_rhs's) with the lanes'
+// interchanges p (pivot vectors, 0-based) applied: P I, written directly (a 1 per lane and row,
+// where gather_rhs would read the identity and interchange_rhs swap its rows step by step).
+template <class T, class N>
+T* identity_rhs(N n, const T* p, int used) {
+  constexpr int W = Vec<T>::kSize;
+  thread_local cached_vector<T> buf;
+  buf.assign(static_cast<size_t>(n * n * W), T(0));
+  for (int l = 0; l < used; ++l) {
+    int64_t row[kSmallMax];  // row[i]: the identity's row that the interchanges put at i
+    for (int64_t i = 0; i < n; ++i) row[i] = i;
+    for (int64_t j = 0; j < n; ++j) std::swap(row[j], row[static_cast<int64_t>(p[j * W + l])]);
+    for (int64_t i = 0; i < n; ++i) buf[(i * n + row[i]) * W + l] = T(1);
+  }
+  return buf.data();
+}
+
 template <class T>
 void scatter_rhs(int64_t n, int64_t k, const T* buf, int used, T* b) {
   interleaved_to_lanes(buf, n * k, used, b);
@@ -1008,11 +1025,13 @@ void getrs_batch(int64_t n, int64_t k, int64_t count, const T* lu, const int32_t
 
 // The group's k right-hand sides at b (n x k per lane, n * k apart) solved in place with the LU
 // factor f (interleaved, rows ld vectors apart) and its pivot vectors p (0-based): the
-// interchanges in order, then forward and backward substitution.
+// interchanges in order, then forward and backward substitution. With `identity` (k = n) b is
+// not read: the right-hand sides are the identity, written already interchanged.
 template <class T, class N>
-void solve_group_rhs(N n, int64_t ld, int64_t k, const T* f, const T* p, T* b, int used) {
-  T* x = gather_rhs(n, k, b, used);
-  interchange_rhs(n, k, used, p, x);
+void solve_group_rhs(N n, int64_t ld, int64_t k, const T* f, const T* p, T* b, int used,
+                     bool identity) {
+  T* x = identity ? identity_rhs(n, p, used) : gather_rhs(n, k, b, used);
+  if (!identity) interchange_rhs(n, k, used, p, x);
   substitute(n, ld, k, f, false, x);
   scatter_rhs(n, k, x, used, b);
 }
@@ -1022,7 +1041,7 @@ void solve_group_rhs(N n, int64_t ld, int64_t k, const T* f, const T* p, T* b, i
 // chains fit in the registers, N <= 4, as getrf_batch runs them), then the right-hand sides
 // interchanged and substituted with the factor still there (one right-hand side in registers).
 template <class T, int64_t N, int G>
-void gesv_fixed(int64_t k, const T* a, T* b, int used, int32_t* info) {
+void gesv_fixed(int64_t k, const T* a, T* b, int used, int32_t* info, bool identity) {
   using V = Vec<T>;
   constexpr int W = V::kSize;
   const auto lanes = [&](int g) { return g + 1 < G ? W : used; };
@@ -1036,7 +1055,7 @@ void gesv_fixed(int64_t k, const T* a, T* b, int used, int32_t* info) {
     for (int g = 0; g < G; ++g) getf2_fixed<T, N, 1>(buf + g, pivots + g, first_zero + g);
   }
   for (int g = 0; g < G; ++g) info_to_lanes(first_zero[g], lanes(g), info + g * W);
-  if (k == 1) {
+  if (k == 1 && !identity) {
     alignas(64) T x[G][N * W];
     for (int g = 0; g < G; ++g) lanes_to_interleaved(b + g * N * W, N, lanes(g), x[g]);
     substitute_fixed<T, N, G, false>(buf, x, pivots);
@@ -1045,21 +1064,22 @@ void gesv_fixed(int64_t k, const T* a, T* b, int used, int32_t* info) {
   }
   for (int g = 0; g < G; ++g)
     solve_group_rhs(std::integral_constant<int64_t, N>{}, N, k, buf[g], pivots[g],
-                    b + g * N * k * W, lanes(g));
+                    b + g * N * k * W, lanes(g), identity);
 }
 
 // getrf then getrs on one group with the factor kept in the group's buffer: it never goes out.
 template <class T, class N>
-void gesv_group(N n, int64_t k, const T* a, T* b, int used, int32_t* info) {
+void gesv_group(N n, int64_t k, const T* a, T* b, int used, int32_t* info, bool identity) {
   const int64_t ld = group_ld(n);
   T* buf = group_buffer<T>(n * ld);
   T* pivots = pivot_scratch<T>(n);
   info_to_lanes(getf2_lanes(n, ld, a, used, buf, pivots), used, info);
-  solve_group_rhs(n, ld, k, buf, pivots, b, used);
+  solve_group_rhs(n, ld, k, buf, pivots, b, used, identity);
 }
 
 template <class T>
-void gesv_batch(int64_t n_, int64_t k, int64_t count, const T* a, T* b, int32_t* info) {
+void gesv_batch(int64_t n_, int64_t k, int64_t count, const T* a, T* b, int32_t* info,
+                bool identity) {
   constexpr int W = Vec<T>::kSize;
   with_size(n_, [&](auto n) {
     for (int64_t g = 0; g < count; g += W) {
@@ -1069,14 +1089,14 @@ void gesv_batch(int64_t n_, int64_t k, int64_t count, const T* a, T* b, int32_t*
       if constexpr (unrolled<decltype(n)>) {
         constexpr int64_t N = decltype(n)::value;
         if (count - g >= 2 * W) {  // two groups: twice the independent chains
-          gesv_fixed<T, N, 2>(k, ag, bg, W, info + g);
+          gesv_fixed<T, N, 2>(k, ag, bg, W, info + g, identity);
           g += W;
         } else {
-          gesv_fixed<T, N, 1>(k, ag, bg, used, info + g);
+          gesv_fixed<T, N, 1>(k, ag, bg, used, info + g, identity);
         }
         continue;
       }
-      gesv_group(n, k, ag, bg, used, info + g);
+      gesv_group(n, k, ag, bg, used, info + g, identity);
     }
   });
 }

@@ -21,7 +21,9 @@
 //           (n apart); B as for potrs.
 //   gesv    getrf then getrs on each group in one pass, the factor kept in the group's buffer
 //           (it never goes out): B (as for potrs) overwritten by X, info as getrf's (X is inf /
-//           NaN where info > 0). The same bits as getrf + getrs.
+//           NaN where info > 0). The same bits as getrf + getrs. With `identity` (k = n, inv) B
+//           is not read: the right-hand sides are the identity, which each group writes already
+//           interchanged (P I) instead of reading it and swapping its rows.
 //   geqrf   Householder QR of m x n matrices (m, n <= kSmallMax; row-major, m*n apart), LAPACK's
 //           geqr2 conventions (qr_internal.h): R on and above the diagonal of out, reflector k's
 //           tail below the diagonal of column k, tau[b * min(m, n) + k]. The lanes are scaled
@@ -75,8 +77,10 @@ struct SmallLinalgKernels {
                     float* b);
   void (*getrs_f64)(int64_t n, int64_t k, int64_t count, const double* lu, const int32_t* ipiv,
                     double* b);
-  void (*gesv_f32)(int64_t n, int64_t k, int64_t count, const float* a, float* b, int32_t* info);
-  void (*gesv_f64)(int64_t n, int64_t k, int64_t count, const double* a, double* b, int32_t* info);
+  void (*gesv_f32)(int64_t n, int64_t k, int64_t count, const float* a, float* b, int32_t* info,
+                   bool identity);
+  void (*gesv_f64)(int64_t n, int64_t k, int64_t count, const double* a, double* b, int32_t* info,
+                   bool identity);
   void (*geqrf_f32)(int64_t m, int64_t n, int64_t count, const float* a, float* out, float* tau);
   void (*geqrf_f64)(int64_t m, int64_t n, int64_t count, const double* a, double* out, double* tau);
   void (*orgqr_f32)(int64_t m, int64_t na, int64_t nq, int64_t k, int64_t count, const float* a,
