@@ -159,6 +159,30 @@ template <int W, bool kMask, class F>
 }
 #endif
 
+// Elements [0, len) (len <= W) of W rows lying anywhere, row(l) for lanes l < used (zeros in
+// the others), into len interleaved vectors at buf: buf[t * W + l] = row(l)[t] (LU reads each
+// lane's rows in the order its interchanges have left them). W x W in registers on AVX-512,
+// element by element elsewhere.
+template <class T, class Row>
+[[gnu::always_inline]] inline void lane_rows_to_interleaved(const Row& row, int used, int len,
+                                                            T* buf) {
+  constexpr int W = vec::TS_ISA::Vec<T>::kSize;
+#if defined(__AVX512F__)
+  using B = Block<T>;
+  typename B::R r[W];
+  if (used == W) {
+    for (int l = 0; l < W; ++l) r[l] = B::load(row(l), len);
+  } else {
+    for (int l = 0; l < W; ++l) r[l] = l < used ? B::load(row(l), len) : B::zero();
+  }
+  vec::TS_ISA::transpose_registers(r);
+  for (int t = 0; t < len; ++t) B::store(buf + t * W, r[t], W);
+#else
+  for (int t = 0; t < len; ++t)
+    for (int l = 0; l < W; ++l) buf[t * W + l] = l < used ? row(l)[t] : T(0);
+#endif
+}
+
 // buf[v(e) * W + l] = a[l * stride + e] for the runs of for_each_block and lanes l < used, 0 in
 // the other lanes (W x W blocks in registers on AVX-512, element by element elsewhere). On
 // AVX-512 blocks wholly above a lower triangle are neither read nor written (elsewhere the
@@ -171,7 +195,6 @@ template <class T>
 #if defined(__AVX512F__)
   using B = Block<T>;
   static_assert(B::W == W);
-  typename B::R r[W];
   // 16 lanes whose runs are a multiple of 4 KiB apart: a block's lines share one L1 set.
   const bool one_set =
       W == 16 && vec::TS_ISA::l1_sets_reached(stride * static_cast<int64_t>(sizeof(T))) == 1;
@@ -208,14 +231,8 @@ template <class T>
         // Whole rows in, transposed in registers: with load_transposed's four loads per line, a
         // batch of 10,000 float32 32 x 32 Cholesky factorizations (read from memory) ran 1.2x
         // slower in an alternating comparison (486 against 403 ns per matrix).
-        if (used == W && b.len == W) {  // a whole block: no per-lane tests
-          for (int l = 0; l < W; ++l) r[l] = B::load(a + l * stride + b.e, W);
-        } else {
-          for (int l = 0; l < W; ++l)
-            r[l] = l < used ? B::load(a + l * stride + b.e, b.len) : B::zero();
-        }
-        vec::TS_ISA::transpose_registers(r);
-        for (int t = 0; t < b.len; ++t) B::store(buf + (b.v + t) * W, r[t], W);
+        lane_rows_to_interleaved<T>([&](int l) { return a + l * stride + b.e; }, used, b.len,
+                                    buf + b.v * W);
       });
 #else
   for (int64_t i = 0; i < rows; ++i)
@@ -274,6 +291,8 @@ template <class T>
 
 }  // namespace interleave_detail
 
+using interleave_detail::lane_rows_to_interleaved;
+
 // buf[e * W + l] = a[l * stride + e] for e < count and lanes l < used, 0 in the other lanes: W
 // runs of `count` elements (`stride` apart; 0: count, back to back) transposed into the
 // interleaved layout (W x W blocks in registers on AVX-512, element by element elsewhere). With
@@ -320,30 +339,6 @@ template <class T>
   const int64_t cols = lower_n > 0 ? lower_n : count;
   interleave_detail::interleaved_runs_to_lanes(buf, count / cols, cols, cols, stride, lower_n, used,
                                                out, stream);
-}
-
-// Elements [0, len) (len <= W) of W rows lying anywhere, row(l) for lanes l < used (zeros in
-// the others), into len interleaved vectors at buf: buf[t * W + l] = row(l)[t] (LU reads each
-// lane's rows in the order its interchanges have left them). W x W in registers on AVX-512,
-// element by element elsewhere.
-template <class T, class Row>
-[[gnu::always_inline]] inline void lane_rows_to_interleaved(const Row& row, int used, int len,
-                                                            T* buf) {
-  constexpr int W = vec::TS_ISA::Vec<T>::kSize;
-#if defined(__AVX512F__)
-  using B = interleave_detail::Block<T>;
-  typename B::R r[W];
-  if (used == W) {
-    for (int l = 0; l < W; ++l) r[l] = B::load(row(l), len);
-  } else {
-    for (int l = 0; l < W; ++l) r[l] = l < used ? B::load(row(l), len) : B::zero();
-  }
-  vec::TS_ISA::transpose_registers(r);
-  for (int t = 0; t < len; ++t) B::store(buf + t * W, r[t], W);
-#else
-  for (int t = 0; t < len; ++t)
-    for (int l = 0; l < W; ++l) buf[t * W + l] = l < used ? row(l)[t] : T(0);
-#endif
 }
 
 // W row-major rows x cols matrices at a (rows * cols apart; lanes from `used` on zero) into buf
