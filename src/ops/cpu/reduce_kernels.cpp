@@ -421,7 +421,8 @@ template <int S, class T, class Map, class Comb>
 // faster, norm 1.07 / 1.05-1.10x, sums of rows of 8192 1.25 / 1.13-1.14x, of rows of 256
 // 1.80 / 1.66-1.80x, argmax 1.02-1.10 / 0.96-1.08x, argmax of rows of 8192 1.09-1.12 /
 // 0.87-1.08x. Extremes (amax) and moments (var) keep eight or more accumulators per row, so
-// they read two rows at a time (kWideStreams), and only rows of a block or more (shorter ones
+// they read two rows at a time (kWideStreams; extremes of 4- and 8-byte values as many as the
+// sums, kExtremeStreams), and only rows of a block or more (shorter ones
 // measured slower side by side: rows of 256 0.6-0.95x for amax, 0.75-0.82x for var): amax
 // 1.01-1.14 / 0.96-1.01x, amax of rows of 8192 1.01-1.13 / 1.00-1.17x, var 1.05-1.10 /
 // 1.03-1.07x, var of rows of 8192 1.09-1.15 / 1.05-1.07x.
@@ -435,6 +436,15 @@ constexpr int kReadStreams = 1;
 // Kernels with eight or more accumulators per row (extreme_rows, moments_rows_of): the
 // registers hold two rows' worth on AVX-512.
 constexpr int kWideStreams = kReadStreams >= 4 ? 2 : 1;
+// Extremes of 4- and 8-byte values read as many rows as the sums, although their accumulators
+// then spill: on a Sapphire Rapids class Xeon VM two rows left one core at 84-87% of its read
+// bandwidth, four reach 104-106% (AVX2: one row 97%, two 105-112%). Harness, one thread,
+// 256 MiB as rows of 8192 (amax(-1)), medians of 9 calls, four alternations of the two
+// libraries' processes: float32 19.3-20.9 -> 14.7-16.4 ms, float64 18.4-19.7 -> 14.6-16.1 ms.
+// 2-byte values, with the conversion's work per byte doubled, ran 0.93-1.0x as fast that way,
+// so they keep kWideStreams. Not measured on AMD.
+template <class T>
+inline constexpr int kExtremeStreams = sizeof(T) >= 4 ? kReadStreams : kWideStreams;
 
 // The `rows` rows of a rows kernel (rs elements apart from in) in S equal parts of q = rows / S,
 // row r of every part in one call of f.template operator()<S>(x, q * rs), which returns the S
@@ -521,7 +531,7 @@ void reduce_rows(const ReduceArgs& args) {
         if constexpr (!Comb::kExtreme) {
           row_streams<kReadStreams>(in, args.rows, args.row_stride, rows, put);
         } else if (args.K >= kExtremeBlock<float_acc_t<T>>) {
-          row_streams<kWideStreams>(in, args.rows, args.row_stride, rows, put);
+          row_streams<kExtremeStreams<T>>(in, args.rows, args.row_stride, rows, put);
         } else {  // shorter rows: see kWideStreams
           row_streams<1>(in, args.rows, args.row_stride, rows, put);
         }
