@@ -1,7 +1,8 @@
 // `tessera bench gemm`, low precision: bfloat16 mm (bf16 in, bf16 out, float32 accumulation)
 // at square n = 512..2048 (and 4096 without --quick), and scaled_mm with float8_e4m3fn
 // (per-row/column scales, bf16 out) and NVFP4 (block scales + global scale, bf16 out).
-// Columns: GFLOP/s, % of the same run's vdpbf16ps peak (impl "peak", dpbf16 case), ratio to
+// Columns: GFLOP/s, % of the same run's vdpbf16ps peak (impl "peak", dpbf16 case; the AMX
+// tdpbf16ps loop's where bfloat16 ran the AMX kernel), ratio to
 // Tessera's float32 mm of the same shape (goal >= 1.8x at n >= 1024) and to PyTorch 1.13's
 // bf16 mm (bench/torch_gemm.py --dtype bfloat16 in lockstep, one script per thread count with
 // OPENBLAS_NUM_THREADS) and oneDNN's bf16 matmul (bf16 in and out, plain row-major weights;
@@ -82,9 +83,11 @@ void bench_gemm_lowp(const BenchOptions& options, const Turns& turns, std::vecto
       cases, [&](const LowpCase& c) { return c.name().find(options.filter) == std::string::npos; });
   if (cases.empty()) return;
   const gemm::Bf16Path& path = gemm::bf16_path();
-  notes.push_back(fmt::format(
-      "bfloat16/float8/NVFP4 products ran the {} ({})",
-      path.pairs ? "vdpbf16ps pair kernel" : "float32 kernel on decoded operands", path.reason));
+  notes.push_back(fmt::format("bfloat16/float8/NVFP4 products ran the {} ({})",
+                              path.amx     ? "AMX tile kernel"
+                              : path.pairs ? "vdpbf16ps pair kernel"
+                                           : "float32 kernel on decoded operands",
+                              path.reason));
   std::string why;
   const bool dnnl = DnnlMatmul::available(&why);
   if (!dnnl) notes.push_back("onednn bf16 skipped: " + why);
@@ -142,10 +145,12 @@ void bench_gemm_lowp(const BenchOptions& options, const Turns& turns, std::vecto
     if (!server->note().empty()) notes.push_back(server->note());
 
   for (int t : threads) {
-    const BenchRow* peak = find(rows, "peak", "dpbf16/", t);
+    // % peak against the instruction the bfloat16 products ran.
+    const char* peak_case = path.amx ? "tdpbf16/" : "dpbf16/";
+    const BenchRow* peak = find(rows, "peak", peak_case, t);
     const double pk = peak && peak->gflops ? *peak->gflops : NAN;
-    std::printf("\ngemm low precision, %d thread%s: dpbf16 peak %.1f GFLOP/s\n", t,
-                t == 1 ? "" : "s", pk);
+    std::printf("\ngemm low precision, %d thread%s: %s peak %.1f GFLOP/s\n", t, t == 1 ? "" : "s",
+                path.amx ? "AMX tdpbf16ps" : "dpbf16", pk);
     std::printf("%-36s %9s %8s %7s %10s %8s %8s %8s %8s %9s %9s\n", "case", "ms", "GFLOP/s",
                 "% peak", "x float32", "onednn", "x onednn", "torch", "x torch", "prepacked",
                 "x dnnl-pk");

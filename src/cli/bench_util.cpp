@@ -142,6 +142,39 @@ __attribute__((target("avx512f,avx512bf16"))) float dpbf16_avx512(int64_t iters)
   return hsum512(s);
 }
 
+// TDPBF16PS on tiles alone: 16 x 16 float32 lanes x 32 bf16 products x 2 flops = 16384 flops
+// per instruction, four independent accumulator tiles (the GEMM kernel's 2 x 2).
+__attribute__((target("amx-tile,amx-bf16"))) float tdpbf16_amx(int64_t iters) {
+  struct alignas(64) {
+    uint8_t palette = 1, start_row = 0, reserved[14] = {};
+    uint16_t colsb[16] = {};
+    uint8_t rows[16] = {};
+  } config;
+  for (int t = 0; t < 8; ++t) config.colsb[t] = 64, config.rows[t] = 16;
+  alignas(64) static uint16_t a[512], b[512];
+  std::fill(std::begin(a), std::end(a), uint16_t{0x3f80});  // 1.0
+  std::fill(std::begin(b), std::end(b), uint16_t{0x3380});  // ~6e-8
+  _tile_loadconfig(&config);
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+  _tile_loadd(4, a, 64);
+  _tile_loadd(5, a, 64);
+  _tile_loadd(6, b, 64);
+  _tile_loadd(7, b, 64);
+  for (int64_t i = 0; i < iters; ++i) {
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+  }
+  alignas(64) float out[256];
+  _tile_stored(0, out, 64);
+  _tile_release();
+  return out[0];
+}
+
 volatile float g_sink;
 
 // Runs fn(thread_index) on `threads` threads of Tessera's pool at once.
@@ -303,6 +336,8 @@ std::vector<BenchRow> measure_peak(const std::string& suite, int threads) {
     row.skipped = "this CPU has no AVX512-BF16";
     rows.push_back(row);
   }
+  if (f.amx_bf16 && request_amx_tiles())
+    rows.push_back(peak_row(suite, "tdpbf16/bfloat16/amx", threads, 4.0 * 16384, tdpbf16_amx));
   return rows;
 }
 

@@ -42,7 +42,10 @@ int main(int argc, char** argv) {
     std::fputs(tessera::build_info().c_str(), stdout);
     std::fputs(tessera::cli::anchor_info().c_str(), stdout);
     const auto& bf16 = tessera::gemm::bf16_path();
-    std::printf("bf16 GEMM:    %s (%s)\n", bf16.pairs ? "vdpbf16ps pair kernel" : "float32 kernel",
+    std::printf("bf16 GEMM:    %s (%s)\n",
+                bf16.amx     ? "AMX tile kernel"
+                : bf16.pairs ? "vdpbf16ps pair kernel"
+                             : "float32 kernel",
                 bf16.reason.c_str());
     std::printf("GEMV kernels: %s\n", tessera::gemm::default_gemv_kernels().isa);
   });

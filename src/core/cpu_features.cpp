@@ -1,6 +1,10 @@
 #include "core/cpu_features.h"
 
 #include <cpuid.h>
+#if defined(__linux__)
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include <cstdlib>
 #include <cstring>
@@ -46,6 +50,10 @@ CpuFeatures detect() {
       f.avx512_vnni = (c >> 11) & 1;
       f.avx512_vbmi = (c >> 1) & 1;
     }
+    // AMX-BF16 (EDX bit 22) and AMX-TILE (bit 24), with XTILECFG and XTILEDATA (XCR0 bits 17
+    // and 18) managed by the OS.
+    const bool tile_state = (xcr0 & 0x60000) == 0x60000;
+    f.amx_bf16 = zmm_state && tile_state && ((d >> 22) & 1) && ((d >> 24) & 1);
   }
   if (zmm_state && __get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512_bf16 = (a >> 5) & 1;
   return f;
@@ -70,6 +78,20 @@ CpuIsa choose() {
 const CpuFeatures& cpu_features() {
   static const CpuFeatures f = detect();
   return f;
+}
+
+bool request_amx_tiles() {
+  static const bool granted = [] {
+    if (!cpu_features().amx_bf16) return false;
+#if defined(__linux__)
+    constexpr long kArchReqXcompPerm = 0x1023;  // asm/prctl.h
+    constexpr long kXfeatureXtiledata = 18;
+    return syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) == 0;
+#else
+    return false;
+#endif
+  }();
+  return granted;
 }
 
 CpuIsa best_isa() {

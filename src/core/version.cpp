@@ -34,6 +34,7 @@ std::string build_info() {
   add(f.avx512_bf16, "avx512_bf16");
   add(f.avx512_vnni, "avx512_vnni");
   add(f.avx512_vbmi, "avx512_vbmi");
+  add(f.amx_bf16, "amx_bf16");
   return fmt::format(
       "tessera {}\n"
       "build type:   {}\n"

@@ -143,6 +143,10 @@ bool within_min_kc(int64_t k) {
   return k <= kMinKc && (kc == 0 || k <= kc);
 }
 
+bool block_sizes_overridden() {
+  return block_override().kc.load(std::memory_order_relaxed) > 0;
+}
+
 void reload_block_override() {
   block_override().read_environment();
 }

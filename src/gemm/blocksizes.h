@@ -50,6 +50,9 @@ bool within_min_kc(int64_t k);
 
 std::string to_string(const BlockSizes& b);
 
+// Whether TESSERA_GEMM_BLOCKS sets the block sizes.
+bool block_sizes_overridden();
+
 // Reads TESSERA_GEMM_BLOCKS again (for a process that changes it, such as a test).
 void reload_block_override();
 

@@ -86,12 +86,25 @@ LaneView lanes_of_b(const LowpOperand& o) {
   return {o.dtype, o.data, o.cs, o.rs, o.block_scale, o.scale_ls, o.scale_ks};
 }
 
-// The kernel choice for a problem: pairs (vdpbf16ps) or float32.
+// The kernel choice for a problem: pairs (vdpbf16ps, or AMX tiles) or float32.
 struct Plan {
   bool pairs = false;
   int64_t mr = 0, nr = 0;
   BlockSizes bs;
+  bool a_tiles = false;  // the pair kernel reads A in AMX tiles
+  int64_t kp_align = 1;  // its k-pairs come in multiples of this
+
+  // Elements per lane of a packed KC block of depth kc.
+  int64_t stored_k(int64_t kc) const {
+    return pairs ? (kc + 2 * kp_align - 1) / (2 * kp_align) * (2 * kp_align) : kc;
+  }
 };
+
+// The pair kernel's layout on the plan.
+void take_pair_layout(Plan& pl, const cpu::Bf16PairKernel& kernel) {
+  pl.a_tiles = kernel.a_tiles;
+  pl.kp_align = std::max(1, kernel.kp_align);
+}
 
 // The pair kernel's KC for a depth of k. The kernel streams its B micro-panel from L2 at no cost
 // (two zmm loads per 28 vdpbf16ps), so KC need not keep that panel in L1 (512 elements); what
@@ -112,7 +125,34 @@ Plan make_plan(const LowpProblem& p, const cpu::LowpGemmKernels& ks) {
   pl.mr = pl.pairs ? ks.bf16.mr : ks.f32->sgemm.mr;
   pl.nr = pl.pairs ? ks.bf16.nr : ks.f32->sgemm.nr;
   pl.bs = block_sizes(pl.mr, pl.nr, pl.pairs ? 2 : 4, cache_sizes(), pl.pairs ? pair_kc(p.k) : 0);
-  if (pl.pairs) pl.bs.kc = std::max<int64_t>(2, pl.bs.kc / 2 * 2);  // pairs never straddle
+  if (pl.pairs) {
+    take_pair_layout(pl, ks.bf16);
+    // Pairs never straddle two KC blocks, nor do the AMX kernel's steps of 16 pairs (but the
+    // last block), so only the last one is padded.
+    const int64_t step = 2 * pl.kp_align;
+    pl.bs.kc = std::max<int64_t>(step, pl.bs.kc / step * step);
+    // The AMX kernel's tile loads read its A micro-panel from L2 at four times the rate the
+    // vdpbf16ps kernel's broadcasts do, while the B micro-panels (64-128 KiB) stream through
+    // L2 beside it: an A block of at most half of L2 and 256 rows. And at the kernel's rate,
+    // packing A again for every NC block costs ~10% of the product per pass: B blocks up to
+    // 8 MiB. bfloat16 products on one Xeon (Sapphire Rapids class) thread, against MC = 2/3
+    // of L2 (672 and 320 rows): 1024^3 934 -> 1018 GFLOP/s, 2048^3 662 -> 957; 2048^3 with
+    // NC 512 (the L3 share's) 805, 1024 970, 2048 993, 4096 855.
+    if (pl.a_tiles && !block_sizes_overridden()) {
+      pl.bs.mc = std::clamp<int64_t>(cache_sizes().l2 / 2 / (pl.bs.kc * 2) / pl.mr * pl.mr, pl.mr,
+                                     std::min<int64_t>(pl.bs.mc, 256));
+      constexpr int64_t kAmxBBlockBytes = int64_t{8} << 20;
+      pl.bs.nc =
+          std::clamp<int64_t>(kAmxBBlockBytes / (pl.bs.kc * 2) / pl.nr * pl.nr, pl.bs.nc, 4096);
+    }
+  }
+  return pl;
+}
+
+// The plan a pack was made with.
+Plan plan_of(const PackedLowpB& packed) {
+  Plan pl{packed.pairs(), packed.block_sizes().mr, packed.block_sizes().nr, packed.block_sizes()};
+  if (pl.pairs) take_pair_layout(pl, packed.kernels().bf16);
   return pl;
 }
 
@@ -152,7 +192,7 @@ void run_block(const LowpProblem& p, const cpu::LowpGemmKernels& ks, const Plan&
     nc_max = std::min(nc_max, std::max(nr, fit));
   }
   const int64_t kc_max = std::min(bs.kc, p.k);
-  const int64_t kc_store = pl.pairs ? (kc_max + 1) / 2 * 2 : kc_max;  // elements per lane
+  const int64_t kc_store = pl.stored_k(kc_max);  // elements per lane
   const int64_t elem = pl.pairs ? 2 : 4;
   const int64_t mc_max = std::min(bs.mc, m);
   LowpWorkspace& ws = workspace();
@@ -167,18 +207,20 @@ void run_block(const LowpProblem& p, const cpu::LowpGemmKernels& ks, const Plan&
     const int64_t nc = std::min(nc_max, n - jc);
     for (int64_t pc = 0; pc < p.k; pc += bs.kc) {
       const int64_t kc = std::min(bs.kc, p.k - pc);
-      const int64_t kcs = pl.pairs ? (kc + 1) / 2 * 2 : kc;
+      const int64_t kcs = pl.stored_k(kc);
       const bool first = pc == 0, last = pc + kc >= p.k;
       if (packed) {
         bpack = const_cast<void*>(packed->panels(pc / bs.kc, j0 + jc));
       } else if (pl.pairs) {
-        pack_lowp_pairs(bv, j0 + jc, pc, nc, kc, nr, static_cast<uint16_t*>(bpack));
+        pack_lowp_pairs(bv, j0 + jc, pc, nc, kc, nr, static_cast<uint16_t*>(bpack), kcs);
       } else {
         pack_lowp_f32(bv, j0 + jc, pc, nc, kc, nr, static_cast<float*>(bpack));
       }
       for (int64_t ic = 0; ic < m; ic += bs.mc) {
         const int64_t mc = std::min(bs.mc, m - ic);
-        if (pl.pairs) {
+        if (pl.a_tiles) {
+          pack_lowp_tiles(av, i0 + ic, pc, mc, kc, kcs, static_cast<uint16_t*>(apack));
+        } else if (pl.pairs) {
           pack_lowp_pairs(av, i0 + ic, pc, mc, kc, mr, static_cast<uint16_t*>(apack));
         } else {
           pack_lowp_f32(av, i0 + ic, pc, mc, kc, mr, static_cast<float*>(apack));
@@ -213,9 +255,7 @@ void run(const LowpProblem& p, const cpu::LowpGemmKernels& ks,
     store_zero_product(p, ks);
     return;
   }
-  const Plan pl = packed ? Plan{packed->pairs(), packed->block_sizes().mr, packed->block_sizes().nr,
-                                packed->block_sizes()}
-                         : make_plan(p, ks);
+  const Plan pl = packed ? plan_of(*packed) : make_plan(p, ks);
   TS_INTERNAL_ASSERT(pl.mr * pl.nr <= kMaxTile);
   const int64_t threads = in_parallel_region() ? 1 : get_num_threads();
   const double work = double(p.m) * double(p.n) * double(p.k);
@@ -329,13 +369,23 @@ const Bf16Path& bf16_path() {
     p.gain = ks.bf16.gain ? ks.bf16.gain() : 2.0;
     const char* env = std::getenv("TESSERA_GEMM_BF16");
     const std::string_view forced = env ? env : "";
-    TS_CHECK(forced.empty() || forced == "pairs" || forced == "float32", ValueError,
-             "gemm_lowp(): environment variable TESSERA_GEMM_BF16 expected 'pairs' or "
+    TS_CHECK(forced.empty() || forced == "amx" || forced == "pairs" || forced == "float32",
+             ValueError,
+             "gemm_lowp(): environment variable TESSERA_GEMM_BF16 expected 'amx', 'pairs' or "
              "'float32', but got '{}'",
              forced);
+    TS_CHECK(forced != "amx" || ks.amx.fn != nullptr, ValueError,
+             "gemm_lowp(): environment variable TESSERA_GEMM_BF16 expected a kernel this CPU "
+             "runs, but got 'amx' (no AMX-BF16 tiles, or the OS did not grant their state)");
     if (!forced.empty()) {
-      p.pairs = forced == "pairs";
+      p.amx = forced == "amx";
+      p.pairs = forced != "float32";
       p.reason = fmt::format("TESSERA_GEMM_BF16={}", forced);
+    } else if (ks.amx.fn != nullptr) {
+      p.amx = p.pairs = true;
+      p.reason = fmt::format(
+          "AMX-BF16 tiles; vdpbf16ps alone does {:.2f}x the multiply-adds of an FMA on this core",
+          p.gain);
     } else {
       p.pairs = p.gain >= kMinPairGain;
       p.reason =
@@ -348,9 +398,18 @@ const Bf16Path& bf16_path() {
 
 namespace {
 
-// The dispatched table, without the pair kernel where bf16_path() decided against it.
+// The dispatched table, with the AMX kernel as its pair kernel or without a pair kernel where
+// bf16_path() decided so.
 const cpu::LowpGemmKernels& default_lowp_kernels() {
   const cpu::LowpGemmKernels& ks = TS_DISPATCH(lowp_gemm_kernels);
+  if (bf16_path().amx) {
+    static const cpu::LowpGemmKernels with_amx = [&] {
+      cpu::LowpGemmKernels t = ks;
+      t.bf16 = ks.amx;
+      return t;
+    }();
+    return with_amx;
+  }
   if (ks.bf16.fn == nullptr || bf16_path().pairs) return ks;
   static const cpu::LowpGemmKernels without_pairs = [&] {
     cpu::LowpGemmKernels t = ks;
@@ -390,7 +449,7 @@ PackedLowpB::PackedLowpB(int64_t k, int64_t n, const LowpOperand& b,
   const int64_t elem = pairs_ ? 2 : 4, panels = ceil_div(n, bs_.nr);
   for (int64_t pc = 0; pc < k; pc += bs_.kc) {
     const int64_t kc = std::min(bs_.kc, k - pc);
-    const int64_t kcs = pairs_ ? (kc + 1) / 2 * 2 : kc;
+    const int64_t kcs = pl.stored_k(kc);
     block_offsets_.push_back(bytes_);
     panel_bytes_.push_back(bs_.nr * kcs * elem);
     bytes_ += panels * bs_.nr * kcs * elem;
@@ -402,7 +461,7 @@ PackedLowpB::PackedLowpB(int64_t k, int64_t n, const LowpOperand& b,
     const int64_t pc = t * bs_.kc, kc = std::min(bs_.kc, k - pc);
     char* dst = static_cast<char*>(data_) + block_offsets_[t];
     if (pairs_) {
-      pack_lowp_pairs(bv, 0, pc, n, kc, bs_.nr, reinterpret_cast<uint16_t*>(dst));
+      pack_lowp_pairs(bv, 0, pc, n, kc, bs_.nr, reinterpret_cast<uint16_t*>(dst), pl.stored_k(kc));
     } else {
       pack_lowp_f32(bv, 0, pc, n, kc, bs_.nr, reinterpret_cast<float*>(dst));
     }

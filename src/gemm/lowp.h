@@ -16,12 +16,12 @@
 //
 // Decoding: bfloat16, float8 and NVFP4 (value times block scale: at most 6 significant bits)
 // are exact in bfloat16, so on a CPU with AVX512_BF16 they are packed as bfloat16 k-pairs for
-// the vdpbf16ps kernel; float16 (11 significant bits), or any operand on a CPU without
-// AVX512_BF16, is decoded to float32 and runs the float32 microkernel. Either way products are
-// exact and accumulate in float32; the scales, bias, beta and the one rounding to C's dtype
-// happen in the epilogue, as each tile is stored (never a separate pass over C). Semantics
-// otherwise those of gemm(): beta == 0 never reads C; alpha == 0 or k == 0 reads neither A
-// nor B; results are bitwise identical for every thread count.
+// the vdpbf16ps kernel, or for AMX tiles where the CPU has AMX-BF16; float16 (11 significant bits),
+// or any operand on a CPU without AVX512_BF16, is decoded to float32 and runs the float32
+// microkernel. Either way products are exact and accumulate in float32; the scales, bias, beta and
+// the one rounding to C's dtype happen in the epilogue, as each tile is stored (never a separate
+// pass over C). Semantics otherwise those of gemm(): beta == 0 never reads C; alpha == 0 or k == 0
+// reads neither A nor B; results are bitwise identical for every thread count.
 #pragma once
 
 #include <cstdint>
@@ -60,12 +60,14 @@ struct LowpProblem {
 // Whether `dtype` is an operand format of this path.
 bool gemm_lowp_supports(ScalarType dtype);
 
-// Which kernel the default dispatch gives bfloat16 products, decided once per process: the
-// vdpbf16ps pair kernel where the CPU has AVX512_BF16 and the instruction measurably beats the
-// float32 FMA (a 1 ms probe on first use), else the float32 kernel on operands decoded while
-// packing. TESSERA_GEMM_BF16=pairs|float32 forces either. `tessera info` prints it.
+// Which kernel the default dispatch gives bfloat16 products, decided once per process: the AMX
+// tile kernel where the CPU has AMX-BF16 and the OS grants the tile state; else the vdpbf16ps
+// pair kernel where the CPU has AVX512_BF16 and the instruction measurably beats the float32
+// FMA (a 1 ms probe on first use); else the float32 kernel on operands decoded while packing.
+// TESSERA_GEMM_BF16=amx|pairs|float32 forces one. `tessera info` prints it.
 struct Bf16Path {
-  bool pairs = false;
+  bool pairs = false;  // bf16 k-pairs: the vdpbf16ps kernel, or AMX where amx
+  bool amx = false;
   double gain = 0;     // measured multiply-adds of vdpbf16ps per FMA's (0: not measured)
   std::string reason;  // why this path, for tessera info
 };

@@ -33,9 +33,16 @@ float lowp_value(const LaneView& v, int64_t l, int64_t p);
 void pack_lowp_f32(const LaneView& v, int64_t l0, int64_t p0, int64_t lanes, int64_t kc,
                    int64_t width, float* dst);
 
-// The same block into bf16 pair panels of width * 2 * ceil(kc / 2) elements each. Only for
-// formats exact in bfloat16 (not Float16).
+// The same block into bf16 pair panels of width * 2 * ceil(kc / 2) elements each, or of
+// width * kcs where kcs (even, >= kc) is given: steps past kc are zero pairs (the AMX kernel
+// takes k-pairs by 16). Width 1 gives rows. Only for formats exact in bfloat16 (not Float16).
 void pack_lowp_pairs(const LaneView& v, int64_t l0, int64_t p0, int64_t lanes, int64_t kc,
-                     int64_t width, uint16_t* dst);
+                     int64_t width, uint16_t* dst, int64_t kcs = -1);
+
+// The same block as the AMX kernel reads A (lowp_kernels.h): micro-panels of 32 lanes x kcs
+// (a multiple of 32, >= kc), each a run of 16-lane x 32-step tiles of bf16, steps past kc and
+// lanes past `lanes` zero.
+void pack_lowp_tiles(const LaneView& v, int64_t l0, int64_t p0, int64_t lanes, int64_t kc,
+                     int64_t kcs, uint16_t* dst);
 
 }  // namespace tessera::gemm

@@ -31,7 +31,8 @@ struct NamedLowp {
 };
 
 // Every table this CPU can run; on a CPU with AVX512_BF16 also avx512 without the pair
-// kernel, so both the vdpbf16ps path and the float32 fallback are exercised here.
+// kernel, so both the vdpbf16ps path and the float32 fallback are exercised here, and on one
+// with AMX-BF16 avx512 with the AMX kernel in the pair kernel's place.
 std::vector<NamedLowp> lowp_tables() {
   std::vector<NamedLowp> out{{"generic", cpu::generic::lowp_gemm_kernels()}};
   const CpuFeatures& f = cpu_features();
@@ -39,7 +40,13 @@ std::vector<NamedLowp> lowp_tables() {
   if (f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) {
     cpu::LowpGemmKernels t = cpu::avx512::lowp_gemm_kernels();
     EXPECT_EQ(t.bf16.fn != nullptr, f.avx512_bf16);
+    EXPECT_EQ(t.amx.fn != nullptr, f.amx_bf16 && request_amx_tiles());
     out.push_back({t.bf16.fn ? "avx512+dpbf16" : "avx512", t});
+    if (t.amx.fn) {
+      cpu::LowpGemmKernels amx = t;
+      amx.bf16 = t.amx;
+      out.push_back({"avx512+amx", amx});
+    }
     if (t.bf16.fn) {
       t.bf16 = {};
       out.push_back({"avx512-fallback", t});
@@ -363,9 +370,9 @@ TEST(GemmLowp, ThreadCountsGiveIdenticalBits) {
   set_num_threads(saved);
 }
 
-// The default dispatch gives bfloat16 the kernel bf16_path() chose from its probe (the pair
-// kernel only where vdpbf16ps beats the float32 FMA), bit for bit what that table gives when
-// it is passed explicitly.
+// The default dispatch gives bfloat16 the kernel bf16_path() chose: AMX tiles where the CPU
+// has them, else from its probe (the pair kernel only where vdpbf16ps beats the float32 FMA),
+// bit for bit what that table gives when it is passed explicitly.
 TEST(GemmLowp, DefaultBf16PathFollowsTheProbe) {
   const Bf16Path& path = bf16_path();
   const cpu::LowpGemmKernels& dispatched = TS_DISPATCH(lowp_gemm_kernels);
@@ -376,11 +383,15 @@ TEST(GemmLowp, DefaultBf16PathFollowsTheProbe) {
   } else {
     EXPECT_GT(path.gain, 0.05) << path.reason;
     EXPECT_LT(path.gain, 20.0) << path.reason;
-    if (forced == nullptr) {
+    if (forced == nullptr && dispatched.amx.fn != nullptr) {
+      EXPECT_TRUE(path.amx && path.pairs) << path.reason;
+    } else if (forced == nullptr) {
+      EXPECT_FALSE(path.amx) << path.reason;
       EXPECT_EQ(path.pairs, path.gain >= 1.2) << path.reason;
     }
   }
   cpu::LowpGemmKernels chosen = dispatched;
+  if (path.amx) chosen.bf16 = dispatched.amx;
   if (!path.pairs) chosen.bf16 = {};
   std::mt19937_64 rng(9);
   const Shape s{70, 90, 301};

@@ -6,6 +6,15 @@
 //                      multiply-adds of a float32 FMA step for the same instruction count.
 //                      Compiled with the avx512bf16 target only around the kernel, and listed
 //                      in the table only when cpuid reports AVX512_BF16.
+//   bf16_amx_32x32:    2 x 2 AMX tiles of 16 x 16 float32 accumulators; per 16 k-pairs two A
+//                      tiles (16 rows x 32 bf16 each) and two B tiles (16 pairs x 16 columns)
+//                      feed four TDPBF16PS, 16 x 16 x 32 multiply-adds each. Each call reads
+//                      the thread's tile shapes (STTILECFG) and loads its own (LDTILECFG) only
+//                      where they differ: another library in the same thread may have
+//                      configured others since, and loading on every call measured 8-9%
+//                      slower (it waits for the previous call's tile stores). Listed only
+//                      where the CPU has AMX-BF16 and the OS granted the tile state
+//                      (request_amx_tiles()).
 //   bf16_pair_gain:    times vdpbf16ps against vfmadd231ps chains on this core (the driver
 //                      keeps the pair kernel only where it wins; lowp.h, bf16_path()).
 //   store_tile:        the epilogue over Tessera's Vec<float> of the ISA (16, 8 or 4 lanes):
@@ -65,6 +74,64 @@ void bf16_avx512_14x32(int64_t kp, const uint16_t* __restrict a, const uint16_t*
     _mm512_storeu_ps(row + 16, acc[i][1]);
   }
 }
+
+#pragma GCC pop_options
+
+// The tile shapes of bf16_amx_32x32: tiles 0-3 C (16 rows x 16 float32), 4-5 A (16 rows x 32
+// bf16), 6-7 B (16 pairs x 16 columns x 2 bf16); every tile 16 rows of 64 bytes.
+struct alignas(64) TileConfig {
+  uint8_t palette = 1;
+  uint8_t start_row = 0;
+  uint8_t reserved[14] = {};
+  uint16_t colsb[16] = {};
+  uint8_t rows[16] = {};
+};
+
+__attribute__((target("amx-tile,amx-bf16"))) void bf16_amx_32x32(int64_t kp,
+                                                                 const uint16_t* __restrict a,
+                                                                 const uint16_t* __restrict b,
+                                                                 float* c, int64_t ldc,
+                                                                 bool accumulate) {
+  static const TileConfig config = [] {
+    TileConfig t;
+    for (int i = 0; i < 8; ++i) t.colsb[i] = 64, t.rows[i] = 16;
+    return t;
+  }();
+  TileConfig current;
+  _tile_storeconfig(&current);
+  if (std::memcmp(&current, &config, sizeof(config)) != 0) _tile_loadconfig(&config);
+  const int64_t ldc_bytes = ldc * 4;
+  if (accumulate) {
+    _tile_loadd(0, c, ldc_bytes);
+    _tile_loadd(1, c + 16, ldc_bytes);
+    _tile_loadd(2, c + 16 * ldc, ldc_bytes);
+    _tile_loadd(3, c + 16 * ldc + 16, ldc_bytes);
+  } else {
+    _tile_zero(0);
+    _tile_zero(1);
+    _tile_zero(2);
+    _tile_zero(3);
+  }
+  for (int64_t q = 0; q < kp; q += 16) {
+    _tile_loadd(4, a, 64);  // rows 0-15 x 32 k
+    _tile_loadd(5, a + 512, 64);
+    _tile_loadd(6, b, 128);  // 16 pairs x 32 columns x 2: rows of 128 bytes
+    _tile_loadd(7, b + 32, 128);
+    _tile_dpbf16ps(0, 4, 6);
+    _tile_dpbf16ps(1, 4, 7);
+    _tile_dpbf16ps(2, 5, 6);
+    _tile_dpbf16ps(3, 5, 7);
+    a += 1024;
+    b += 1024;
+  }
+  _tile_stored(0, c, ldc_bytes);
+  _tile_stored(1, c + 16, ldc_bytes);
+  _tile_stored(2, c + 16 * ldc, ldc_bytes);
+  _tile_stored(3, c + 16 * ldc + 16, ldc_bytes);
+}
+
+#pragma GCC push_options
+#pragma GCC target("avx512bf16")
 
 // Seconds for `iters` rounds of kChains independent chains acc = step(acc): the throughput of
 // the step's instruction on this core, latency hidden. (Inside the avx512bf16 region, so the
@@ -213,6 +280,9 @@ const LowpGemmKernels& lowp_gemm_kernels() {
 #if defined(__AVX512F__)
     if (cpu_features().avx512_bf16)
       t.bf16 = {bf16_avx512_14x32, 14, 32, "bf16_avx512_14x32", bf16_pair_gain_avx512};
+    if (request_amx_tiles())
+      t.amx = {bf16_amx_32x32, 32, 32, "bf16_amx_32x32", nullptr, /*a_tiles=*/true,
+               /*kp_align=*/16};
 #endif
     return t;
   }();

@@ -18,6 +18,14 @@
 // Each lane accumulates with vdpbf16ps: per pair, acc += a0*b0 + a1*b1 (products exact in
 // float32, the two-term sum and the add rounded as the instruction does), in q order only, so
 // results do not depend on tile position or thread count.
+//
+// AMX variant (a_tiles, kp_align = 16, MR = 32): the same B panel; kp is a multiple of 16 (the
+// packers pad with zero pairs), and A's micro-panel is in tiles, a 16-row x 32-k block of bf16
+// for each step s of 16 pairs and each half h of the rows, one after another:
+// a[((2 s + h) * 16 + r) * 32 + t] = A(16 h + r, 32 s + t). A tile load then reads 1 KiB in a
+// row (rows of a plain layout lie kp * 4 bytes apart, which aliases in L1 at kp 512). Every C
+// element accumulates with TDPBF16PS, 16 pairs per instruction, starting from C when
+// accumulate is set, again in q order only.
 #pragma once
 
 #include <cstdint>
@@ -39,6 +47,8 @@ struct Bf16PairKernel {
   // Measures, on this core, the multiply-add rate of the kernel's instruction over the float32
   // FMA's (2.0 where vdpbf16ps runs at the FMA's rate; some cores run it at half of that).
   double (*gain)() = nullptr;
+  bool a_tiles = false;  // A micro-panel in AMX tiles instead of k-pairs
+  int kp_align = 1;      // kp is a multiple of this; packers pad with zero pairs
 };
 
 // One tile of the epilogue: out(i, j) = alpha * row_scale[i] * col_scale[j] * acc(i, j)
@@ -62,6 +72,9 @@ using LowpStoreFn = void (*)(const LowpTile& tile);
 struct LowpGemmKernels {
   const char* isa = "";
   Bf16PairKernel bf16;
+  // The AMX tile kernel where the CPU has AMX-BF16 and the OS granted the tile state; the
+  // driver runs it in bf16's place (lowp.h, bf16_path()).
+  Bf16PairKernel amx;
   const GemmKernels* f32 = nullptr;  // the same ISA's float32 kernels (the fallback path)
   LowpStoreFn store = nullptr;
 };
