@@ -169,37 +169,41 @@ void pack_lowp_pairs(const LaneView& v, int64_t l0, int64_t p0, int64_t lanes, i
 
 void pack_lowp_tiles(const LaneView& v, int64_t l0, int64_t p0, int64_t lanes, int64_t kc,
                      int64_t kcs, uint16_t* dst) {
-  constexpr int64_t kLanes = 32, kTileLanes = 16, kSteps = 32;  // a tile: 16 lanes x 32 steps
-  constexpr int64_t kTile = kTileLanes * kSteps;
+  constexpr int64_t kLanes = 32, kSteps = 32;  // a micro-panel's lanes; a tile row's steps
   const int64_t tiles = kcs / kSteps;
-  // A lane's kc steps: in place where they are contiguous bfloat16, else decoded into a row
-  // (zero past kc).
+  // Each lane's steps: in place where they are contiguous bfloat16 (kc of them), else decoded
+  // into a row of kcs (zero past kc); lanes past `lanes` read a zero row.
   const bool in_place = v.dtype == ScalarType::BFloat16 && v.ks == 1;
-  thread_local std::vector<uint16_t> row;
-  if (!in_place) row.resize(static_cast<size_t>(kcs));
-  for (int64_t r = 0; r < (lanes + kLanes - 1) / kLanes * kLanes; ++r) {
-    // Lane r's first 32 steps in its micro-panel; its next 32 are two tiles further on.
-    uint16_t* d = dst + (r / kLanes) * kLanes * kcs + (r % kLanes / kTileLanes) * kTile +
-                  (r % kTileLanes) * kSteps;
-    if (r >= lanes) {
-      for (int64_t t = 0; t < tiles; ++t) std::fill_n(d + t * 2 * kTile, kSteps, uint16_t{0});
-      continue;
+  thread_local std::vector<uint16_t> rows, zeros;
+  if (!in_place) rows.resize(static_cast<size_t>(kLanes * kcs));
+  zeros.assign(static_cast<size_t>(kcs), 0);
+  const uint16_t* src[kLanes];
+  int64_t valid[kLanes];
+  for (int64_t l = 0; l < lanes; l += kLanes) {
+    for (int64_t r = 0; r < kLanes; ++r) {
+      if (l + r >= lanes) {
+        src[r] = zeros.data(), valid[r] = kcs;
+      } else if (in_place) {
+        src[r] = static_cast<const uint16_t*>(v.data) + (l0 + l + r) * v.ls + p0, valid[r] = kc;
+      } else {
+        pack_lowp_pairs(v, l0 + l + r, p0, 1, kc, 1, rows.data() + r * kcs, kcs);
+        src[r] = rows.data() + r * kcs, valid[r] = kcs;
+      }
     }
-    const uint16_t* src = row.data();
-    int64_t valid = kcs;  // steps of src to copy; the rest of the last tile is zero
-    if (in_place) {
-      src = static_cast<const uint16_t*>(v.data) + (l0 + r) * v.ls + p0;
-      valid = kc;
-    } else {
-      pack_lowp_pairs(v, l0 + r, p0, 1, kc, 1, row.data(), kcs);
-    }
-    int64_t t = 0;
-    for (; (t + 1) * kSteps <= valid; ++t)  // whole tile rows: 64-byte copies
-      std::memcpy(d + t * 2 * kTile, src + t * kSteps, kSteps * sizeof(uint16_t));
-    for (; t < tiles; ++t) {
-      const int64_t n = std::clamp<int64_t>(valid - t * kSteps, 0, kSteps);
-      std::memcpy(d + t * 2 * kTile, src + t * kSteps, static_cast<size_t>(n) * sizeof(uint16_t));
-      std::fill(d + t * 2 * kTile + n, d + t * 2 * kTile + kSteps, uint16_t{0});
+    // Tile by tile, so the micro-panel is written in order: two tiles of 16 lanes x 32 steps
+    // for every 32 steps (written lane by lane, each lane's 64 bytes 2 KiB apart, the panel
+    // packed at 5 GB/s: 9% of a 2048^3 AMX product).
+    uint16_t* d = dst + l * kcs;
+    for (int64_t t = 0; t < tiles; ++t) {
+      for (int64_t r = 0; r < kLanes; ++r, d += kSteps) {
+        const int64_t n = std::clamp<int64_t>(valid[r] - t * kSteps, 0, kSteps);
+        if (n == kSteps) {
+          std::memcpy(d, src[r] + t * kSteps, kSteps * sizeof(uint16_t));
+        } else {
+          std::memcpy(d, src[r] + t * kSteps, static_cast<size_t>(n) * sizeof(uint16_t));
+          std::fill(d + n, d + kSteps, uint16_t{0});
+        }
+      }
     }
   }
 }
