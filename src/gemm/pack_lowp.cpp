@@ -199,10 +199,11 @@ void pack_lowp_tiles(const LaneView& v, int64_t l0, int64_t p0, int64_t lanes, i
         const int64_t n = std::clamp<int64_t>(valid[r] - t * kSteps, 0, kSteps);
         if (n == kSteps) {
           std::memcpy(d, src[r] + t * kSteps, kSteps * sizeof(uint16_t));
-        } else {
-          std::memcpy(d, src[r] + t * kSteps, static_cast<size_t>(n) * sizeof(uint16_t));
-          std::fill(d + n, d + kSteps, uint16_t{0});
+          continue;
         }
+        if (n > 0)  // (src[r] + t * kSteps lies past the lane's steps otherwise)
+          std::memcpy(d, src[r] + t * kSteps, static_cast<size_t>(n) * sizeof(uint16_t));
+        std::fill(d + n, d + kSteps, uint16_t{0});
       }
     }
   }
