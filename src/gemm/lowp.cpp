@@ -187,18 +187,27 @@ void store_zero_product(const LowpProblem& p, const cpu::LowpGemmKernels& ks) {
 // kcs steps per A micro-panel, where both panels' tile loads came from L2, alternated
 // processes on one Xeon thread: 1024^3 718-878 -> 908-940 GFLOP/s, two threads 1557-1583 ->
 // 1695-1702, 512^3 823-824 -> 858-871; chunks of 384 ran slower than one pass.
+// done(ir) follows the last chunk of rows ir.., while their C block is still in L1 (run after
+// the whole block's last chunks, the epilogue took 14% of a 1024^3 product in perf, against
+// 7% for one pass; alternated processes, one thread, 1024^3 980-1003 -> 1043-1071 GFLOP/s,
+// 512^3 932-941 -> 951-961, two threads and 2048^3 within the noise).
 constexpr int64_t kAmxChunk = 256;
 
+template <class Done>
 void amx_micro_panel(const cpu::Bf16PairKernel& kernel, const uint16_t* a, const uint16_t* b,
-                     int64_t mc, int64_t kcs, float* c, int64_t ldc, bool accumulate) {
+                     int64_t mc, int64_t kcs, float* c, int64_t ldc, bool accumulate,
+                     const Done& done) {
   const int64_t mr = kernel.mr, nr = kernel.nr;
   for (int64_t p0 = 0; p0 < kcs; p0 += kAmxChunk) {
     const int64_t steps = std::min(kAmxChunk, kcs - p0);
+    const bool final = p0 + steps >= kcs;
     // From step p0: A's micro-panel holds mr elements per step (tiles of 32 steps), B's nr
     // (pair rows of 2 nr).
-    for (int64_t ir = 0; ir < mc; ir += mr)
+    for (int64_t ir = 0; ir < mc; ir += mr) {
       kernel.fn(steps / 2, a + ir * kcs + p0 * mr, b + p0 * nr, c + ir * ldc, ldc,
                 accumulate || p0 > 0);
+      if (final) done(ir);
+    }
   }
 }
 
@@ -257,15 +266,15 @@ void run_block(const LowpProblem& p, const cpu::LowpGemmKernels& ks, const Plan&
         for (int64_t jr = 0; jr < nc; jr += nr) {
           const int64_t nv = std::min(nr, nc - jr);
           if (pl.a_tiles) {
+            float* c = multi_k ? acc_ws + ic * ldw + jr : amx_c;
+            const int64_t ldc = multi_k ? ldw : nr;
             amx_micro_panel(ks.bf16, static_cast<const uint16_t*>(apack),
-                            static_cast<const uint16_t*>(bpack) + jr * kcs, mc, kcs,
-                            multi_k ? acc_ws + ic * ldw + jr : amx_c, multi_k ? ldw : nr,
-                            multi_k && !first);
-            if (last)
-              for (int64_t ir = 0; ir < mc; ir += mr)
-                store(p, ks, i0 + ic + ir, j0 + jc + jr, std::min(mr, mc - ir), nv,
-                      (multi_k ? acc_ws + ic * ldw + jr : amx_c) + ir * (multi_k ? ldw : nr),
-                      multi_k ? ldw : nr);
+                            static_cast<const uint16_t*>(bpack) + jr * kcs, mc, kcs, c, ldc,
+                            multi_k && !first, [&](int64_t ir) {
+                              if (last)
+                                store(p, ks, i0 + ic + ir, j0 + jc + jr, std::min(mr, mc - ir), nv,
+                                      c + ir * ldc, ldc);
+                            });
             continue;
           }
           for (int64_t ir = 0; ir < mc; ir += mr) {
