@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
+#include "core/amx_tiles.h"
 #include "core/cpu_features.h"
 #include "tessera/core/parallel.h"
 #include "tessera/core/storage.h"
@@ -145,12 +146,7 @@ __attribute__((target("avx512f,avx512bf16"))) float dpbf16_avx512(int64_t iters)
 // TDPBF16PS on tiles alone: 16 x 16 float32 lanes x 32 bf16 products x 2 flops = 16384 flops
 // per instruction, four independent accumulator tiles (the GEMM kernel's 2 x 2).
 __attribute__((target("amx-tile,amx-bf16"))) float tdpbf16_amx(int64_t iters) {
-  struct alignas(64) {
-    uint8_t palette = 1, start_row = 0, reserved[14] = {};
-    uint16_t colsb[16] = {};
-    uint8_t rows[16] = {};
-  } config;
-  for (int t = 0; t < 8; ++t) config.colsb[t] = 64, config.rows[t] = 16;
+  static constexpr AmxTileConfig config = amx_full_tiles();
   alignas(64) static uint16_t a[512], b[512];
   std::fill(std::begin(a), std::end(a), uint16_t{0x3f80});  // 1.0
   std::fill(std::begin(b), std::end(b), uint16_t{0x3380});  // ~6e-8

@@ -187,12 +187,12 @@ void store_zero_product(const LowpProblem& p, const cpu::LowpGemmKernels& ks) {
 // kcs steps per A micro-panel, where both panels' tile loads came from L2, alternated
 // processes on one Xeon thread: 1024^3 718-878 -> 908-940 GFLOP/s, two threads 1557-1583 ->
 // 1695-1702, 512^3 823-824 -> 858-871; chunks of 384 ran slower than one pass.
+constexpr int64_t kAmxChunk = 256;
+
 // done(ir) follows the last chunk of rows ir.., while their C block is still in L1 (run after
 // the whole block's last chunks, the epilogue took 14% of a 1024^3 product in perf, against
 // 7% for one pass; alternated processes, one thread, 1024^3 980-1003 -> 1043-1071 GFLOP/s,
 // 512^3 932-941 -> 951-961, two threads and 2048^3 within the noise).
-constexpr int64_t kAmxChunk = 256;
-
 template <class Done>
 void amx_micro_panel(const cpu::Bf16PairKernel& kernel, const uint16_t* a, const uint16_t* b,
                      int64_t mc, int64_t kcs, float* c, int64_t ldc, bool accumulate,

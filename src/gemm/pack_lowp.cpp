@@ -174,9 +174,10 @@ void pack_lowp_tiles(const LaneView& v, int64_t l0, int64_t p0, int64_t lanes, i
   // Each lane's steps: in place where they are contiguous bfloat16 (kc of them), else decoded
   // into a row of kcs (zero past kc); lanes past `lanes` read a zero row.
   const bool in_place = v.dtype == ScalarType::BFloat16 && v.ks == 1;
-  thread_local std::vector<uint16_t> rows, zeros;
+  thread_local std::vector<uint16_t> rows, zeros;  // zeros: never written, only grown
   if (!in_place) rows.resize(static_cast<size_t>(kLanes * kcs));
-  zeros.assign(static_cast<size_t>(kcs), 0);
+  if (lanes % kLanes != 0 && zeros.size() < static_cast<size_t>(kcs))
+    zeros.resize(static_cast<size_t>(kcs), 0);
   const uint16_t* src[kLanes];
   int64_t valid[kLanes];
   for (int64_t l = 0; l < lanes; l += kLanes) {

@@ -31,6 +31,7 @@
 #include <immintrin.h>
 #endif
 
+#include "core/amx_tiles.h"
 #include "core/cpu_features.h"
 #include "core/vec.h"
 
@@ -77,27 +78,15 @@ void bf16_avx512_14x32(int64_t kp, const uint16_t* __restrict a, const uint16_t*
 
 #pragma GCC pop_options
 
-// The tile shapes of bf16_amx_32x32: tiles 0-3 C (16 rows x 16 float32), 4-5 A (16 rows x 32
-// bf16), 6-7 B (16 pairs x 16 columns x 2 bf16); every tile 16 rows of 64 bytes.
-struct alignas(64) TileConfig {
-  uint8_t palette = 1;
-  uint8_t start_row = 0;
-  uint8_t reserved[14] = {};
-  uint16_t colsb[16] = {};
-  uint8_t rows[16] = {};
-};
-
 __attribute__((target("amx-tile,amx-bf16"))) void bf16_amx_32x32(int64_t kp,
                                                                  const uint16_t* __restrict a,
                                                                  const uint16_t* __restrict b,
                                                                  float* c, int64_t ldc,
                                                                  bool accumulate) {
-  static const TileConfig config = [] {
-    TileConfig t;
-    for (int i = 0; i < 8; ++i) t.colsb[i] = 64, t.rows[i] = 16;
-    return t;
-  }();
-  TileConfig current;
+  // Tiles 0-3 C (16 rows x 16 float32), 4-5 A (16 rows x 32 bf16), 6-7 B (16 pairs x 16
+  // columns x 2 bf16): every one 16 rows of 64 bytes.
+  static constexpr AmxTileConfig config = amx_full_tiles();
+  AmxTileConfig current;
   _tile_storeconfig(&current);
   if (std::memcmp(&current, &config, sizeof(config)) != 0) _tile_loadconfig(&config);
   const int64_t ldc_bytes = ldc * 4;
