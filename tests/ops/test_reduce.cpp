@@ -558,6 +558,33 @@ TEST(Reduce, RowLengthsAroundTheBlocks) {
   }
 }
 
+TEST(Reduce, ColumnExtremesOfEveryRowCount) {
+  // Down columns the extremes fold eight consecutive rows per pass, or (AMD) one row of each
+  // of four parts of the rows side by side, then the rows left over one at a time, in chunks
+  // of 4096 rows. A lone extreme in the first and last row, in each part, in the rows left
+  // over and past a chunk, for row counts on each side of those edges; columns for whole
+  // vectors and a ragged tail, every float dtype.
+  std::mt19937 rng(23);
+  for (int64_t K : {1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 31, 33, 4096, 4099, 4103}) {
+    for (ScalarType dt : float_dtypes()) {
+      const int64_t N = 37;
+      Tensor x = random_values({K, N}, dt, rng);
+      Tensor f = x.to(kFloat64);
+      double* p = f.data_ptr<double>();
+      const int64_t rows[] = {0, K - 1, K / 4, K / 2 + 1, 3 * K / 4, K - 2, 4097};
+      for (int64_t j = 0; j < N; ++j) {
+        const int64_t r = rows[j % 7];
+        if (r < 0 || r >= K) continue;
+        p[r * N + j] = (j % 2 == 0) ? 100.0 : -100.0;
+      }
+      Tensor y = f.to(dt);
+      SCOPED_TRACE(where(y.sizes(), dt, Layout::kContiguous, {0}, false));
+      EXPECT_TRUE(close(amax(y, 0), ref::amax(y, {0}, false)));
+      EXPECT_TRUE(close(amin(y, 0), ref::amin(y, {0}, false)));
+    }
+  }
+}
+
 TEST(Reduce, DtypesOfResults) {
   Tensor i = tensor<int32_t>({1, 2, 3});
   Tensor b = tensor<bool>({true, false, true});

@@ -442,9 +442,18 @@ constexpr int kWideStreams = kReadStreams >= 4 ? 2 : 1;
 // 256 MiB as rows of 8192 (amax(-1)), medians of 9 calls, four alternations of the two
 // libraries' processes: float32 19.3-20.9 -> 14.7-16.4 ms, float64 18.4-19.7 -> 14.6-16.1 ms.
 // 2-byte values, with the conversion's work per byte doubled, ran 0.93-1.0x as fast that way,
-// so they keep kWideStreams. Not measured on AMD.
+// so they keep kWideStreams. On AMD the spills cost instead, and two rows are as fast as the
+// sums (extremes_read_like_sums()): Zen 5 VM, one process per library alternating, medians of
+// 21 calls, 64M float32 amax 7.45-8.32 -> 6.53 ms with two rows (one thread; the sum 6.3 ms),
+// 3.77 -> 3.22 ms (two threads), amax(-1) of 8192 x 8192 7.19-7.68 -> 6.41-6.49 ms. A standalone
+// loop showed the same order: four rows of eight accumulators 35-38 GB/s, two rows 39-41, the
+// four-row sum 41-43.
 template <class T>
 inline constexpr int kExtremeStreams = sizeof(T) >= 4 ? kReadStreams : kWideStreams;
+inline bool extremes_read_like_sums() {
+  static const bool yes = !cpu_features().amd;
+  return yes;
+}
 
 // The `rows` rows of a rows kernel (rs elements apart from in) in S equal parts of q = rows / S,
 // row r of every part in one call of f.template operator()<S>(x, q * rs), which returns the S
@@ -531,7 +540,10 @@ void reduce_rows(const ReduceArgs& args) {
         if constexpr (!Comb::kExtreme) {
           row_streams<kReadStreams>(in, args.rows, args.row_stride, rows, put);
         } else if (args.K >= kExtremeBlock<float_acc_t<T>>) {
-          row_streams<kExtremeStreams<T>>(in, args.rows, args.row_stride, rows, put);
+          if (extremes_read_like_sums())
+            row_streams<kExtremeStreams<T>>(in, args.rows, args.row_stride, rows, put);
+          else
+            row_streams<kWideStreams>(in, args.rows, args.row_stride, rows, put);
         } else {  // shorter rows: see kWideStreams
           row_streams<1>(in, args.rows, args.row_stride, rows, put);
         }
@@ -580,10 +592,31 @@ class StripScratch {
   std::byte* next_;
 };
 
-// Extremes down a strip of columns: eight rows are folded into the running extremes per pass.
+// Extremes down a strip of columns: eight rows are folded into the running extremes per pass,
+// or, where cols_read_in_parts(), one row of each of kColParts parts of the rows.
 // kExact = false uses the instruction's max/min and returns true when a sum of every value
 // seen is NaN (a NaN, or both infinities, in the strip): the caller then redoes the strip
 // with kExact = true, the NaN-propagating combine.
+//
+// Parts: a strip as wide as its rows (the usual case: the driver's tiles are up to kColTile
+// wide) is one contiguous run of K rows; eight rows per pass read it as eight streams that
+// each end after a row, while four parts of K / 4 rows side by side are four streams as long
+// as the parts. On a Zen 5 VM, standalone loops with the kernel's instructions, 8192 x 8192
+// float32 over dim 0, one thread, medians of 15 alternated in one process: eight rows per pass
+// 9.0-10.2 ms, four parts 6.3-8.8 ms (the contiguous max of the same bytes 7.3-8.4), eight
+// parts 8.7-9.6, four parts of two rows per pass 8.7-9.4; narrower strips or more rows per
+// pass were slower still. The library, 8192 x 8192 float32 amax(0), the two forms
+// alternated in one process (medians of 21): one thread 8.2-9.3 -> 6.3-8.0 ms (the row-wise
+// amax(1) beside them 6.4-8.0), two threads 4.8-5.4 -> 4.1-4.2 (one of three such runs
+// showed no difference). Only the order of the rows changes, and an extreme is the same in any
+// order (but for which zero max(+0, -0) returns, which follows the fixed order of a shape on a
+// machine). Not measured on Intel, where the eight-row passes with prefetch stay.
+constexpr int kColParts = 4;
+inline bool cols_read_in_parts() {
+  static const bool yes = cpu_features().amd;
+  return yes;
+}
+
 template <bool kExact, class T, class Map, class Comb>
 bool extreme_cols_strip(const T* x, int64_t K, int64_t rs, int64_t nb, float_acc_t<T>* acc,
                         const Map& map, const Comb& comb) {
@@ -593,17 +626,17 @@ bool extreme_cols_strip(const T* x, int64_t K, int64_t rs, int64_t nb, float_acc
   for (int64_t j = 0; j < nb; ++j) acc[j] = Comb::id;
   const bool pf = stream_prefetch_pays();
   V c0(C(0)), c1(C(0));
-  // Folds M consecutive rows starting at r (M = 8 per pass: half the accumulator loads and
-  // stores of four; amax of 8192x8192 float32 over dim 0, alternated in one process, 7-8%
-  // faster on one thread and on two).
-  auto fold = [&](const T* r, auto rows, bool more) {  // more: see prefetch_rows
+  // Folds M rows r, r + step, ..., r + (M - 1) step (M = 8 consecutive rows per pass: half the
+  // accumulator loads and stores of four; amax of 8192x8192 float32 over dim 0, alternated in
+  // one process, 7-8% faster on one thread and on two).
+  auto fold = [&](const T* r, int64_t step, auto rows, bool more) {  // more: see prefetch_rows
     constexpr int M = decltype(rows)::value;
     int64_t j = 0;
     for (; j + W <= nb; j += W) {
       if (more) prefetch_rows<M>(r + M * rs + j, rs);
       V a = V::load(acc + j);
       for (int i = 0; i < M; ++i) {
-        const V v = map.v(V::load_convert(r + i * rs + j));
+        const V v = map.v(V::load_convert(r + i * step + j));
         if constexpr (kExact) {
           a = comb.v(a, v);
         } else {
@@ -618,13 +651,18 @@ bool extreme_cols_strip(const T* x, int64_t K, int64_t rs, int64_t nb, float_acc
       a.store(acc + j);
     }
     for (; j < nb; ++j)
-      for (int i = 0; i < M; ++i) acc[j] = comb.s(acc[j], map.s(static_cast<C>(r[i * rs + j])));
+      for (int i = 0; i < M; ++i) acc[j] = comb.s(acc[j], map.s(static_cast<C>(r[i * step + j])));
   };
   int64_t k = 0;
-  for (; k + 8 <= K; k += 8) {
-    fold(x + k * rs, std::integral_constant<int, 8>{}, pf && k + 16 <= K);
+  if (!kExact && cols_read_in_parts()) {
+    const int64_t q = K / kColParts;
+    for (; k < q; ++k) fold(x + k * rs, q * rs, std::integral_constant<int, kColParts>{}, false);
+    k = kColParts * q;
   }
-  for (; k < K; ++k) fold(x + k * rs, std::integral_constant<int, 1>{}, false);
+  for (; k + 8 <= K; k += 8) {
+    fold(x + k * rs, rs, std::integral_constant<int, 8>{}, pf && k + 16 <= K);
+  }
+  for (; k < K; ++k) fold(x + k * rs, rs, std::integral_constant<int, 1>{}, false);
   if constexpr (kExact) {
     return false;
   } else {
