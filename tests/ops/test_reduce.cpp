@@ -558,12 +558,12 @@ TEST(Reduce, RowLengthsAroundTheBlocks) {
   }
 }
 
-TEST(Reduce, ColumnExtremesOfEveryRowCount) {
-  // Down columns the extremes fold eight consecutive rows per pass, or (AMD) one row of each
-  // of four parts of the rows side by side, then the rows left over one at a time, in chunks
-  // of 4096 rows. A lone extreme in the first and last row, in each part, in the rows left
-  // over and past a chunk, for row counts on each side of those edges; columns for whole
-  // vectors and a ragged tail, every float dtype.
+TEST(Reduce, ColumnReductionsOfEveryRowCount) {
+  // Down columns the extremes fold eight consecutive rows per pass and the sums four, or (AMD)
+  // both one row of each of four parts of the rows side by side (sums: eight such passes to a
+  // group), then the rows left over, in chunks of 4096 rows. A lone extreme in the first and
+  // last row, in each part, in the rows left over and past a chunk, for row counts on each side
+  // of those edges; columns for whole vectors and a ragged tail, every float dtype.
   std::mt19937 rng(23);
   for (int64_t K : {1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 31, 33, 4096, 4099, 4103}) {
     for (ScalarType dt : float_dtypes()) {
@@ -581,6 +581,9 @@ TEST(Reduce, ColumnExtremesOfEveryRowCount) {
       SCOPED_TRACE(where(y.sizes(), dt, Layout::kContiguous, {0}, false));
       EXPECT_TRUE(close(amax(y, 0), ref::amax(y, {0}, false)));
       EXPECT_TRUE(close(amin(y, 0), ref::amin(y, {0}, false)));
+      const double scale = 4 * std::sqrt(static_cast<double>(K));
+      EXPECT_TRUE(close(sum(y, 0), ref::sum(y, {0}, false, std::nullopt), scale));
+      EXPECT_TRUE(close(norm(y, 2.0, {0}), ref::norm(y, 2.0, {0}, false), scale));
     }
   }
 }

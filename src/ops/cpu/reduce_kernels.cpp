@@ -605,12 +605,13 @@ class StripScratch {
 // float32 over dim 0, one thread, medians of 15 alternated in one process: eight rows per pass
 // 9.0-10.2 ms, four parts 6.3-8.8 ms (the contiguous max of the same bytes 7.3-8.4), eight
 // parts 8.7-9.6, four parts of two rows per pass 8.7-9.4; narrower strips or more rows per
-// pass were slower still. The library, 8192 x 8192 float32 amax(0), the two forms
-// alternated in one process (medians of 21): one thread 8.2-9.3 -> 6.3-8.0 ms (the row-wise
-// amax(1) beside them 6.4-8.0), two threads 4.8-5.4 -> 4.1-4.2 (one of three such runs
-// showed no difference). Only the order of the rows changes, and an extreme is the same in any
-// order (but for which zero max(+0, -0) returns, which follows the fixed order of a shape on a
-// machine). Not measured on Intel, where the eight-row passes with prefetch stay.
+// pass were slower still. In the library (8192 x 8192 over dim 0, the two forms alternated
+// call by call in one process, medians of 15, three runs), one / two threads: float32 amax
+// 1.16-1.20 / 1.15-1.23x faster, sum 1.08-1.10 / 1.07-1.08x, mean 1.08-1.11 / 1.08-1.13x,
+// norm 1.09 / 1.06-1.11x; float64 amax 1.18 / 1.18x, sum 1.04-1.05 / 1.04x, norm 1.05-1.06 /
+// 1.06x (sums: sum_cols below). Only the order of the rows changes, and an extreme is the same
+// in any order (but for which zero max(+0, -0) returns, which follows the fixed order of a
+// shape on a machine). Not measured on Intel, where the eight-row passes with prefetch stay.
 constexpr int kColParts = 4;
 inline bool cols_read_in_parts() {
   static const bool yes = cpu_features().amd;
@@ -672,7 +673,9 @@ bool extreme_cols_strip(const T* x, int64_t K, int64_t rs, int64_t nb, float_acc
 }
 
 // Sums down columns: groups of kGroup rows are summed linearly (four rows per pass) into a
-// strip of accumulators; group strips are merged pairwise by a binary counter.
+// strip of accumulators; group strips are merged pairwise by a binary counter. Where
+// cols_read_in_parts() (AMD), a pass takes one row of each of the four parts of the rows, as
+// the extremes do, and a group is eight such passes.
 template <class T, class Map, class Comb>
 void sum_cols(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out, const Map& map,
               const Comb& comb) {
@@ -693,35 +696,33 @@ void sum_cols(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out, const 
     for (; j + W <= nb; j += W) comb.v(V::load(src + j), V::load(dst + j)).store(dst + j);
     for (; j < nb; ++j) dst[j] = comb.s(src[j], dst[j]);
   };
+  // Adds four rows r, r + step, r + 2 step, r + 3 step (pairwise) into acc; more: see
+  // prefetch_rows (consecutive rows only).
+  auto add4 = [&](const T* r, int64_t step, int64_t nb, bool more) {
+    auto row = [&](int i, int64_t j) { return map.v(V::load_convert(r + i * step + j)); };
+    auto row_s = [&](int i, int64_t j) { return map.s(static_cast<C>(r[i * step + j])); };
+    int64_t j = 0;
+    for (; j + W <= nb; j += W) {
+      if (more) prefetch_rows<4>(r + 4 * rs + j, rs);
+      const V q = comb.v(comb.v(row(0, j), row(1, j)), comb.v(row(2, j), row(3, j)));
+      comb.v(V::load(acc + j), q).store(acc + j);
+    }
+    for (; j < nb; ++j)
+      acc[j] = comb.s(acc[j],
+                      comb.s(comb.s(row_s(0, j), row_s(1, j)), comb.s(row_s(2, j), row_s(3, j))));
+  };
+  auto add1 = [&](const T* r0, int64_t nb) {
+    int64_t j = 0;
+    for (; j + W <= nb; j += W)
+      comb.v(V::load(acc + j), map.v(V::load_convert(r0 + j))).store(acc + j);
+    for (; j < nb; ++j) acc[j] = comb.s(acc[j], map.s(static_cast<C>(r0[j])));
+  };
+  const bool parts = cols_read_in_parts();
   for (int64_t c0 = 0; c0 < N; c0 += strip) {
     const int64_t nb = std::min(strip, N - c0);
+    const T* xs = x + c0;
     uint32_t occupied = 0;
-    for (int64_t k0 = 0; k0 < K; k0 += kGroup) {
-      const int64_t kg = std::min(kGroup, K - k0);
-      for (int64_t j = 0; j < nb; ++j) acc[j] = Comb::id;
-      int64_t k = k0;
-      for (; k + 4 <= k0 + kg; k += 4) {  // four rows per pass, added pairwise
-        const T* r = x + k * rs + c0;
-        const bool more = pf && k + 8 <= K;
-        auto row = [&](int i, int64_t j) { return map.v(V::load_convert(r + i * rs + j)); };
-        auto row_s = [&](int i, int64_t j) { return map.s(static_cast<C>(r[i * rs + j])); };
-        int64_t j = 0;
-        for (; j + W <= nb; j += W) {
-          if (more) prefetch_rows<4>(r + 4 * rs + j, rs);
-          const V q = comb.v(comb.v(row(0, j), row(1, j)), comb.v(row(2, j), row(3, j)));
-          comb.v(V::load(acc + j), q).store(acc + j);
-        }
-        for (; j < nb; ++j)
-          acc[j] = comb.s(
-              acc[j], comb.s(comb.s(row_s(0, j), row_s(1, j)), comb.s(row_s(2, j), row_s(3, j))));
-      }
-      for (; k < k0 + kg; ++k) {
-        const T* r0 = x + k * rs + c0;
-        int64_t j = 0;
-        for (; j + W <= nb; j += W)
-          comb.v(V::load(acc + j), map.v(V::load_convert(r0 + j))).store(acc + j);
-        for (; j < nb; ++j) acc[j] = comb.s(acc[j], map.s(static_cast<C>(r0[j])));
-      }
+    auto push = [&] {  // acc joins the binary counter as the next group
       int l = 0;
       while ((occupied >> l) & 1u) {
         merge(acc, levels[l], nb);
@@ -730,6 +731,27 @@ void sum_cols(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out, const 
       }
       std::memcpy(levels[l], acc, sizeof(C) * nb);
       occupied |= 1u << l;
+    };
+    int64_t k = 0;
+    if (parts) {
+      // A group is kGroup / kColParts passes of one row from each part (see extreme_cols_strip);
+      // the rows left over after the parts form the last group.
+      const int64_t q = K / kColParts;
+      constexpr int64_t kPasses = kGroup / kColParts;
+      for (int64_t p0 = 0; p0 < q; p0 += kPasses) {
+        for (int64_t j = 0; j < nb; ++j) acc[j] = Comb::id;
+        for (int64_t p = p0; p < std::min(q, p0 + kPasses); ++p)
+          add4(xs + p * rs, q * rs, nb, false);
+        push();
+      }
+      k = kColParts * q;
+    }
+    for (int64_t k0 = k; k0 < K; k0 += kGroup) {
+      const int64_t ke = std::min(K, k0 + kGroup);
+      for (int64_t j = 0; j < nb; ++j) acc[j] = Comb::id;
+      for (k = k0; k + 4 <= ke; k += 4) add4(xs + k * rs, rs, nb, pf && k + 8 <= K);
+      for (; k < ke; ++k) add1(xs + k * rs, nb);
+      push();
     }
     for (int64_t j = 0; j < nb; ++j) acc[j] = Comb::id;
     for (int l = 0; l < kLevels; ++l)
