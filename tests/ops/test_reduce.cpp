@@ -559,9 +559,10 @@ TEST(Reduce, RowLengthsAroundTheBlocks) {
 }
 
 TEST(Reduce, ColumnReductionsOfEveryRowCount) {
-  // Down columns the extremes fold eight consecutive rows per pass and the sums four, or (AMD)
-  // both one row of each of four parts of the rows side by side (sums: eight such passes to a
-  // group), then the rows left over, in chunks of 4096 rows. A lone extreme in the first and
+  // Down columns the extremes and moments fold eight consecutive rows per pass and the sums
+  // four, or (AMD) one row of each of four parts of the rows side by side (eight such passes to
+  // a group of sums, sixteen to one of moments), then the rows left over, in chunks of 4096
+  // rows. A lone extreme in the first and
   // last row, in each part, in the rows left over and past a chunk, for row counts on each side
   // of those edges; columns for whole vectors and a ragged tail, every float dtype.
   std::mt19937 rng(23);
@@ -584,6 +585,9 @@ TEST(Reduce, ColumnReductionsOfEveryRowCount) {
       const double scale = 4 * std::sqrt(static_cast<double>(K));
       EXPECT_TRUE(close(sum(y, 0), ref::sum(y, {0}, false, std::nullopt), scale));
       EXPECT_TRUE(close(norm(y, 2.0, {0}), ref::norm(y, 2.0, {0}, false), scale));
+      // Moments of the values without the planted extremes: a lone +-100 that shifts a group
+      // costs its variance ~n ulp of 100^2 (the bound in reduce_kernels.cpp), in any order.
+      EXPECT_TRUE(close(var(x, 0), std::get<0>(ref::var_mean(x, {0}, 1, false, false))));
     }
   }
 }
