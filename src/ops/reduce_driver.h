@@ -107,6 +107,10 @@ void run_reduction(const ReducePlan& plan, cpu::ReduceArgs args, RowsKernel rows
   int64_t width = cpu::kColTile;
   while (width > kMinTile && B * ((N + width - 1) / width) * nrc < threads) width /= 2;
   const int64_t ntiles = (N + width - 1) / width;
+  // Whole rows in every call on one or two threads: a shape fact, so results never depend on
+  // the thread count (more threads than B * nrc tasks narrow the tiles, and then the kernels
+  // read parts of rows in the same order, only slower).
+  args.whole_rows = N == plan.k_stride && N <= cpu::kColTile && B * nrc >= 2;
   std::vector<Partial> parts(nrc > 1 ? static_cast<size_t>(B * nrc * N) : 0);
   parallel_tasks(B * ntiles * nrc, [&](int64_t t) {
     const int64_t c = t % nrc, tile = (t / nrc) % ntiles, b = t / (nrc * ntiles);

@@ -560,34 +560,40 @@ TEST(Reduce, RowLengthsAroundTheBlocks) {
 
 TEST(Reduce, ColumnReductionsOfEveryRowCount) {
   // Down columns the extremes and moments fold eight consecutive rows per pass and the sums
-  // four, or (AMD) one row of each of four parts of the rows side by side (eight such passes to
-  // a group of sums, sixteen to one of moments), then the rows left over, in chunks of 4096
-  // rows. A lone extreme in the first and
-  // last row, in each part, in the rows left over and past a chunk, for row counts on each side
-  // of those edges; columns for whole vectors and a ragged tail, every float dtype.
+  // four; on AMD, where a problem's rows are whole runs of at most 8192 columns over two or
+  // more (batch, 4096-row chunk) tasks, one row of each of four parts of the rows side by side
+  // instead (eight such passes to a group of sums, sixteen to one of moments); then the rows
+  // left over. A lone extreme in the first and last row, in each part, in the rows left over
+  // and past a chunk, for row counts on each side of those edges; columns for whole vectors
+  // and a ragged tail, every float dtype; a batch of two with whole rows, and the same with
+  // the columns narrowed out of wider rows (the consecutive passes).
   std::mt19937 rng(23);
   for (int64_t K : {1, 2, 3, 4, 5, 7, 8, 9, 12, 13, 31, 33, 4096, 4099, 4103}) {
     for (ScalarType dt : float_dtypes()) {
-      const int64_t N = 37;
-      Tensor x = random_values({K, N}, dt, rng);
-      Tensor f = x.to(kFloat64);
-      double* p = f.data_ptr<double>();
-      const int64_t rows[] = {0, K - 1, K / 4, K / 2 + 1, 3 * K / 4, K - 2, 4097};
-      for (int64_t j = 0; j < N; ++j) {
-        const int64_t r = rows[j % 7];
-        if (r < 0 || r >= K) continue;
-        p[r * N + j] = (j % 2 == 0) ? 100.0 : -100.0;
+      for (int64_t pad : {0, 11}) {
+        const int64_t N = 37, ld = N + pad;
+        Tensor wide = random_values({2, K, ld}, dt, rng);
+        Tensor f = wide.to(kFloat64);
+        double* p = f.data_ptr<double>();
+        const int64_t rows[] = {0, K - 1, K / 4, K / 2 + 1, 3 * K / 4, K - 2, 4097};
+        for (int64_t b = 0; b < 2; ++b) {
+          for (int64_t j = 0; j < N; ++j) {
+            const int64_t r = rows[(j + b) % 7];
+            if (r < 0 || r >= K) continue;
+            p[(b * K + r) * ld + j] = (j % 2 == 0) ? 100.0 : -100.0;
+          }
+        }
+        Tensor x = wide.narrow(2, 0, N), y = f.to(dt).narrow(2, 0, N);
+        SCOPED_TRACE(where(y.sizes(), dt, pad ? Layout::kSliced : Layout::kContiguous, {1}, false));
+        EXPECT_TRUE(close(amax(y, 1), ref::amax(y, {1}, false)));
+        EXPECT_TRUE(close(amin(y, 1), ref::amin(y, {1}, false)));
+        const double scale = 4 * std::sqrt(static_cast<double>(K));
+        EXPECT_TRUE(close(sum(y, 1), ref::sum(y, {1}, false, std::nullopt), scale));
+        EXPECT_TRUE(close(norm(y, 2.0, {1}), ref::norm(y, 2.0, {1}, false), scale));
+        // Moments of the values without the planted extremes: a lone +-100 that shifts a group
+        // costs its variance ~n ulp of 100^2 (the bound in reduce_kernels.cpp), in any order.
+        EXPECT_TRUE(close(var(x, 1), std::get<0>(ref::var_mean(x, {1}, 1, false, false))));
       }
-      Tensor y = f.to(dt);
-      SCOPED_TRACE(where(y.sizes(), dt, Layout::kContiguous, {0}, false));
-      EXPECT_TRUE(close(amax(y, 0), ref::amax(y, {0}, false)));
-      EXPECT_TRUE(close(amin(y, 0), ref::amin(y, {0}, false)));
-      const double scale = 4 * std::sqrt(static_cast<double>(K));
-      EXPECT_TRUE(close(sum(y, 0), ref::sum(y, {0}, false, std::nullopt), scale));
-      EXPECT_TRUE(close(norm(y, 2.0, {0}), ref::norm(y, 2.0, {0}, false), scale));
-      // Moments of the values without the planted extremes: a lone +-100 that shifts a group
-      // costs its variance ~n ulp of 100^2 (the bound in reduce_kernels.cpp), in any order.
-      EXPECT_TRUE(close(var(x, 0), std::get<0>(ref::var_mean(x, {0}, 1, false, false))));
     }
   }
 }

@@ -593,7 +593,7 @@ class StripScratch {
 };
 
 // Extremes down a strip of columns: eight rows are folded into the running extremes per pass,
-// or, where cols_read_in_parts(), one row of each of kColParts parts of the rows.
+// or, where read_in_parts(), one row of each of kColParts parts of the rows.
 // kExact = false uses the instruction's max/min and returns true when a sum of every value
 // seen is NaN (a NaN, or both infinities, in the strip): the caller then redoes the strip
 // with kExact = true, the NaN-propagating combine.
@@ -601,26 +601,35 @@ class StripScratch {
 // Parts: a strip as wide as its rows (the usual case: the driver's tiles are up to kColTile
 // wide) is one contiguous run of K rows; eight rows per pass read it as eight streams that
 // each end after a row, while four parts of K / 4 rows side by side are four streams as long
-// as the parts. On a Zen 5 VM, standalone loops with the kernel's instructions, 8192 x 8192
-// float32 over dim 0, one thread, medians of 15 alternated in one process: eight rows per pass
-// 9.0-10.2 ms, four parts 6.3-8.8 ms (the contiguous max of the same bytes 7.3-8.4), eight
-// parts 8.7-9.6, four parts of two rows per pass 8.7-9.4; narrower strips or more rows per
-// pass were slower still. In the library (8192 x 8192 over dim 0, the two forms alternated
-// call by call in one process, medians of 15, three runs), one / two threads: float32 amax
-// 1.16-1.20 / 1.15-1.23x faster, sum 1.08-1.10 / 1.07-1.08x, mean 1.08-1.11 / 1.08-1.13x,
-// norm 1.09 / 1.06-1.11x; float64 amax 1.18 / 1.18x, sum 1.04-1.05 / 1.04x, norm 1.05-1.06 /
-// 1.06x (sums: sum_cols below). Only the order of the rows changes, and an extreme is the same
-// in any order (but for which zero max(+0, -0) returns, which follows the fixed order of a
-// shape on a machine). Not measured on Intel, where the eight-row passes with prefetch stay.
+// as the parts. So parts run only where the driver says that a problem's rows are such runs
+// and that two threads never narrow its tiles (ReduceArgs::whole_rows: a fact of the shape,
+// since the choice fixes the order of a sum's rows and must not follow the tiling, which
+// follows the thread count). A strip narrower than its rows (a matrix wider than kColTile, a
+// tile narrowed for two threads) is runs of nb elements in the parts too, and there parts
+// measured slower (in the library, alternated as below: 4096 x 8192 on two threads in tiles
+// of 4096 columns, var 0.85-0.91x, amax 0.89-0.99x, sum 0.97-1.00x; 2048 x 32768 on one, var
+// 0.88-0.90x, sum 0.97-0.98x, amax 0.99x).
+//
+// Zen 5 VM, standalone loops with the kernel's instructions, 8192 x 8192 float32 over dim 0,
+// one thread, medians of 15 alternated in one process: eight rows per pass 9.0-10.2 ms, four
+// parts 6.3-8.8 ms (the contiguous max of the same bytes 7.3-8.4), eight parts 8.7-9.6, four
+// parts of two rows per pass 8.7-9.4; narrower strips or more rows per pass were slower still.
+// In the library (8192 x 8192 over dim 0, the two forms alternated call by call in one
+// process, medians of 15, three runs), one / two threads: float32 amax 1.16-1.20 /
+// 1.15-1.23x faster, sum 1.08-1.10 / 1.07-1.08x, mean 1.08-1.11 / 1.08-1.13x, norm 1.09 /
+// 1.06-1.11x; float64 amax 1.18 / 1.18x, sum 1.04-1.05 / 1.04x, norm 1.05-1.06 / 1.06x (sums:
+// sum_cols below). Only the order of the rows changes, and an extreme is the same in any
+// order (but for which zero max(+0, -0) returns, which follows that order). Not measured on
+// Intel, where the consecutive passes with prefetch stay.
 constexpr int kColParts = 4;
-inline bool cols_read_in_parts() {
-  static const bool yes = cpu_features().amd;
-  return yes;
+inline bool read_in_parts(const ReduceArgs& args) {
+  static const bool amd = cpu_features().amd;
+  return amd && args.whole_rows;
 }
 
 template <bool kExact, class T, class Map, class Comb>
-bool extreme_cols_strip(const T* x, int64_t K, int64_t rs, int64_t nb, float_acc_t<T>* acc,
-                        const Map& map, const Comb& comb) {
+bool extreme_cols_strip(const T* x, int64_t K, int64_t rs, int64_t nb, bool parts,
+                        float_acc_t<T>* acc, const Map& map, const Comb& comb) {
   using C = float_acc_t<T>;
   using V = Vec<C>;
   constexpr int W = V::kSize;
@@ -655,7 +664,7 @@ bool extreme_cols_strip(const T* x, int64_t K, int64_t rs, int64_t nb, float_acc
       for (int i = 0; i < M; ++i) acc[j] = comb.s(acc[j], map.s(static_cast<C>(r[i * step + j])));
   };
   int64_t k = 0;
-  if (!kExact && cols_read_in_parts()) {
+  if (!kExact && parts) {
     const int64_t q = K / kColParts;
     for (; k < q; ++k) fold(x + k * rs, q * rs, std::integral_constant<int, kColParts>{}, false);
     k = kColParts * q;
@@ -674,11 +683,11 @@ bool extreme_cols_strip(const T* x, int64_t K, int64_t rs, int64_t nb, float_acc
 
 // Sums down columns: groups of kGroup rows are summed linearly (four rows per pass) into a
 // strip of accumulators; group strips are merged pairwise by a binary counter. Where
-// cols_read_in_parts() (AMD), a pass takes one row of each of the four parts of the rows, as
+// read_in_parts() (AMD), a pass takes one row of each of the four parts of the rows, as
 // the extremes do, and a group is eight such passes.
 template <class T, class Map, class Comb>
-void sum_cols(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out, const Map& map,
-              const Comb& comb) {
+void sum_cols(const T* x, int64_t K, int64_t rs, int64_t N, bool parts, Partial* out,
+              const Map& map, const Comb& comb) {
   using C = float_acc_t<T>;
   using V = Vec<C>;
   constexpr int W = V::kSize;
@@ -717,7 +726,6 @@ void sum_cols(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out, const 
       comb.v(V::load(acc + j), map.v(V::load_convert(r0 + j))).store(acc + j);
     for (; j < nb; ++j) acc[j] = comb.s(acc[j], map.s(static_cast<C>(r0[j])));
   };
-  const bool parts = cols_read_in_parts();
   for (int64_t c0 = 0; c0 < N; c0 += strip) {
     const int64_t nb = std::min(strip, N - c0);
     const T* xs = x + c0;
@@ -761,8 +769,8 @@ void sum_cols(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out, const 
 }
 
 template <class T, class Map, class Comb>
-void reduce_cols_float(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out, const Map& map,
-                       const Comb& comb) {
+void reduce_cols_float(const T* x, int64_t K, int64_t rs, int64_t N, bool parts, Partial* out,
+                       const Map& map, const Comb& comb) {
   using C = float_acc_t<T>;
   if constexpr (Comb::kExtreme) {
     const int64_t strip = std::min(N, kColTile);
@@ -770,12 +778,12 @@ void reduce_cols_float(const T* x, int64_t K, int64_t rs, int64_t N, Partial* ou
     C* acc = scratch.carve<C>(strip);
     for (int64_t c0 = 0; c0 < N; c0 += strip) {
       const int64_t nb = std::min(strip, N - c0);
-      if (extreme_cols_strip<false>(x + c0, K, rs, nb, acc, map, comb))
-        extreme_cols_strip<true>(x + c0, K, rs, nb, acc, map, comb);
+      if (extreme_cols_strip<false>(x + c0, K, rs, nb, parts, acc, map, comb))
+        extreme_cols_strip<true>(x + c0, K, rs, nb, false, acc, map, comb);
       for (int64_t j = 0; j < nb; ++j) out[c0 + j].a = static_cast<double>(acc[j]);
     }
   } else {
-    sum_cols(x, K, rs, N, out, map, comb);
+    sum_cols(x, K, rs, N, parts, out, map, comb);
   }
 }
 
@@ -826,7 +834,8 @@ void reduce_cols(const ReduceArgs& args) {
     if constexpr (is_float_input_v<T>) {
       if (args.kind != ReduceKind::CountNonzero) {
         with_float_ops<float_acc_t<T>>(args.kind, args.p, [&](const auto& map, const auto& comb) {
-          reduce_cols_float(x, args.K, args.row_stride, args.N, args.out, map, comb);
+          reduce_cols_float(x, args.K, args.row_stride, args.N, read_in_parts(args), args.out, map,
+                            comb);
         });
         return;
       }
@@ -1369,7 +1378,7 @@ void moments_rows(const ReduceArgs& args) {
 // formula in double. The shift is a sample of the group, so by Samuelson's inequality
 // s2 <= n * M2, and the rounding error of M2 stays within about n ulp (n = kGroup).
 template <class T>
-void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, Partial* out) {
+void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, bool parts, Partial* out) {
   using C = float_acc_t<T>;
   using V = Vec<C>;
   constexpr int W = V::kSize;
@@ -1382,7 +1391,6 @@ void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, Partial* ou
   double* mean = scratch.carve<double>(strip);
   double* m2 = scratch.carve<double>(strip);
   const bool pf = stream_prefetch_pays();
-  const bool parts = cols_read_in_parts();
   for (int64_t c0 = 0; c0 < N; c0 += strip) {
     const int64_t nb = std::min(strip, N - c0);
     const T* xs = x + c0;
@@ -1468,7 +1476,8 @@ void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, Partial* ou
 
 void moments_cols(const ReduceArgs& args) {
   visit_dtype<kKernelFloat>(args.dtype, "var", [&]<class T>() {
-    moments_cols_impl(static_cast<const T*>(args.in), args.K, args.row_stride, args.N, args.out);
+    moments_cols_impl(static_cast<const T*>(args.in), args.K, args.row_stride, args.N,
+                      read_in_parts(args), args.out);
   });
 }
 

@@ -54,6 +54,10 @@ struct ReduceArgs {
   int64_t row_stride = 0;  // elements between rows
   double p = 2;            // PowSum exponent
   Partial* out = nullptr;  // rows: `rows` partials; cols: N partials
+  // cols: every row of the problem is one run of at most kColTile columns and two threads never
+  // narrow its tiles, so each call's strip spans whole rows there (set from the shape alone,
+  // never from the tiling: cols kernels may pick their order of rows by it; reduce_driver.h).
+  bool whole_rows = false;
 };
 
 // Softmax-like row operations: rows of K contiguous elements, same dtype in and out.
