@@ -8,6 +8,7 @@
 // and returns a new factor, so each LAPACK call is preceded by a copy of its matrix (potrf and
 // getrf overwrite their input), as Tessera's and PyTorch's calls copy too.
 //
+// Tessera, LAPACK and PyTorch take turns on each case (LinalgTurns, bench_linalg.h).
 // Threads: Tessera's pool at each thread count. The LAPACK anchor spreads a batch over the same
 // pool with OpenBLAS single-threaded inside each call (ARCHITECTURE.md: one pool); a single
 // matrix runs OpenBLAS with openblas_set_num_threads(t). GFLOP/s count n^3/3 (Cholesky) and
@@ -40,7 +41,8 @@
 #include <fmt/format.h>
 
 #include "cli/bench.h"
-#include "cli/bench_linalg_spectral.h"
+#include "cli/bench_anchors.h"
+#include "cli/bench_linalg.h"
 #include "cli/bench_util.h"
 #include "tessera/tessera.h"
 
@@ -61,7 +63,6 @@ void sgesv_(const int*, const int*, float*, const int*, int*, float*, const int*
 void dgesv_(const int*, const int*, double*, const int*, int*, double*, const int*, int*);
 void sgetri_(const int*, float*, const int*, const int*, float*, const int*, int*);
 void dgetri_(const int*, double*, const int*, const int*, double*, const int*, int*);
-void openblas_set_num_threads(int);
 // QR rows (geqrf, qr).
 void sgeqrf_(const int*, const int*, float*, const int*, float*, float*, const int*, int*);
 void dgeqrf_(const int*, const int*, double*, const int*, double*, double*, const int*, int*);
@@ -251,9 +252,30 @@ void lapack_batch(const LinalgCase& c, const Tensor& input, Tensor& work, Tensor
 
 }  // namespace
 
+std::vector<BenchRow> LinalgTurns::take(const std::string& name, int t,
+                                        std::vector<Contender> cs) const {
+  if (const auto it = torch.find(t); it != torch.end())
+    cs.push_back(script_contender(it->second.get(), t));
+  return take_turns("linalg", name, t, rounds, turn, cs);
+}
+
+Contender lapack_contender(std::string impl, int64_t batch, int t, std::function<void()> run) {
+  Contender c = openblas_contender(batch == 1 ? t : 1, std::move(run));
+  c.impl = std::move(impl);
+  if (batch > 1) {
+    c.enter = [enter = c.enter, t] {
+      enter();
+      set_num_threads(t);
+    };
+  }
+  return c;
+}
+
 int run_bench_linalg(const BenchOptions& options) {
-  const std::vector<int> threads = options.threads.empty() ? default_threads() : options.threads;
-  const Budget budget = options.quick ? Budget{3, 0.3, 30} : Budget{5, 1.0, 100};
+  LinalgTurns turns;
+  turns.threads = options.threads.empty() ? default_threads() : options.threads;
+  turns.rounds = options.quick ? 5 : 11;
+  turns.turn = Budget{1, 0.03, 2000};
   std::vector<LinalgCase> cases;
   for (const char* op : {"cholesky", "lu_factor"})
     for (ScalarType dt : {kFloat32, kFloat64}) {
@@ -281,70 +303,60 @@ int run_bench_linalg(const BenchOptions& options) {
   std::erase_if(cases, [&](const LinalgCase& c) {
     return c.name().find(options.filter) == std::string::npos;
   });
+  turns.torch =
+      lockstep_per_thread_count("torch_linalg.py", {}, turns.threads, turns.turn, "torch");
+
   std::vector<BenchRow> rows;
   const int saved = get_num_threads();
-  for (int th : threads) {
-    set_num_threads(th);
-    for (const LinalgCase& c : cases) {
-      const Tensor a = bench_input(c);
-      const Tensor rhs = c.rhs_cols() > 0 ? randn({c.batch, c.n, c.rhs_cols()}, c.dtype) : Tensor();
-      BenchRow row{"linalg", c.name(), "tessera", th};
-      row.stats = measure(
-          [&] {
-            if (c.op == "cholesky-solve") {
-              (void)linalg::cholesky_solve(rhs, linalg::cholesky(a));
-            } else if (c.op == "lu-solve") {
-              auto [lu, piv] = linalg::lu_factor(a);
-              (void)linalg::lu_solve(lu, piv, rhs);
-            } else if (c.op == "cholesky") {
-              (void)linalg::cholesky(a);
-            } else if (c.op == "geqrf") {
-              (void)linalg::geqrf(a);
-            } else if (c.op == "qr") {
-              (void)linalg::qr(a);
-            } else if (c.op == "solve") {
-              (void)linalg::solve(a, rhs);
-            } else if (c.op == "inv") {
-              (void)linalg::inv(a);
-            } else if (c.op == "lstsq") {
-              (void)linalg::lstsq(a, rhs);
-            } else {
-              (void)linalg::lu_factor(a);
-            }
-          },
-          budget);
-      row.gflops = c.flops() / row.stats->median_s * 1e-9;
-      rows.push_back(row);
-
-      openblas_set_num_threads(c.batch == 1 ? th : 1);
-      Tensor work = empty_like(a), pivots = empty({c.batch, c.n}, kInt32);
-      Tensor q = is_qr_op(c.op) ? empty_like(a) : Tensor();
-      Tensor x = rhs.defined() ? empty_like(rhs) : Tensor();
-      BenchRow lrow{"linalg", c.name(), "lapack", th};
-      lrow.stats = measure(
-          [&] {
-            if (c.dtype == kFloat32) {
-              lapack_batch<float>(c, a, work, pivots, q, rhs, x);
-            } else {
-              lapack_batch<double>(c, a, work, pivots, q, rhs, x);
-            }
-          },
-          budget);
-      lrow.gflops = c.flops() / lrow.stats->median_s * 1e-9;
-      rows.push_back(lrow);
-      openblas_set_num_threads(1);
+  size_t done = 0;
+  for (const LinalgCase& c : cases) {
+    std::fprintf(stderr, "bench linalg: [%zu/%zu] %s\n", ++done, cases.size(), c.name().c_str());
+    const Tensor a = bench_input(c);
+    const Tensor rhs = c.rhs_cols() > 0 ? randn({c.batch, c.n, c.rhs_cols()}, c.dtype) : Tensor();
+    Tensor work = empty_like(a), pivots = empty({c.batch, c.n}, kInt32);
+    Tensor q = is_qr_op(c.op) ? empty_like(a) : Tensor();
+    Tensor x = rhs.defined() ? empty_like(rhs) : Tensor();
+    auto tessera = [&] {
+      if (c.op == "cholesky-solve") {
+        (void)linalg::cholesky_solve(rhs, linalg::cholesky(a));
+      } else if (c.op == "lu-solve") {
+        auto [lu, piv] = linalg::lu_factor(a);
+        (void)linalg::lu_solve(lu, piv, rhs);
+      } else if (c.op == "cholesky") {
+        (void)linalg::cholesky(a);
+      } else if (c.op == "geqrf") {
+        (void)linalg::geqrf(a);
+      } else if (c.op == "qr") {
+        (void)linalg::qr(a);
+      } else if (c.op == "solve") {
+        (void)linalg::solve(a, rhs);
+      } else if (c.op == "inv") {
+        (void)linalg::inv(a);
+      } else if (c.op == "lstsq") {
+        (void)linalg::lstsq(a, rhs);
+      } else {
+        (void)linalg::lu_factor(a);
+      }
+    };
+    auto lapack = [&] {
+      if (c.dtype == kFloat32) {
+        lapack_batch<float>(c, a, work, pivots, q, rhs, x);
+      } else {
+        lapack_batch<double>(c, a, work, pivots, q, rhs, x);
+      }
+    };
+    for (int th : turns.threads) {
+      for (BenchRow& r : turns.take(c.name(), th,
+                                    {tessera_contender("tessera", th, tessera),
+                                     lapack_contender("lapack", c.batch, th, lapack)})) {
+        if (r.stats && r.impl != "torch") r.gflops = c.flops() / r.stats->median_s * 1e-9;
+        rows.push_back(std::move(r));
+      }
     }
   }
   set_num_threads(saved);
   std::vector<std::string> notes = {openblas_kernel_note()};
-  std::string list;
-  for (const LinalgCase& c : cases)
-    list += fmt::format("{}{}:{}:{}:{}", list.empty() ? "" : ",", c.op, c.dtype, c.batch, c.n);
-  if (!cases.empty())
-    for (auto& r :
-         run_torch_anchor("torch_linalg.py", {"--cases", list}, threads, budget, "torch", notes))
-      rows.push_back(r);
-  for (int th : threads) {
+  for (int th : turns.threads) {
     std::printf("\nlinalg, %d thread%s: time per call (all matrices of the batch)\n", th,
                 th == 1 ? "" : "s");
     std::printf("%-34s %10s %8s %10s %9s %10s %9s\n", "case", "ms", "GFLOP/s", "lapack ms",
@@ -366,7 +378,13 @@ int run_bench_linalg(const BenchOptions& options) {
     }
   }
   // ---- eigh / svd (bench_linalg_spectral.cpp) ----
-  run_bench_linalg_spectral(options, threads, budget, rows, notes);
+  run_bench_linalg_spectral(options, turns, rows);
+  for (const auto& [t, server] : turns.torch)
+    if (!server->note().empty()) notes.push_back(server->note());
+  for (const auto& r : rows)
+    if (!r.skipped.empty())
+      notes.push_back(
+          fmt::format("{} {} ({} threads) skipped: {}", r.impl, r.case_name, r.threads, r.skipped));
   return finish_bench("linalg", notes, options.json_path, rows);
 }
 

@@ -13,7 +13,7 @@
 // Accuracy table: graded matrices (svd: B D, eigh: D H D with H positive definite, D from 1 to
 // 1e-8), float32, n = 32 (the Jacobi path): the largest relative error of the four smallest
 // values, Tessera's and LAPACK's, against float64 Jacobi on the same input.
-#include "cli/bench_linalg_spectral.h"
+#include "cli/bench_linalg.h"
 
 #include <algorithm>
 #include <cmath>
@@ -38,7 +38,6 @@ void sgesvj_(const char*, const char*, const char*, const int*, const int*, floa
              float*, const int*, float*, const int*, float*, const int*, int*);
 void dgesvj_(const char*, const char*, const char*, const int*, const int*, double*, const int*,
              double*, const int*, double*, const int*, double*, const int*, int*);
-void openblas_set_num_threads(int);
 }
 
 namespace tessera::cli {
@@ -177,9 +176,8 @@ void print_accuracy_table() {
 
 }  // namespace
 
-void run_bench_linalg_spectral(const BenchOptions& options, const std::vector<int>& threads,
-                               const Budget& budget, std::vector<BenchRow>& rows,
-                               std::vector<std::string>& notes) {
+void run_bench_linalg_spectral(const BenchOptions& options, const LinalgTurns& turns,
+                               std::vector<BenchRow>& rows) {
   std::vector<SpectralCase> cases;
   for (const char* op : {"eigh", "svd"})
     for (ScalarType dt : {kFloat32, kFloat64}) {
@@ -194,47 +192,38 @@ void run_bench_linalg_spectral(const BenchOptions& options, const std::vector<in
   });
   if (cases.empty()) return;
   const int saved = get_num_threads();
-  for (int th : threads) {
-    set_num_threads(th);
-    for (const SpectralCase& c : cases) {
-      const Tensor a = spectral_input(c);
-      BenchRow row{"linalg", c.name(), "tessera", th};
-      row.stats = measure(
-          [&] {
-            if (c.op == "eigh") {
-              (void)linalg::eigh(a);
-            } else {
-              (void)linalg::svd(a);
-            }
-          },
-          budget);
-      rows.push_back(row);
-      openblas_set_num_threads(c.batch == 1 ? th : 1);
-      std::vector<std::string> anchors = {c.op == "eigh" ? "syevd" : "gesdd"};
-      if (c.op == "svd" && c.batch == 1) anchors.push_back("gesvj");
-      for (const std::string& which : anchors) {
-        BenchRow lrow{"linalg", c.name(), which == "gesvj" ? "lapack-gesvj" : "lapack", th};
-        lrow.stats = measure(
-            [&] {
-              if (c.dtype == kFloat32) {
-                lapack_run<float>(c, a, which);
-              } else {
-                lapack_run<double>(c, a, which);
-              }
-            },
-            which == "gesvj" ? Budget{2, 0.1, 3} : budget);
-        rows.push_back(lrow);
-      }
-      openblas_set_num_threads(1);
+  size_t done = 0;
+  for (const SpectralCase& c : cases) {
+    std::fprintf(stderr, "bench linalg: eigh/svd [%zu/%zu] %s\n", ++done, cases.size(),
+                 c.name().c_str());
+    const Tensor a = spectral_input(c);
+    auto lapack = [&](const std::string& which) {
+      return [&c, &a, which] {
+        if (c.dtype == kFloat32) {
+          lapack_run<float>(c, a, which);
+        } else {
+          lapack_run<double>(c, a, which);
+        }
+      };
+    };
+    for (int th : turns.threads) {
+      std::vector<Contender> cs = {
+          tessera_contender("tessera", th,
+                            [&] {
+                              if (c.op == "eigh") {
+                                (void)linalg::eigh(a);
+                              } else {
+                                (void)linalg::svd(a);
+                              }
+                            }),
+          lapack_contender("lapack", c.batch, th, lapack(c.op == "eigh" ? "syevd" : "gesdd"))};
+      if (c.op == "svd" && c.batch == 1)
+        cs.push_back(lapack_contender("lapack-gesvj", c.batch, th, lapack("gesvj")));
+      for (BenchRow& r : turns.take(c.name(), th, std::move(cs))) rows.push_back(std::move(r));
     }
   }
   set_num_threads(saved);
-  std::string list;
-  for (const SpectralCase& c : cases)
-    list += fmt::format("{}{}:{}:{}:{}", list.empty() ? "" : ",", c.op, c.dtype, c.batch, c.n);
-  for (auto& r :
-       run_torch_anchor("torch_linalg.py", {"--cases", list}, threads, budget, "torch", notes))
-    rows.push_back(r);
+  const std::vector<int>& threads = turns.threads;
   for (int th : threads) {
     std::printf(
         "\nlinalg eigh/svd, %d thread%s: time per call (all matrices of the batch); "
