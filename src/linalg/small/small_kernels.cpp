@@ -82,6 +82,17 @@ template <class T>
   interleaved_to_rows(n, n, ld, buf, used, out, lower, stream);
 }
 
+// c - a * b with one rounding where the ISA has FMA (the generic ISA's fmadd rounds twice, as
+// its c - a * b does). Written out: GCC fuses the expression into one FMA only at -O2 and above,
+// so the sanitizer build (-O1) rounded these twice while the leaves' explicit FMAs (getf2's row
+// updates, minus_columns) rounded once, and the lane LU of a batch no longer matched the LU of
+// one of its matrices alone there. The Release bits are unchanged.
+template <class V>
+[[gnu::always_inline]] inline V minus_product(V c, std::type_identity_t<V> a,
+                                              std::type_identity_t<V> b) {
+  return V::fmadd(-a, b, c);
+}
+
 // s[r] -= a(r, t) * x(t) summed in order of t < len: R rows share each x(t) and run R
 // independent chains.
 template <int R, class V, class A, class X>
@@ -89,7 +100,7 @@ template <int R, class V, class A, class X>
 #pragma GCC unroll 8
   for (int64_t t = 0; t < len; ++t) {
     const V xt = x(t);
-    for (int r = 0; r < R; ++r) s[r] = s[r] - a(r, t) * xt;
+    for (int r = 0; r < R; ++r) s[r] = minus_product(s[r], a(r, t), xt);
   }
 }
 
@@ -146,14 +157,14 @@ template <int R, int C, bool kDiag, bool kTriangle, class V, class At, class X>
     for (int r = 0; r < R; ++r) {
       const V y = V::load(at(i + r, k));
       for (int c = 0; c < C; ++c)
-        if (!kDiag || c <= r) s[r][c] = s[r][c] - y * xk[c];
+        if (!kDiag || c <= r) s[r][c] = minus_product(s[r][c], y, xk[c]);
     }
   }
   if constexpr (kTriangle) {
     for (int r = 1; r < R; ++r) {
       for (int q = 0; q < r; ++q) {
         const V y = V::load(at(i + r, i + q));
-        for (int c = 0; c < C; ++c) s[r][c] = s[r][c] - y * s[q][c];
+        for (int c = 0; c < C; ++c) s[r][c] = minus_product(s[r][c], y, s[q][c]);
       }
     }
   }
@@ -283,7 +294,7 @@ void potrf_group(N n, const T* a, T* out, int used, int32_t* info, bool stream) 
     V d = V::load(at(j, j));
     for (int64_t k = j0; k < j; ++k) {
       const V ljk = V::load(at(j, k));
-      d = d - ljk * ljk;
+      d = minus_product(d, ljk, ljk);
     }
     const V r = cholesky_diagonal<T>(d, j, fail, at(j, j));
     column_rows<V>(
@@ -691,7 +702,7 @@ void potrf_fixed(const T* a, T* out, int used, int32_t* info, bool stream) {
     static_for<0, G>([&](auto g) TS_UNROLLED {
       static_for<j + 1, N>([&](auto k) TS_UNROLLED {
         static_for<k, N>([&](auto i) TS_UNROLLED {
-          (V::load(at(g, i, k)) - c[g][i] * c[g][k]).store(at(g, i, k));
+          minus_product(V::load(at(g, i, k)), c[g][i], c[g][k]).store(at(g, i, k));
         });
       });
     });
@@ -756,7 +767,7 @@ TS_UNROLLED inline void getf2_fixed(T (*buf)[N * N * Vec<T>::kSize], T (*pivots)
           interchange<T, j, N>(p[g], x);
           x[j].store(at(g, j, k));
           static_for<j + 1, N>([&](auto i) TS_UNROLLED {
-            if constexpr (k > j) x[i] = x[i] - c[g][i] * x[j];
+            if constexpr (k > j) x[i] = minus_product(x[i], c[g][i], x[j]);
             x[i].store(at(g, i, k));
           });
         });
@@ -845,14 +856,17 @@ void substitute(N n, int64_t ld, int64_t k, const T* f, bool cholesky, T* x) {
         dot_rows<R>(
             s, i, [&](int r, int64_t m) { return fa(i + r, m); }, xv);
         for (int r = 0; r < R; ++r) {
-          for (int q = 0; q < r; ++q) s[r] = s[r] - fa(i + r, i + q) * s[q];
+          for (int q = 0; q < r; ++q) s[r] = minus_product(s[r], fa(i + r, i + q), s[q]);
           if (chol) s[r] = s[r] * rinv(i + r);
           s[r].store(xa(i + r));
         }
       };
       int64_t i = 0;
       for (; i + 4 <= n; i += 4) forward(std::integral_constant<int, 4>{}, i);
-      for (; i < n; ++i) forward(std::integral_constant<int, 1>{}, i);
+      // The tails (at most three rows) count in int: GCC 12 then bounds these loops and does
+      // not warn that fa's indices could overflow (-Waggressive-loop-optimizations).
+      for (int t = static_cast<int>(n - i); t > 0; --t, ++i)
+        forward(std::integral_constant<int, 1>{}, i);
       const auto backward = [&](auto rows, int64_t hi) {  // rows hi-1 down to hi-R
         constexpr int R = decltype(rows)::value;
         V s[R];
@@ -861,14 +875,15 @@ void substitute(N n, int64_t ld, int64_t k, const T* f, bool cholesky, T* x) {
             s, n - hi, [&](int r, int64_t t) { return u(hi - 1 - r, n - 1 - t); },
             [&](int64_t t) { return xv(n - 1 - t); });
         for (int r = 0; r < R; ++r) {
-          for (int q = 0; q < r; ++q) s[r] = s[r] - u(hi - 1 - r, hi - 1 - q) * s[q];
+          for (int q = 0; q < r; ++q) s[r] = minus_product(s[r], u(hi - 1 - r, hi - 1 - q), s[q]);
           s[r] = s[r] * rinv(hi - 1 - r);
           s[r].store(xa(hi - 1 - r));
         }
       };
       int64_t hi = n;
       for (; hi >= 4; hi -= 4) backward(std::integral_constant<int, 4>{}, hi);
-      for (; hi > 0; --hi) backward(std::integral_constant<int, 1>{}, hi);
+      for (int t = static_cast<int>(hi); t > 0; --t, --hi)
+        backward(std::integral_constant<int, 1>{}, hi);
     }
   };
   if (cholesky) {
@@ -904,7 +919,8 @@ void substitute_fixed(const T (*f)[N * N * Vec<T>::kSize], T (*x)[N * Vec<T>::kS
   }
   static_for<0, N>([&](auto i) TS_UNROLLED {
     for (int g = 0; g < G; ++g) {
-      static_for<0, i>([&](auto m) TS_UNROLLED { xs[g][i] = xs[g][i] - at(g, i, m) * xs[g][m]; });
+      static_for<0, i>(
+          [&](auto m) TS_UNROLLED { xs[g][i] = minus_product(xs[g][i], at(g, i, m), xs[g][m]); });
       if constexpr (kCholesky) xs[g][i] = xs[g][i] * rinv[g][i];
     }
   });
@@ -912,7 +928,7 @@ void substitute_fixed(const T (*f)[N * N * Vec<T>::kSize], T (*x)[N * Vec<T>::kS
     constexpr int64_t i = N - 1 - r;
     for (int g = 0; g < G; ++g) {
       static_for<i + 1, N>([&](auto m) TS_UNROLLED {
-        xs[g][i] = xs[g][i] - (kCholesky ? at(g, m, i) : at(g, i, m)) * xs[g][m];
+        xs[g][i] = minus_product(xs[g][i], kCholesky ? at(g, m, i) : at(g, i, m), xs[g][m]);
       });
       xs[g][i] = xs[g][i] * rinv[g][i];
       xs[g][i].store(x[g] + i * W);
