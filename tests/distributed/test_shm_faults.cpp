@@ -179,7 +179,7 @@ TEST(ShmFaults, PeerWatchMarksAnEndedProcessAndRingsTheWaiter) {
     try {
       dist::FileStore store(path, kTestTimeout);
       auto segment = dist::shm::Segment::rendezvous(store, 1, 2, 4096, 4096,
-                                                    std::chrono::steady_clock::now() + 30s);
+                                                    std::chrono::steady_clock::now() + 30s, false);
       store.wait({"go"}, kTestTimeout);
     } catch (const std::exception& e) {
       std::fprintf(stderr, "PeerWatch test child: %s\n", e.what());
@@ -189,7 +189,7 @@ TEST(ShmFaults, PeerWatchMarksAnEndedProcessAndRingsTheWaiter) {
   }
   dist::FileStore store(path, kTestTimeout);
   auto segment = dist::shm::Segment::rendezvous(store, 0, 2, 4096, 4096,
-                                                std::chrono::steady_clock::now() + 30s);
+                                                std::chrono::steady_clock::now() + 30s, false);
   {
     dist::shm::PeerWatch watch(*segment, 0);
     const uint32_t rung = segment->control(0).doorbell.load();

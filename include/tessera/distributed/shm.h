@@ -31,6 +31,11 @@ struct ShmOptions {
   // TESSERA_SHM_SINGLE_COPY is 0. When any rank has it off, or cannot read its peers (no
   // permission), every rank of the group uses the segment from the first such op on.
   std::optional<bool> single_copy;
+  // Publish the collectives' steps without a processor barrier; a waiter about to sleep pays
+  // one instead (membarrier(2), see docs/distributed.md). Unset: on where the kernel offers
+  // MEMBARRIER_CMD_GLOBAL_EXPEDITED, unless TESSERA_SHM_MEMBARRIER is 0; true where it does
+  // not counts as false. When any rank has it off, every rank of the group fences.
+  std::optional<bool> light_publish;
 };
 
 // Collective over `store` (every rank of the communicator calls it with the same store

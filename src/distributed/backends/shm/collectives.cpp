@@ -129,7 +129,7 @@ int Communicator::acquire(const Op& op) {
 
 uint32_t Communicator::publish() {
   ++published_;
-  segment_->control(rank_).flag.store(published_, std::memory_order_seq_cst);
+  publish_store(segment_->control(rank_).flag, published_, light_);
   // Only a sleeping peer needs its doorbell (ring_if_sleeping says why that is enough).
   for (int r = 0; r < world_; ++r)
     if (r != rank_) ring_if_sleeping(segment_->control(r));
@@ -164,7 +164,8 @@ void Communicator::wait_all(const Op& op, uint32_t step) {
       if (!reached(segment_->control(r).flag.load(std::memory_order_acquire), step)) return false;
     return true;
   };
-  wait_for(segment_->control(rank_), ready, [&] { between_slices(op, -1, step); });
+  wait_for(
+      segment_->control(rank_), ready, [&] { between_slices(op, -1, step); }, light_);
   if (reached(step, known_reached_)) known_reached_ = step;
 }
 
@@ -173,10 +174,10 @@ int Communicator::header_step(const Op& op, const void* data, size_t bytes) {
   write_descriptor(op, h);
   SlotHeader& mine = segment_->slot_header(rank_, h);
   if (bytes > 0) std::memcpy(mine.payload, data, bytes);
-  // Sequentially consistent like the flag's store in publish(), so that a peer going to sleep
-  // on this line is seen by publish()'s look at the sleepers, or sees the step.
+  // Ordered like the flag's store in publish() (which follows it), so that a peer going to
+  // sleep on this line is seen by publish()'s look at the sleepers, or sees the step.
   const uint32_t step = published_ + 1;
-  mine.step.store(step, std::memory_order_seq_cst);
+  publish_store(mine.step, step, light_);
   publish();
   wait_headers(op, h, step);
   validate(op, h);
@@ -201,7 +202,8 @@ void Communicator::wait_headers(const Op& op, int half, uint32_t step) {
         return false;
     return true;
   };
-  wait_for(segment_->control(rank_), ready, [&] { between_slices(op, -1, step); });
+  wait_for(
+      segment_->control(rank_), ready, [&] { between_slices(op, -1, step); }, light_);
   // A peer writes the header's step after publishing every earlier step on its flag.
   if (reached(step - 1, known_reached_)) known_reached_ = step - 1;
 }
@@ -210,7 +212,8 @@ void Communicator::wait_rank(const Op& op, int r, uint32_t step) {
   const auto ready = [&] {
     return reached(segment_->control(r).flag.load(std::memory_order_acquire), step);
   };
-  wait_for(segment_->control(rank_), ready, [&] { between_slices(op, r, step); });
+  wait_for(
+      segment_->control(rank_), ready, [&] { between_slices(op, r, step); }, light_);
 }
 
 void Communicator::write_descriptor(const Op& op, int half) {

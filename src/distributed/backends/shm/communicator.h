@@ -186,7 +186,8 @@ class Communicator {
   // Every peer is known to have published at least this step (from an earlier wait), so a
   // wait for it need not read their flags again.
   uint32_t known_reached_ = 0;
-  const bool direct_reads_;              // this rank may read its peers (ShmOptions::single_copy)
+  const bool light_;         // steps are published lightly (Segment::light_publish, doorbell.h)
+  const bool direct_reads_;  // this rank may read its peers (ShmOptions::single_copy)
   std::vector<uint8_t> direct_scratch_;  // allreduce_direct's chunks of the peers' blocks
   bool direct_ = true;                   // single-copy collectives worked (or were not tried yet)
   uint64_t half_counter_ = 0;

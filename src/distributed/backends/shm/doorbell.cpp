@@ -2,6 +2,7 @@
 #include "distributed/backends/shm/doorbell.h"
 
 #include <linux/futex.h>
+#include <linux/membarrier.h>
 #include <sched.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -12,7 +13,9 @@
 #include <cerrno>
 #include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <string_view>
 
 namespace tessera::distributed::shm {
 
@@ -30,7 +33,16 @@ timespec span(int64_t ns) {
 
 namespace {
 std::atomic<int> g_pause_spins{kPauseSpins};
+std::atomic<int64_t> g_wait_slice_ns{kSliceNs};
 }  // namespace
+
+int64_t wait_slice_ns() {
+  return g_wait_slice_ns.load(std::memory_order_relaxed);
+}
+
+void set_wait_slice_ns_for_testing(int64_t ns) {
+  g_wait_slice_ns.store(ns, std::memory_order_relaxed);
+}
 
 int pause_spins() {
   return g_pause_spins.load(std::memory_order_relaxed);
@@ -66,6 +78,28 @@ void sleep_on(RankControl& c, uint32_t seen, int64_t max_ns) {
   const timespec ts = span(max_ns);
   // EAGAIN (the doorbell moved), EINTR and ETIMEDOUT all mean: look again.
   futex(&c.doorbell, FUTEX_WAIT, seen, &ts);
+}
+
+namespace {
+long membarrier(int cmd) {
+  return ::syscall(SYS_membarrier, cmd, 0u, 0);
+}
+}  // namespace
+
+bool light_publish_supported() {
+  static const bool supported = [] {
+    const char* env = std::getenv("TESSERA_SHM_MEMBARRIER");
+    if (env && std::string_view(env) == "0") return false;
+    const long cmds = membarrier(MEMBARRIER_CMD_QUERY);
+    if (cmds < 0 || (cmds & MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0) return false;
+    return membarrier(MEMBARRIER_CMD_REGISTER_GLOBAL_EXPEDITED) == 0 &&
+           membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0;
+  }();
+  return supported;
+}
+
+bool barrier_registered_processes() {
+  return membarrier(MEMBARRIER_CMD_GLOBAL_EXPEDITED) == 0;
 }
 
 void LocalBell::ring() {

@@ -93,6 +93,7 @@ Communicator::Communicator(std::unique_ptr<Segment> segment, int rank, std::stri
       group_name_(std::move(group_name)),
       half_bytes_(segment_->half_bytes()),
       pid_(static_cast<int>(::getpid())),
+      light_(segment_->light_publish()),
       direct_reads_(single_copy),
       sends_(static_cast<size_t>(world_)),
       recvs_(static_cast<size_t>(world_)),

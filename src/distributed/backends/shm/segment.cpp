@@ -69,7 +69,8 @@ Segment::~Segment() {
 }
 
 std::unique_ptr<Segment> Segment::rendezvous(Store& store, int rank, int world, uint64_t half_bytes,
-                                             uint64_t ring_bytes, Clock::time_point deadline) {
+                                             uint64_t ring_bytes, Clock::time_point deadline,
+                                             bool light_publish) {
   const Layout l = layout(world, half_bytes, ring_bytes);
   const auto left = [&] {
     return std::max(Milliseconds(1),
@@ -144,6 +145,7 @@ std::unique_ptr<Segment> Segment::rendezvous(Store& store, int rank, int world, 
   }
   RankControl& me = seg->control(rank);
   me.pid = static_cast<int32_t>(::getpid());
+  me.light_publish = light_publish ? 1 : 0;
   me.state.store(kAttached, std::memory_order_seq_cst);
   // Everyone has mapped the segment once the counter reaches world; then the name can go.
   store.add("shm/attached", 1);
@@ -164,6 +166,11 @@ std::unique_ptr<Segment> Segment::rendezvous(Store& store, int rank, int world, 
   } else {
     store.wait({"shm/ready"}, left());
   }
+  // Every rank wrote its choice before it counted itself attached, and "shm/ready" came after
+  // the last count: every rank reads the same choices.
+  seg->light_publish_ = true;
+  for (int r = 0; r < world; ++r)
+    seg->light_publish_ = seg->light_publish_ && seg->control(r).light_publish;
   return seg;
 }
 

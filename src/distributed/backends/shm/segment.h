@@ -3,7 +3,7 @@
 // One POSIX shared-memory object per communicator, mapped by every rank:
 //
 //   SegmentHeader                                    magic, version, world, sizes
-//   RankControl[world]                               one per rank, 3 cache lines each
+//   RankControl[world]                               one per rank, 6 cache lines each
 //   Slot[world][2]   = SlotHeader + half_bytes       each rank's two halves of buffer
 //   Ring[world][world] = RingHeader + ring_bytes     point-to-point, ring(src, dst)
 //
@@ -25,7 +25,7 @@
 namespace tessera::distributed::shm {
 
 inline constexpr uint64_t kSegmentMagic = 0x3130'4D48'5353'4554ull;  // "TESSHM01"
-inline constexpr uint32_t kSegmentVersion = 3;
+inline constexpr uint32_t kSegmentVersion = 4;
 
 enum RankState : uint32_t { kUnattached = 0, kAttached = 1, kAborted = 2, kDetached = 3 };
 
@@ -50,10 +50,12 @@ struct alignas(64) RankControl {
   std::atomic<uint32_t> doorbell;
   std::atomic<uint32_t> sleepers;
   char pad1[56];
-  // Line 2: liveness. state is a RankState; reason says why a rank aborted.
+  // Line 2 on: liveness. state is a RankState; reason says why a rank aborted. light_publish:
+  // whether the owner's process publishes lightly (doorbell.h), written before it attaches.
   std::atomic<uint32_t> state;
   int32_t pid;
-  char reason[248];
+  uint32_t light_publish;
+  char reason[244];
 };
 
 // What a rank is doing in a collective, written at its first step so that every rank can
@@ -88,9 +90,11 @@ struct alignas(64) RingHeader {
 class Segment {
  public:
   // Collective over the store: rank 0 creates and initialises, everyone maps, rank 0 unlinks.
-  // `key_prefix` scopes the store keys (a communicator's own namespace).
+  // `light_publish`: this rank may publish lightly (light_publish_supported(); a test may say
+  // no for one rank); the segment does when every rank may.
   static std::unique_ptr<Segment> rendezvous(Store& store, int rank, int world, uint64_t half_bytes,
-                                             uint64_t ring_bytes, Clock::time_point deadline);
+                                             uint64_t ring_bytes, Clock::time_point deadline,
+                                             bool light_publish);
   ~Segment();
   Segment(const Segment&) = delete;
   Segment& operator=(const Segment&) = delete;
@@ -99,6 +103,9 @@ class Segment {
   size_t bytes() const { return bytes_; }  // the whole mapping
   uint64_t half_bytes() const { return half_bytes_; }
   uint64_t ring_bytes() const { return ring_bytes_; }
+  // Every rank publishes its collectives' steps lightly, and its waits pay the barrier
+  // (doorbell.h). Known once rendezvous() returns.
+  bool light_publish() const { return light_publish_; }
 
   // Inline: the collectives' steps look these up in their innermost waits.
   RankControl& control(int rank) const {
@@ -127,6 +134,7 @@ class Segment {
   uint64_t half_bytes_;
   uint64_t ring_bytes_;
   size_t control_offset_, slot_offset_, slot_stride_, ring_offset_, ring_stride_;
+  bool light_publish_ = false;
 };
 
 }  // namespace tessera::distributed::shm

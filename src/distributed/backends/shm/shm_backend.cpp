@@ -58,15 +58,17 @@ ShmBackend::ShmBackend(const StorePtr& store, int rank, int size, Milliseconds t
       store_(store),
       buffer_bytes_(buffer_bytes_from(options.buffer_bytes, size)),
       ring_bytes_(options.ring_bytes),
-      single_copy_(single_copy_from(options.single_copy)) {
+      single_copy_(single_copy_from(options.single_copy)),
+      light_publish_(options.light_publish.value_or(true) && light_publish_supported()) {
   TS_CHECK(store != nullptr, ValueError, "shm backend: argument 'store' must not be null");
   TS_CHECK(timeout.count() > 0, ValueError,
            "shm backend: argument 'timeout' must be positive, but got {}", timeout);
   TS_CHECK(options.ring_bytes >= 4096 && options.ring_bytes <= (1ull << 30), ValueError,
            "shm backend: option 'ring_bytes' must be in [4096, 1073741824], but got {}",
            options.ring_bytes);
-  auto segment = Segment::rendezvous(*store, rank, size, buffer_bytes_, ring_bytes_,
-                                     Clock::now() + options.connect_timeout.value_or(timeout));
+  auto segment =
+      Segment::rendezvous(*store, rank, size, buffer_bytes_, ring_bytes_,
+                          Clock::now() + options.connect_timeout.value_or(timeout), light_publish_);
   segment_bytes_ = segment->bytes();
   comm_ = std::make_unique<Communicator>(std::move(segment), rank, group_name_, single_copy_);
   progress_ = std::thread([this] { progress_loop(); });
@@ -351,7 +353,7 @@ void ShmBackend::resume() {
   }
   auto store = std::make_shared<PrefixStore>(fmt::format("resume/{}", round), store_);
   auto segment = Segment::rendezvous(*store, rank_, size_, buffer_bytes_, ring_bytes_,
-                                     Clock::now() + timeout_);
+                                     Clock::now() + timeout_, light_publish_);
   comm_ = std::make_unique<Communicator>(std::move(segment), rank_, group_name_, single_copy_);
   {
     std::lock_guard lock(mutex_);

@@ -82,6 +82,7 @@ class ShmBackend : public OpBackend {
   const StorePtr store_;
   const uint64_t buffer_bytes_, ring_bytes_;
   const bool single_copy_;
+  const bool light_publish_;            // ShmOptions::light_publish, resolved
   std::unique_ptr<Communicator> comm_;  // null while suspended
   LocalBell bell_;
   uint64_t segment_bytes_ = 0;
