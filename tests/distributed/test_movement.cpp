@@ -347,5 +347,64 @@ TEST(ShmSingleCopy, ARankWithoutItTurnsItOffForTheGroup) {
   large_moves({true, false, true});
 }
 
+// all_to_all's first step carries a rank's split sizes (16 bits each) and whole input in the
+// header's payload when they fit (32 bytes), else in the half's data. Rank 0 sends and
+// receives a few bytes (payload) while ranks 1 and 2 exchange 200 KB (data, the single-copy
+// size): rank 0 publishes no single-copy source, so every rank moves the rows through the
+// segment, rank 0's bytes included. Then every rank's sizes fit, and rank 0 expects a
+// other counts than ranks 1 and 2 send: every rank reports it, and the group stays usable.
+TEST(ShmAllToAll, PayloadAndDataLayoutsInOneExchange) {
+  dist::ShmOptions o = small_buffers();
+  o.buffer_bytes = 1 << 16;
+  run_ranks(
+      3,
+      [&](int r, dist::Backend& b) {
+        const auto count = [](int src, int dst) -> int64_t {
+          if (src == 0 || dst == 0) return src == dst ? 2 : 1;
+          return src == dst ? 3 : 50000;
+        };
+        const auto value = [](int src, int dst, int64_t i) {
+          return static_cast<double>((src * 1009 + dst * 101 + i) % 8191);
+        };
+        std::vector<int64_t> in_splits, out_splits;
+        std::vector<double> send, want;
+        for (int j = 0; j < 3; ++j) {
+          in_splits.push_back(count(r, j));
+          out_splits.push_back(count(j, r));
+          for (int64_t i = 0; i < count(r, j); ++i) send.push_back(value(r, j, i));
+          for (int64_t i = 0; i < count(j, r); ++i) want.push_back(value(j, r, i));
+        }
+        Tensor in = filled(kFloat32, static_cast<int64_t>(send.size()),
+                           [&](int64_t i) { return send[static_cast<size_t>(i)]; });
+        Tensor out = full({static_cast<int64_t>(want.size())}, -1.0, kFloat32);
+        EXPECT_TRUE(b.alltoall_base(out, in, out_splits, in_splits, {})->wait());
+        EXPECT_EQ(as_doubles(out), want) << "rank " << r;
+
+        // All three in the payload: rank r sends r + j + 1 bytes to rank j.
+        std::vector<int64_t> tiny_in, tiny_out;
+        for (int j = 0; j < 3; ++j) {
+          tiny_in.push_back(r + j + 1);
+          tiny_out.push_back(j + r + 1);
+        }
+        Tensor bytes_in = filled(kUInt8, 3 * r + 6, [&](int64_t i) { return 10 * r + i; });
+        Tensor bytes_out = full({3 * r + 6}, 0, kUInt8);
+        EXPECT_TRUE(b.alltoall_base(bytes_out, bytes_in, tiny_out, tiny_in, {})->wait());
+        std::vector<double> want_bytes;
+        for (int j = 0; j < 3; ++j) {
+          const int64_t skip = r * (r + 1) / 2 + r * j;  // rank j's bytes for ranks below r
+          for (int64_t i = 0; i < j + r + 1; ++i) want_bytes.push_back(10 * j + skip + i);
+        }
+        EXPECT_EQ(as_doubles(bytes_out), want_bytes) << "rank " << r;
+
+        if (r == 0) tiny_out[1] -= 1, tiny_out[2] += 1;
+        auto work = b.alltoall_base(bytes_out, bytes_in, tiny_out, tiny_in, {});
+        expect_error_mentions([&] { work->wait(); },
+                              {"all_to_all", "rank 1 sends 2 elements to rank 0",
+                               "rank 0 expects 1 elements from rank 1"});
+        EXPECT_TRUE(b.barrier({})->wait());
+      },
+      o);
+}
+
 }  // namespace
 }  // namespace tessera::testing

@@ -36,8 +36,11 @@
 //   scatter: the root writes n sub-pieces (one per rank) per piece; rank r copies its own.
 //   reduce_scatter: every rank writes n sub-pieces (one per destination); rank r reduces
 //     sub-piece r across all buffers into its output.
-//   all_to_all: a first piece exchanges the split sizes and checks that rank j expects from
-//     rank r what rank r sends to j; then rounds move up to half/n bytes per pair each.
+//   all_to_all: a first piece (a header step) exchanges the split sizes and checks that rank
+//     j expects from rank r what rank r sends to j; a rank's sizes and input travel in its
+//     header line when they fit (16-bit sizes, 32 bytes in all), else in its half, with an
+//     input of at most 16 KiB; when every input travelled, that piece is the whole exchange.
+//     Otherwise rounds move up to half/n bytes per pair each.
 //   barrier: the descriptor piece alone.
 #include <fmt/chrono.h>
 
@@ -45,6 +48,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <numeric>
 
 #include "distributed/backends/reduce.h"
@@ -79,6 +83,45 @@ bool reached(uint32_t flag, uint32_t step) {
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
+}
+
+// SlotHeader::layout of an all_to_all's first step: the rank's split sizes (16 bits each) and
+// its whole input in the header's payload, or the sizes (and an input of at most
+// kSmallAllToAllBytes) in the half's data with the single-copy source in the payload.
+constexpr uint32_t kAllToAllInData = 0;
+constexpr uint32_t kAllToAllInPayload = 1;
+
+size_t payload_sizes_bytes(size_t n) {
+  return 2 * n * sizeof(uint16_t);
+}
+
+bool alltoall_fits_payload(const std::vector<int64_t>& sends, const std::vector<int64_t>& expects) {
+  const auto small = [](int64_t b) { return b <= std::numeric_limits<uint16_t>::max(); };
+  const int64_t in_total = std::accumulate(sends.begin(), sends.end(), int64_t{0});
+  return std::all_of(sends.begin(), sends.end(), small) &&
+         std::all_of(expects.begin(), expects.end(), small) &&
+         payload_sizes_bytes(sends.size()) + static_cast<uint64_t>(in_total) <=
+             SlotHeader::kPayloadBytes;
+}
+
+void pack_sizes(const std::vector<int64_t>& sends, const std::vector<int64_t>& expects,
+                uint8_t* payload) {
+  const size_t n = sends.size();
+  uint16_t sizes[SlotHeader::kPayloadBytes / sizeof(uint16_t)];
+  for (size_t j = 0; j < n; ++j) {
+    sizes[j] = static_cast<uint16_t>(sends[j]);
+    sizes[n + j] = static_cast<uint16_t>(expects[j]);
+  }
+  std::memcpy(payload, sizes, payload_sizes_bytes(n));
+}
+
+void unpack_sizes(const uint8_t* payload, size_t n, int64_t* sends, int64_t* expects) {
+  uint16_t sizes[SlotHeader::kPayloadBytes / sizeof(uint16_t)];
+  std::memcpy(sizes, payload, payload_sizes_bytes(n));
+  for (size_t j = 0; j < n; ++j) {
+    sends[j] = sizes[j];
+    expects[j] = sizes[n + j];
+  }
 }
 
 std::string describe(const SlotHeader& d) {
@@ -172,16 +215,19 @@ void Communicator::wait_all(const Op& op, uint32_t step) {
 int Communicator::header_step(const Op& op, const void* data, size_t bytes) {
   const int h = acquire(op);
   write_descriptor(op, h);
-  SlotHeader& mine = segment_->slot_header(rank_, h);
-  if (bytes > 0) std::memcpy(mine.payload, data, bytes);
+  if (bytes > 0) std::memcpy(segment_->slot_header(rank_, h).payload, data, bytes);
+  finish_header_step(op, h);
+  return h;
+}
+
+void Communicator::finish_header_step(const Op& op, int half) {
   // Ordered like the flag's store in publish() (which follows it), so that a peer going to
   // sleep on this line is seen by publish()'s look at the sleepers, or sees the step.
   const uint32_t step = published_ + 1;
-  publish_store(mine.step, step, light_);
+  publish_store(segment_->slot_header(rank_, half).step, step, light_);
   publish();
-  wait_headers(op, h, step);
-  validate(op, h);
-  return h;
+  wait_headers(op, half, step);
+  validate(op, half);
 }
 
 void Communicator::end_header_step(int half) {
@@ -457,40 +503,63 @@ void Communicator::reduce_scatter(const Op& op) {
 
 void Communicator::alltoall(const Op& op) {
   const auto n = static_cast<size_t>(world_);
-  // Piece 0: the split sizes. sizes[r * n + j] = bytes rank r sends to rank j.
-  std::vector<int64_t> sends(n * n), expects(n * n);
-  std::vector<std::pair<int, uint64_t>> sources(n);  // for the single-copy form
+  // Piece 0, a header step: the split sizes, sends[r * n + j] = bytes rank r sends to rank j.
+  std::vector<int64_t>& sends = a2a_sends_;
+  std::vector<int64_t>& expects = a2a_expects_;
+  std::vector<std::pair<int, uint64_t>>& sources = a2a_sources_;  // for the single-copy form
+  sends.resize(n * n);
+  expects.resize(n * n);
+  sources.assign(n, {});
+  a2a_carried_.assign(n, nullptr);
+  const auto total = [&](const int64_t* row) { return std::accumulate(row, row + n, int64_t{0}); };
+  // A small input rides along after the sizes: when every rank's does, this piece is the
+  // whole exchange.
+  const auto carried = [&](const int64_t* row) {
+    return total(row) <= kSmallAllToAllBytes &&
+           static_cast<uint64_t>(total(row)) + 2 * n * sizeof(int64_t) <= half_bytes_;
+  };
+  bool any_in_payload = false;
   {
     const int h = acquire(op);
     write_descriptor(op, h);
-    write_direct_source(h, op.in);
-    auto* mine = reinterpret_cast<int64_t*>(segment_->slot_data(rank_, h));
-    std::copy(op.in_split_bytes.begin(), op.in_split_bytes.end(), mine);
-    std::copy(op.out_split_bytes.begin(), op.out_split_bytes.end(), mine + n);
-    // A small input rides along after the sizes: when every rank's does, this piece is the
-    // whole exchange.
-    const auto total = [&](const int64_t* row) {
-      return std::accumulate(row, row + n, int64_t{0});
-    };
-    const auto carried = [&](const int64_t* row) {
-      return total(row) <= kSmallAllToAllBytes &&
-             static_cast<uint64_t>(total(row)) + 2 * n * sizeof(int64_t) <= half_bytes_;
-    };
+    SlotHeader& header = segment_->slot_header(rank_, h);
     const int64_t in_total = total(op.in_split_bytes.data());
-    if (in_total > 0 && carried(op.in_split_bytes.data()))
-      std::memcpy(mine + 2 * n, op.in, static_cast<size_t>(in_total));
-    wait_all(op, publish());
-    validate(op, h);
+    if (alltoall_fits_payload(op.in_split_bytes, op.out_split_bytes)) {
+      header.layout = kAllToAllInPayload;
+      pack_sizes(op.in_split_bytes, op.out_split_bytes, header.payload);
+      if (in_total > 0)
+        std::memcpy(header.payload + payload_sizes_bytes(n), op.in, static_cast<size_t>(in_total));
+    } else {
+      header.layout = kAllToAllInData;
+      write_direct_source(h, op.in);
+      auto* mine = reinterpret_cast<int64_t*>(segment_->slot_data(rank_, h));
+      std::copy(op.in_split_bytes.begin(), op.in_split_bytes.end(), mine);
+      std::copy(op.out_split_bytes.begin(), op.out_split_bytes.end(), mine + n);
+      if (in_total > 0 && carried(op.in_split_bytes.data()))
+        std::memcpy(mine + 2 * n, op.in, static_cast<size_t>(in_total));
+    }
+    finish_header_step(op, h);
     for (int r = 0; r < world_; ++r) {
-      sources[static_cast<size_t>(r)] = direct_source(r, h);
-      const auto* theirs = reinterpret_cast<const int64_t*>(segment_->slot_data(r, h));
-      std::copy(theirs, theirs + n, sends.begin() + static_cast<ptrdiff_t>(r * n));
-      std::copy(theirs + n, theirs + 2 * n, expects.begin() + static_cast<ptrdiff_t>(r * n));
+      const SlotHeader& theirs = segment_->slot_header(r, h);
+      int64_t* row_sends = sends.data() + static_cast<ptrdiff_t>(r * n);
+      int64_t* row_expects = expects.data() + static_cast<ptrdiff_t>(r * n);
+      if (theirs.layout == kAllToAllInPayload) {
+        any_in_payload = true;
+        unpack_sizes(theirs.payload, n, row_sends, row_expects);
+        a2a_carried_[r] = theirs.payload + payload_sizes_bytes(n);
+      } else {
+        sources[static_cast<size_t>(r)] = direct_source(r, h);
+        const auto* sizes = reinterpret_cast<const int64_t*>(segment_->slot_data(r, h));
+        std::copy(sizes, sizes + n, row_sends);
+        std::copy(sizes + n, sizes + 2 * n, row_expects);
+        if (carried(row_sends))
+          a2a_carried_[r] = segment_->slot_data(r, h) + 2 * n * sizeof(int64_t);
+      }
     }
     for (size_t r = 0; r < n; ++r) {
       for (size_t j = 0; j < n; ++j) {
         if (sends[r * n + j] == expects[j * n + r]) continue;
-        release(h, publish());
+        end_header_step(h);
         const int64_t es = element_size(op.dtype);
         TS_THROW(distributed::shm::MismatchError,
                  "shm all_to_all (op #{} of group '{}'): rank {} sends {} elements to rank {}, "
@@ -499,22 +568,20 @@ void Communicator::alltoall(const Op& op) {
                  op.seq, group_name_, r, sends[r * n + j] / es, j, j, expects[j * n + r] / es, r);
       }
     }
-    bool all_carried = true;
-    for (size_t r = 0; r < n; ++r) all_carried = all_carried && carried(&sends[r * n]);
-    if (all_carried) {
+    const bool all_carried = std::all_of(a2a_carried_.begin(), a2a_carried_.end(),
+                                         [](const uint8_t* p) { return p != nullptr; });
+    if (all_carried)
       for_each_block_to(sends, n, static_cast<size_t>(rank_),
                         [&](size_t k, int64_t in_off, int64_t out_off, int64_t bytes) {
-                          const uint8_t* data =
-                              segment_->slot_data(static_cast<int>(k), h) + 2 * n * sizeof(int64_t);
-                          std::memcpy(op.out + out_off, data + in_off, static_cast<size_t>(bytes));
+                          std::memcpy(op.out + out_off, a2a_carried_[k] + in_off,
+                                      static_cast<size_t>(bytes));
                         });
-      release(h, publish());
-      return;
-    }
-    release(h, publish());
+    end_header_step(h);
+    if (all_carried) return;
   }
-  // Every rank knows every split now, so all decide alike.
-  if (direct_ && *std::max_element(sends.begin(), sends.end()) >= kDirectBytes &&
+  // Every rank knows every split now, so all decide alike. A rank whose sizes came in the
+  // payload published no source for the single-copy form (it sends at most 32 bytes).
+  if (direct_ && !any_in_payload && *std::max_element(sends.begin(), sends.end()) >= kDirectBytes &&
       alltoall_direct(op, sends, sources))
     return;
   const int64_t es = element_size(op.dtype);

@@ -105,6 +105,9 @@ class Communicator {
   // the peers' lines, validate. Returns the half; the caller reads the peers' payloads, then
   // calls end_header_step (release, and own the other half's line for the next such op).
   int header_step(const Op& op, const void* data, size_t bytes);
+  // Its second half, for a caller that acquired `half`, wrote the descriptor and filled the
+  // payload itself: the step into the line, publish, wait, validate.
+  void finish_header_step(const Op& op, int half);
   void end_header_step(int half);
   void write_descriptor(const Op& op, int half);
   void validate(const Op& op, int half);
@@ -200,7 +203,12 @@ class Communicator {
   size_t pending_recvs_ = 0;
   std::vector<P2PDone> deferred_done_;  // finished by pumps inside collective waits
   std::vector<const void*> srcs_;       // the reductions' source buffers, one per rank
-  std::unique_ptr<PeerWatch> watch_;    // after segment_: stops before it is unmapped
+  // all_to_all's split sizes of every rank (n x n), where each rank's carried input is, and
+  // the single-copy form's sources: kept, so that a small exchange allocates nothing.
+  std::vector<int64_t> a2a_sends_, a2a_expects_;
+  std::vector<const uint8_t*> a2a_carried_;
+  std::vector<std::pair<int, uint64_t>> a2a_sources_;
+  std::unique_ptr<PeerWatch> watch_;  // after segment_: stops before it is unmapped
 };
 
 }  // namespace tessera::distributed::shm

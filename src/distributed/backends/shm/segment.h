@@ -70,7 +70,8 @@ struct alignas(64) SlotHeader {
   // this line: the step it is about to publish. Peers wait on this line instead of the
   // owner's flag, so one cache-line transfer brings them the step, descriptor and data.
   std::atomic<uint32_t> step;
-  uint32_t reserved;
+  // all_to_all: where the split sizes (and a tiny input) are (kAllToAll* in collectives.cpp).
+  uint32_t layout;
   // The rest of the line: an all-reduce of at most this many bytes travels here, beside its
   // descriptor, so a peer reads one line for both.
   static constexpr size_t kPayloadBytes = 32;
