@@ -4,6 +4,12 @@
 // reads them back. Anchors in the same run: Gloo's algorithms (through Tessera's gloo backend,
 // TCP on 127.0.0.1) and PyTorch 1.13's torch.distributed with gloo (bench/torch_comm.py).
 //
+// Tessera's workers and OpenMPI's anchor run in rounds, one after the other (3 with --quick, 5
+// without): a pair of rank processes sometimes runs every small op 10x slower for its whole
+// life (about 1 in 20 on the 2-vCPU VM, with or without Tessera's changes), and a machine's
+// neighbours come and go within seconds, so each row is the median of the rounds' medians.
+// Gloo and PyTorch, hundreds of times slower at small sizes, run once.
+//
 // Sizes follow nccl-tests: a case's size is the largest buffer of the op (all_reduce: the
 // tensor; all_gather: the gathered output; reduce_scatter: the input; all_to_all: each side),
 // algbw = size / time and busbw = algbw * 2(n-1)/n for all_reduce, (n-1)/n for the others.
@@ -40,6 +46,43 @@ using bench_comm::iterations;
 using bench_comm::split_csv;
 
 const std::vector<std::string> kOps = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"};
+
+// Rows of several rounds merged per (impl, case, ranks): the median of the rounds' medians,
+// the extremes of their extremes; a row skipped in every round stays skipped.
+std::vector<BenchRow> merge_rounds(std::vector<BenchRow> rows) {
+  std::vector<BenchRow> merged;
+  std::vector<std::vector<double>> medians;
+  for (BenchRow& r : rows) {
+    auto it = std::find_if(merged.begin(), merged.end(), [&](const BenchRow& m) {
+      return m.impl == r.impl && m.case_name == r.case_name && m.threads == r.threads;
+    });
+    if (it == merged.end()) {
+      medians.emplace_back();
+      if (r.stats) medians.back().push_back(r.stats->median_s);
+      merged.push_back(std::move(r));
+      continue;
+    }
+    const auto k = static_cast<size_t>(it - merged.begin());
+    if (!r.stats) continue;
+    medians[k].push_back(r.stats->median_s);
+    if (!it->stats) {
+      it->stats = r.stats;
+      it->skipped.clear();
+      continue;
+    }
+    it->stats->min_s = std::min(it->stats->min_s, r.stats->min_s);
+    it->stats->max_s = std::max(it->stats->max_s, r.stats->max_s);
+    it->stats->reps += r.stats->reps;
+  }
+  for (size_t k = 0; k < merged.size(); ++k) {
+    std::vector<double>& m = medians[k];
+    if (m.empty()) continue;
+    std::sort(m.begin(), m.end());
+    merged[k].stats->median_s =
+        m.size() % 2 ? m[m.size() / 2] : (m[m.size() / 2 - 1] + m[m.size() / 2]) / 2;
+  }
+  return merged;
+}
 
 double busbw_factor(const std::string& op, int n) {
   return op == "all_reduce" ? 2.0 * (n - 1) / n : static_cast<double>(n - 1) / n;
@@ -121,13 +164,11 @@ int run_bench_comm(const BenchOptions& options) {
       rows.push_back(measure_membw("comm", t, Budget{3, 0.2, 10}));
   }
   if (ops.empty()) return finish_bench("comm", notes, options.json_path, rows);
+  const std::vector<std::string> worker_args = {
+      "--ops", join_csv(ops), "--sizes", join_csv(size_args), "--trials", std::to_string(trials)};
   for (int n : ranks)
-    for (const auto& [backend, impl] : {std::pair{"shm", "tessera"}, std::pair{"gloo", "gloo"}})
-      for (auto& r : run_worker_job("bench-comm-worker", n, backend, impl,
-                                    {"--ops", join_csv(ops), "--sizes", join_csv(size_args),
-                                     "--trials", std::to_string(trials)},
-                                    notes))
-        if (wanted(r)) rows.push_back(std::move(r));
+    for (auto& r : run_worker_job("bench-comm-worker", n, "gloo", "gloo", worker_args, notes))
+      if (wanted(r)) rows.push_back(std::move(r));
   {
     std::vector<std::string> rank_args;
     for (int n : ranks) rank_args.push_back(std::to_string(n));
@@ -140,6 +181,32 @@ int run_bench_comm(const BenchOptions& options) {
       if (wanted(r)) rows.push_back(std::move(r));
     if (!note.empty()) notes.push_back("torch-gloo: " + note);
   }
+  const int rounds = options.quick ? 3 : 5;
+  std::vector<BenchRow> rounds_rows;
+  for (int round = 1; round <= rounds; ++round) {
+    std::fprintf(stderr, "bench comm: round %d of %d (Tessera, then OpenMPI)\n", round, rounds);
+    for (int n : ranks)
+      for (auto& r : run_worker_job("bench-comm-worker", n, "shm", "tessera", worker_args, notes))
+        if (wanted(r)) rounds_rows.push_back(std::move(r));
+#if defined(TS_MPI_COMM_ANCHOR)
+    for (int n : ranks) {
+      // Shared memory (vader) between the ranks, as OpenMPI runs on one host; root is allowed
+      // (CI containers), more ranks than cores too.
+      const std::string cmd = fmt::format(
+          "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 '{}' --oversubscribe -np {} "
+          "--mca btl self,vader '{}' --ops {} --sizes {} --trials {}",
+          TS_MPIRUN, n, TS_MPI_COMM_ANCHOR, join_csv(ops), join_csv(size_args), trials);
+      std::string note;
+      for (auto& r : run_anchor_command(cmd, "mpirun", &note))
+        if (wanted(r)) rounds_rows.push_back(std::move(r));
+      if (!note.empty()) {
+        note = fmt::format("openmpi ({} ranks): {}", n, note);
+        if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
+      }
+    }
+#endif
+  }
+  for (auto& r : merge_rounds(std::move(rounds_rows))) rows.push_back(std::move(r));
   // One note per skipped (impl, op, ranks, reason), not per size.
   for (const BenchRow& r : rows) {
     if (r.skipped.empty()) continue;
@@ -148,20 +215,7 @@ int run_bench_comm(const BenchOptions& options) {
         fmt::format("{} {} ({} ranks) skipped: {}", r.impl, op, r.threads, r.skipped);
     if (std::find(notes.begin(), notes.end(), note) == notes.end()) notes.push_back(note);
   }
-#if defined(TS_MPI_COMM_ANCHOR)
-  for (int n : ranks) {
-    // Shared memory (vader) between the ranks, as OpenMPI runs on one host; root is allowed
-    // (CI containers), more ranks than cores too.
-    const std::string cmd = fmt::format(
-        "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 '{}' --oversubscribe -np {} "
-        "--mca btl self,vader '{}' --ops {} --sizes {} --trials {}",
-        TS_MPIRUN, n, TS_MPI_COMM_ANCHOR, join_csv(ops), join_csv(size_args), trials);
-    std::string note;
-    for (auto& r : run_anchor_command(cmd, "mpirun", &note))
-      if (wanted(r)) rows.push_back(std::move(r));
-    if (!note.empty()) notes.push_back(fmt::format("openmpi ({} ranks): {}", n, note));
-  }
-#else
+#if !defined(TS_MPI_COMM_ANCHOR)
   notes.push_back(
       "openmpi: skipped (this build found no MPI; scripts/install-deps.sh installs it)");
 #endif
