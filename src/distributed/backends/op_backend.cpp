@@ -349,10 +349,16 @@ WorkPtr OpBackend::new_work(Op& op, std::vector<Tensor> keep, std::optional<Mill
            "{}(): the {} group '{}' (rank {}) is suspended; call resume() first", op_name, name(),
            group, rank_);
   op.seq = ++counter;
-  std::string work_name = name();  // "<backend>:<op>", on every op: no formatting
-  work_name += ':';
-  work_name += op_name;
-  auto work = std::make_shared<Work>(std::move(work_name), std::move(keep), t, op.seq);
+  std::call_once(work_names_once_, [&] {
+    const std::string backend = name();
+    for (auto k = static_cast<uint32_t>(OpKind::ALLREDUCE);
+         k <= static_cast<uint32_t>(OpKind::RECV); ++k) {
+      work_names_.resize(k + 1);
+      work_names_[k] = backend + ':' + std::string(op_kind_name(static_cast<OpKind>(k)));
+    }
+  });
+  auto work = std::make_shared<Work>(work_names_[static_cast<uint32_t>(op.kind)], std::move(keep),
+                                     t, op.seq);
   op.deadline = work->deadline();
   op.timeout = t;
   if (error) work->mark_failed(WorkStatus::ERROR, error);

@@ -55,11 +55,12 @@ class OpBackend : public Backend {
                    const std::exception_ptr& error, bool suspended = false) const;
   // Queues a validated op and returns its Work; `keep` are the tensors the Work holds until it
   // completes (the op's outputs first). An unset timeout takes the backend's default.
-  virtual WorkPtr enqueue(Op op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout) = 0;
+  virtual WorkPtr enqueue(Op&& op, std::vector<Tensor>&& keep,
+                          std::optional<Milliseconds> timeout) = 0;
   // A collective's enqueue with its options: the timeout, and whether the caller waits at once
   // (async_op = false: Op::caller_waits).
   template <class Options>
-  WorkPtr submit(Op op, std::vector<Tensor> keep, const Options& opts) {
+  WorkPtr submit(Op&& op, std::vector<Tensor>&& keep, const Options& opts) {
     op.caller_waits = !opts.async_op;
     return enqueue(std::move(op), std::move(keep), opts.timeout);
   }
@@ -75,6 +76,9 @@ class OpBackend : public Backend {
                        const Tensor& like, int root, std::string_view role,
                        std::string_view root_arg) const;
   PendingP2P issued_p2p_;  // for check_no_pending_p2p
+  // The Works' names, "<backend>:<op>" by OpKind, made at the first op (name() is virtual).
+  mutable std::once_flag work_names_once_;
+  mutable std::vector<std::string> work_names_;
 };
 
 }  // namespace tessera::distributed

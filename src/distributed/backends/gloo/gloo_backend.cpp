@@ -305,7 +305,8 @@ class GlooBackend : public OpBackend {
   }
 
  protected:
-  WorkPtr enqueue(Op op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout) override {
+  WorkPtr enqueue(Op&& op, std::vector<Tensor>&& keep,
+                  std::optional<Milliseconds> timeout) override {
     const bool p2p = op.kind == OpKind::SEND || op.kind == OpKind::RECV;
     if (p2p)
       TS_CHECK(op.tag >= 0 && op.tag < (int64_t{1} << 56), ValueError,

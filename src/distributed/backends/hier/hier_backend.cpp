@@ -189,7 +189,8 @@ class HierBackend : public OpBackend {
  protected:
   // The op was checked by OpBackend in the caller's thread; its steps run in issue order on
   // the worker.
-  WorkPtr enqueue(Op op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout) override {
+  WorkPtr enqueue(Op&& op, std::vector<Tensor>&& keep,
+                  std::optional<Milliseconds> timeout) override {
     std::lock_guard lock(mutex_);
     auto work = new_work(op, std::move(keep), timeout, timeout_, group_, next_seq_, stopping_,
                          error_, suspended_);

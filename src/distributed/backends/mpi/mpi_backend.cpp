@@ -395,7 +395,8 @@ class MpiBackend : public OpBackend {
   }
 
  protected:
-  WorkPtr enqueue(Op op, std::vector<Tensor> keep, std::optional<Milliseconds> timeout) override {
+  WorkPtr enqueue(Op&& op, std::vector<Tensor>&& keep,
+                  std::optional<Milliseconds> timeout) override {
     const std::string_view name = op_kind_name(op.kind);
     const bool p2p = op.kind == OpKind::SEND || op.kind == OpKind::RECV;
     if (p2p)

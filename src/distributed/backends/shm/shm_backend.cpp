@@ -83,7 +83,7 @@ ShmBackend::~ShmBackend() {
 
 // ---- front end -------------------------------------------------------------------------------
 
-WorkPtr ShmBackend::enqueue(Op op, std::vector<Tensor> outputs,
+WorkPtr ShmBackend::enqueue(Op&& op, std::vector<Tensor>&& outputs,
                             std::optional<Milliseconds> timeout) {
   const bool collective = op.kind != OpKind::SEND && op.kind != OpKind::RECV;
   bool direct = false;
@@ -105,8 +105,7 @@ WorkPtr ShmBackend::enqueue(Op op, std::vector<Tensor> outputs,
   }
   if (direct) {
     work->mark_started(work->created());  // issued and started in this call
-    Entry e{std::move(op), work};         // moved in, not a default Op overwritten (a rep stos)
-    run_taken(e);
+    run_taken(op, work);
     return work;
   }
   // A Work whose wait() gives up on a stuck progress thread aborts the communicator.
@@ -150,11 +149,11 @@ void ShmBackend::run_inline(const Work* work) {
     driver_ = Driver::kCaller;
     current_ = e.work;
   }
-  run_taken(e);
+  run_taken(e.op, e.work);
 }
 
-void ShmBackend::run_taken(Entry& e) {
-  run_front(e);  // publishes the Work's status; never throws
+void ShmBackend::run_taken(const Op& op, const WorkPtr& work) {
+  run_front(op, work);  // publishes the Work's status; never throws
   bool queued = false;
   {
     std::lock_guard lock(mutex_);
@@ -217,7 +216,7 @@ void ShmBackend::progress_loop() {
           std::lock_guard lock(mutex_);
           current_ = e.work;
         }
-        run_front(e);
+        run_front(e.op, e.work);
         {
           std::lock_guard lock(mutex_);
           current_.reset();
@@ -247,28 +246,28 @@ void ShmBackend::progress_loop() {
   }
 }
 
-void ShmBackend::run_front(Entry& e) {
+void ShmBackend::run_front(const Op& op, const WorkPtr& work) {
   // Started already when the caller took the op in enqueue(); else now. One clock read at
   // most (value_or(Clock::now()) read it every time): ~20 ns each on a VM, beside ~700 ns for
   // an 8-byte all_reduce on 2 ranks.
-  std::optional<Clock::time_point> started = e.work->started_at();
+  std::optional<Clock::time_point> started = work->started_at();
   if (!started) {
     started = Clock::now();
-    e.work->mark_started(*started);
+    work->mark_started(*started);
   }
   try {
-    TS_CHECK(*started < e.op.deadline, distributed::DistTimeoutError,
+    TS_CHECK(*started < op.deadline, distributed::DistTimeoutError,
              "shm {} (op #{} of group '{}'): timed out after {} before it could start (earlier "
              "ops took the time)",
-             op_kind_name(e.op.kind), e.op.seq, group_name_, e.op.timeout);
-    comm_->run_collective(e.op);
-    e.work->mark_completed();
+             op_kind_name(op.kind), op.seq, group_name_, op.timeout);
+    comm_->run_collective(op);
+    work->mark_completed();
   } catch (const MismatchError&) {
-    e.work->mark_failed(WorkStatus::ERROR, std::current_exception());
+    work->mark_failed(WorkStatus::ERROR, std::current_exception());
   } catch (const DistTimeoutError&) {
-    fail_and_abort(e.work, WorkStatus::TIMED_OUT, std::current_exception());
+    fail_and_abort(work, WorkStatus::TIMED_OUT, std::current_exception());
   } catch (...) {
-    fail_and_abort(e.work, WorkStatus::ERROR, std::current_exception());
+    fail_and_abort(work, WorkStatus::ERROR, std::current_exception());
   }
 }
 

@@ -59,7 +59,8 @@ class ShmBackend : public OpBackend {
     Op op;
     WorkPtr work;
   };
-  WorkPtr enqueue(Op op, std::vector<Tensor> outputs, std::optional<Milliseconds> timeout) override;
+  WorkPtr enqueue(Op&& op, std::vector<Tensor>&& outputs,
+                  std::optional<Milliseconds> timeout) override;
   void progress_loop();
   // Wakes the progress thread wherever it sleeps (the bell, or the shared doorbell while
   // sends or recvs are posted).
@@ -67,12 +68,12 @@ class ShmBackend : public OpBackend {
   // Runs `work` in the calling thread (Work::wait) when it is the next op, a collective, and
   // the progress thread is idle (nothing taken, no send/recv posted); else returns.
   void run_inline(const Work* work);
-  // Runs `e`, taken by the calling thread (driver_ = kCaller, current_ = its Work), then
+  // Runs `op`, taken by the calling thread (driver_ = kCaller, current_ = `work`), then
   // hands the communicator back and rings for anything queued meanwhile.
-  void run_taken(Entry& e);
+  void run_taken(const Op& op, const WorkPtr& work);
   // Runs a taken collective and publishes its Work's status (never throws); the caller made
   // it current_.
-  void run_front(Entry& e);
+  void run_front(const Op& op, const WorkPtr& work);
   void finish_p2p(const std::vector<Communicator::P2PDone>& done);
   // Publishes `error` on `failed` (when given) first, then aborts everything else.
   void fail_and_abort(const WorkPtr& failed, WorkStatus status, std::exception_ptr error);
