@@ -6,6 +6,8 @@
 #include <cmath>
 #include <limits>
 #include <random>
+#include <string>
+#include <vector>
 
 #include "ops/cpu/reduce_kernels.h"
 #include "ops/reference/reduce_reference.h"
@@ -89,6 +91,23 @@ TEST(Softmax, LargeStreamedOutputsEqualTheCachedPath) {
   set_num_threads(saved);
 }
 
+// The rows kernel of one ISA's table on a contiguous [rows, K] tensor, called directly.
+template <class Table>
+Tensor run_rows(const Table& table, const Tensor& x, bool log, bool stream) {
+  Tensor out = empty(x.sizes(), x.dtype());
+  cpu::SoftmaxArgs a;
+  a.dtype = x.dtype();
+  a.in = x.data_ptr();
+  a.out = out.data_ptr();
+  a.rows = x.size(0);
+  a.K = x.size(1);
+  a.in_row_stride = a.out_row_stride = a.K;
+  a.log = log;
+  a.stream = stream;
+  table.softmax_rows(a);
+  return out;
+}
+
 TEST(Softmax, StreamedRowsEqualCachedRowsOnEveryIsa) {
   // The front end streams softmax's output only where non-temporal stores overlap computation
   // (core/prefetch.h), so the streamed rows kernel (a scratch row written out inside the next
@@ -101,21 +120,69 @@ TEST(Softmax, StreamedRowsEqualCachedRowsOnEveryIsa) {
         for (int64_t rows : {1, 2, 9}) {
           SCOPED_TRACE(fmt::format("{} {} K {} rows {}", isa, dt, K, rows));
           const Tensor x = random_values({rows, K}, dt, rng);
-          Tensor cached = empty({rows, K}, dt), streamed = empty({rows, K}, dt);
-          cpu::SoftmaxArgs a;
-          a.dtype = dt;
-          a.in = x.data_ptr();
-          a.rows = rows;
-          a.K = K;
-          a.in_row_stride = a.out_row_stride = K;
-          a.out = cached.data_ptr();
-          table->softmax_rows(a);
-          a.out = streamed.data_ptr();
-          a.stream = true;
-          table->softmax_rows(a);
+          const Tensor cached = run_rows(*table, x, false, false);
+          const Tensor streamed = run_rows(*table, x, false, true);
           EXPECT_TRUE(equal(streamed, cached));
           EXPECT_TRUE(close(cached, softmax(x, 1)));
         }
+      }
+    }
+  }
+}
+
+// Rows long enough for the row max's fast loop (four running maxima of the instruction's max,
+// which may drop a NaN, checked by two running sums that fall back to the exact loop): a NaN,
+// a +inf, a -inf, +inf beside -inf, a NaN beside +inf, -inf everywhere, or values whose sums
+// overflow, placed in the first four vectors, in the loop and in the tail, on every ISA this
+// CPU runs; softmax, log_softmax and logsumexp against the reference, in float32, float64 and
+// bfloat16.
+TEST(Softmax, SpecialValuesAnywhereInLongRows) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  std::mt19937 rng(37);
+  for (ScalarType dt : {kFloat32, kFloat64, kBFloat16}) {
+    for (int64_t K : {64, 67, 131, 1003}) {
+      Tensor base = random_values({K}, kFloat64, rng).mul(20);
+      std::vector<Tensor> rows;
+      std::vector<std::string> what;
+      for (int64_t pos : {int64_t{0}, int64_t{5}, int64_t{40}, K / 2, K - 2, K - 1}) {
+        for (auto [v, name] :
+             {std::pair{nan, "nan"}, std::pair{inf, "+inf"}, std::pair{-inf, "-inf"}}) {
+          Tensor r = base.clone();
+          r.data_ptr<double>()[pos] = v;
+          rows.push_back(r);
+          what.push_back(fmt::format("{} at {}", name, pos));
+        }
+        Tensor both = base.clone();
+        both.data_ptr<double>()[pos] = inf;
+        both.data_ptr<double>()[(pos + K / 3) % K] = -inf;
+        rows.push_back(both);
+        what.push_back(fmt::format("+inf at {} and -inf", pos));
+        Tensor nan_inf = base.clone();  // logsumexp: NaN, not the +inf a dropped NaN gives
+        nan_inf.data_ptr<double>()[pos] = nan;
+        nan_inf.data_ptr<double>()[(pos + K / 3) % K] = inf;
+        rows.push_back(nan_inf);
+        what.push_back(fmt::format("nan at {} and +inf", pos));
+      }
+      rows.push_back(full({K}, -inf, kFloat64));
+      what.push_back("all -inf");
+      rows.push_back(base.clone().fill_(3.4e38));  // sums overflow to inf: no NaN, no fallback
+      what.push_back("all 3.4e38");
+      const Tensor x = stack(rows).to(dt);
+      for (const auto& [isa, table] : TS_RUNNABLE_TABLES(softmax_kernels)) {
+        const Tensor got = run_rows(*table, x, false, false);
+        const Tensor got_log = run_rows(*table, x, true, false);
+        const Tensor want = ref::softmax(x, 1), want_log = ref::log_softmax(x, 1);
+        for (int64_t r = 0; r < x.size(0); ++r) {
+          SCOPED_TRACE(fmt::format("{} {} K {} row {}: {}", isa, dt, K, r, what[r]));
+          EXPECT_TRUE(close(got[r], want[r], 1e-3));
+          EXPECT_TRUE(close(got_log[r], want_log[r], 1));
+        }
+      }
+      const Tensor lse = logsumexp(x, {1}), want_lse = ref::logsumexp(x, {1}, false);
+      for (int64_t r = 0; r < x.size(0); ++r) {
+        SCOPED_TRACE(fmt::format("logsumexp {} K {} row {}: {}", dt, K, r, what[r]));
+        EXPECT_TRUE(close(lse[r], want_lse[r], 1));
       }
     }
   }
