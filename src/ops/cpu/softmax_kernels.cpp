@@ -118,13 +118,17 @@ struct NoSideWork {
 };
 
 // sum(exp(x - m)) for m the row's max (so x - m <= 0, or NaN); when `y` is given (same type
-// as compute), also writes exp(x - m) there. `next` (optional, n elements) is prefetched meanwhile:
-// the next row's max pass then reads from cache instead of waiting on memory after this row's
-// computation. `side(j)` runs after each pair of vectors at j (the pipelined softmax stores the
-// previous row there).
+// as compute), also writes exp(x - m) there. `next` (optional, n elements) is prefetched
+// meanwhile: the next row's max pass then reads from cache instead of waiting on memory after
+// this row's computation. `next_out` (optional, n elements: the next row's output, written
+// with plain stores) is prefetched for writing: its lines then come in for ownership while
+// this row computes, not one store miss at a time in the next row's passes (4096 x 4096
+// float32 on the Zen 5 VM, alternated by library build: one thread 6.17-6.28 -> 5.22-5.51 ms,
+// two threads 2.95-3.13 -> 2.51-2.73). `side(j)` runs after each pair of vectors at j (the
+// pipelined softmax stores the previous row there).
 template <class T, class Side = NoSideWork>
 float_acc_t<T> row_exp_sum(const T* x, int64_t n, float_acc_t<T> m, T* y, const T* next = nullptr,
-                           const Side& side = {}) {
+                           T* next_out = nullptr, const Side& side = {}) {
   using C = float_acc_t<T>;
   using V = Vec<C>;
   constexpr int W = V::kSize;
@@ -135,6 +139,10 @@ float_acc_t<T> row_exp_sum(const T* x, int64_t n, float_acc_t<T> m, T* y, const 
     if (next) {
       __builtin_prefetch(next + j);
       __builtin_prefetch(next + j + W);
+    }
+    if (next_out) {
+      __builtin_prefetch(next_out + j, 1);
+      __builtin_prefetch(next_out + j + W, 1);
     }
     const V e0 = exp_below_max(V::load_convert(x + j) - vm);
     const V e1 = exp_below_max(V::load_convert(x + j + W) - vm);
@@ -167,26 +175,29 @@ float_acc_t<T> row_exp_sum(const T* x, int64_t n, float_acc_t<T> m, T* y, const 
 
 // One row. `buf` (float32/float64 only) receives exp(x - max) before the scaled values are
 // stored: the output row itself, or a scratch row when `stream` writes the output around the
-// cache (its lines then never come in for ownership).
+// cache (its lines then never come in for ownership). `next` and `next_y`: the next row's
+// input and output, prefetched (see row_exp_sum; a streamed output is not).
 template <class T>
-void softmax_row(const T* x, T* y, int64_t n, bool log, bool stream, T* buf, const T* next) {
+void softmax_row(const T* x, T* y, int64_t n, bool log, bool stream, T* buf, const T* next,
+                 T* next_y) {
   using C = float_acc_t<T>;
   using V = Vec<C>;
+  T* const next_out = stream ? nullptr : next_y;
   const C m = row_max(x, n);
   if (log) {
     // (x - m) - log(s), as PyTorch: x - (m + log(s)) lost log(s) to rounding where the
     // max's ulp exceeds it (float logits of 1e7 and more).
-    const V vm(m), log_s(std::log(row_exp_sum<T>(x, n, m, nullptr, next)));
+    const V vm(m), log_s(std::log(row_exp_sum<T>(x, n, m, nullptr, next, next_out)));
     detail::store_row(y, n, stream,
                       [&](int64_t j, int c) { return (load_lanes<V>(x + j, c) - vm) - log_s; });
     return;
   }
   if constexpr (std::is_same_v<T, C>) {
-    const V inv(C(1) / row_exp_sum<T>(x, n, m, buf, next));
+    const V inv(C(1) / row_exp_sum<T>(x, n, m, buf, next, next_out));
     detail::store_row(y, n, stream,
                       [&](int64_t j, int c) { return load_lanes<V>(buf + j, c) * inv; });
   } else {  // 16-bit rows recompute exp rather than round an intermediate
-    const V vm(m), inv(C(1) / row_exp_sum<T>(x, n, m, nullptr, next));
+    const V vm(m), inv(C(1) / row_exp_sum<T>(x, n, m, nullptr, next, next_out));
     detail::store_row(y, n, stream, [&](int64_t j, int c) {
       return exp_below_max(load_lanes<V>(x + j, c) - vm) * inv;
     });
@@ -229,7 +240,7 @@ void softmax_rows_pipelined(const SoftmaxArgs& a) {
       stored = j + 2 * W;
     };
     const T* next = r + 1 < a.rows ? x + a.in_row_stride : nullptr;
-    const T s = row_exp_sum<T>(x, n, m, buf, next, side);
+    const T s = row_exp_sum<T>(x, n, m, buf, next, nullptr, side);
     if (prev_y != nullptr) store_prev_from(stored);
     prev_buf = buf;
     prev_y = out + r * a.out_row_stride;
@@ -250,8 +261,9 @@ void softmax_rows(const SoftmaxArgs& a) {
     for (int64_t r = 0; r < a.rows; ++r) {
       T* y = out + r * a.out_row_stride;
       const T* x = in + r * a.in_row_stride;
+      const bool more = r + 1 < a.rows;
       softmax_row(x, y, a.K, a.log, a.stream, scratch.empty() ? y : scratch.data(),
-                  r + 1 < a.rows ? x + a.in_row_stride : nullptr);
+                  more ? x + a.in_row_stride : nullptr, more ? y + a.out_row_stride : nullptr);
     }
     if (a.stream) stream_fence();
   });
