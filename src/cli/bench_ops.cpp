@@ -17,9 +17,9 @@
 // functional call gets fresh mmap'ed memory per result, whose page faults can cost more than the
 // kernel.
 // gelu and softmax also run from cache in the same turns ("tessera-cached": the op over a 2 MiB
-// slice of the input, as many times as covers the same elements): where that alone takes the
-// time the 80%-of-bandwidth goal allows, the case is bound by its computation on this machine,
-// not by memory, and a note says so.
+// slice of the input, as many times as covers the same elements): where that alone takes
+// longer than the 80%-of-bandwidth goal allows, the case is bound by its computation on this
+// machine, not by memory, and a note says so.
 #include <cmath>
 #include <cstdio>
 #include <functional>
@@ -266,8 +266,9 @@ int run_bench_ops(const BenchOptions& options) {
           "({:.0f}%); 80% of the bandwidth needs {:.2f} ms: {}",
           c.name, t, t == 1 ? "" : "s", ts->stats->median_s * 1e3, cached->stats->median_s * 1e3,
           100 * cached->stats->median_s / ts->stats->median_s, goal_s * 1e3,
-          cached->stats->median_s > goal_s ? "bound by its computation here"
-                                           : "memory-bound here"));
+          cached->stats->median_s > goal_s
+              ? "its computation alone takes longer, it is bound by computation here"
+              : "its computation alone fits in that"));
     }
   print_table(cases, rows, threads);
   return finish_bench("ops", notes, options.json_path, rows);
