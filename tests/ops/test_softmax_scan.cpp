@@ -112,7 +112,8 @@ TEST(Softmax, StreamedRowsEqualCachedRowsOnEveryIsa) {
   // The front end streams softmax's output only where non-temporal stores overlap computation
   // (core/prefetch.h), so the streamed rows kernel (a scratch row written out inside the next
   // row's exp pass) is called here directly, on every ISA this CPU runs: the same bits as the
-  // cached rows kernel, rows on and off the vector boundary, one row and many.
+  // cached rows kernel, rows on and off the vector boundary, one row and many; and each row
+  // the same bits as that row alone.
   std::mt19937 rng(31);
   for (const auto& [isa, table] : TS_RUNNABLE_TABLES(softmax_kernels)) {
     for (ScalarType dt : {kFloat32, kFloat64, kFloat16, kBFloat16}) {
@@ -124,6 +125,12 @@ TEST(Softmax, StreamedRowsEqualCachedRowsOnEveryIsa) {
           const Tensor streamed = run_rows(*table, x, false, true);
           EXPECT_TRUE(equal(streamed, cached));
           EXPECT_TRUE(close(cached, softmax(x, 1)));
+          // Rows pipelined (each scaled inside the next row's exp pass) and a row alone (the
+          // row-at-a-time kernel): the same bits, whatever rows a thread's chunk holds.
+          for (int64_t r = 0; r < rows; ++r)
+            EXPECT_TRUE(equal(run_rows(*table, x.narrow(0, r, 1).contiguous(), false, false),
+                              cached.narrow(0, r, 1)))
+                << "row " << r;
         }
       }
     }
