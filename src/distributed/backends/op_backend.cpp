@@ -351,11 +351,10 @@ WorkPtr OpBackend::new_work(Op& op, std::vector<Tensor> keep, std::optional<Mill
   op.seq = ++counter;
   std::call_once(work_names_once_, [&] {
     const std::string backend = name();
-    for (auto k = static_cast<uint32_t>(OpKind::ALLREDUCE);
-         k <= static_cast<uint32_t>(OpKind::RECV); ++k) {
-      work_names_.resize(k + 1);
+    const auto last = static_cast<uint32_t>(OpKind::RECV);
+    work_names_.resize(last + 1);
+    for (auto k = static_cast<uint32_t>(OpKind::ALLREDUCE); k <= last; ++k)
       work_names_[k] = backend + ':' + std::string(op_kind_name(static_cast<OpKind>(k)));
-    }
   });
   auto work = std::make_shared<Work>(work_names_[static_cast<uint32_t>(op.kind)], std::move(keep),
                                      t, op.seq);

@@ -36,11 +36,7 @@ inline C nan_max(C a, C b) {
   return (a != a || b != b) ? a + b : (b > a ? b : a);
 }
 
-// The row's largest element, NaN if it holds one. Four running maxima of the instruction's
-// max, which may drop a NaN, and two running sums beside them, which do not: the exact
-// NaN-propagating max (three more operations, a chain of ~8 cycles per vector) made this pass
-// a quarter of softmax's time from cache on the Zen 5 VM. A sum that came out NaN (a NaN, or
-// +inf beside -inf) sends the row to the exact loop.
+// The row's largest element, NaN if it holds one, with Vec::max (exact for NaN).
 template <class T>
 float_acc_t<T> row_max_exact(const T* x, int64_t n) {
   using C = float_acc_t<T>;
@@ -61,6 +57,10 @@ float_acc_t<T> row_max_exact(const T* x, int64_t n) {
   return m;
 }
 
+// The same from four running maxima of the instruction's max, which may drop a NaN, and two
+// running sums beside them, which do not: Vec::max (three more operations, a chain of ~8
+// cycles per vector) made this pass a quarter of softmax's time from cache on the Zen 5 VM. A
+// sum that came out NaN (a NaN, or +inf beside -inf) sends the row to the exact loop.
 template <class T>
 float_acc_t<T> row_max(const T* x, int64_t n) {
   using C = float_acc_t<T>;

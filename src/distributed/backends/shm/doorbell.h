@@ -42,10 +42,10 @@ namespace tessera::distributed::shm {
 void ring(RankControl& c);
 
 // ring(c) only when c's owner counts itself a sleeper, after a publish (a seq_cst store or
-// read-modify-write of the state the owner waits on, or publish_store). A
-// waiter counts itself as a sleeper before its last look at that state (wait_for), and of
-// that count and the publish each side sees the other: either it sees the state, or this
-// sees the sleeper. A bell rung for nobody would cost a read-modify-write of the owner's line.
+// read-modify-write of the state the owner waits on, or publish_store). A waiter counts itself
+// as a sleeper before its last look at that state (wait_for), and of that count and the
+// publish each side sees the other: either it sees the state, or this sees the sleeper. A bell
+// rung for nobody would cost a read-modify-write of the owner's line.
 inline void ring_if_sleeping(RankControl& c) {
   if (c.sleepers.load(std::memory_order_seq_cst) > 0) ring(c);
 }
