@@ -83,6 +83,25 @@ uint8_t* bytes_of(const Tensor& t) {
   return static_cast<uint8_t*>(t.data_ptr());
 }
 
+// The first byte of each tensor of `list`, and `list` with `extra` before or after it: each
+// one allocation (push_back from empty took two for two ranks, copy-then-insert two as well).
+template <class P>
+std::vector<P> bytes_of_each(const std::vector<Tensor>& list) {
+  std::vector<P> p;
+  p.reserve(list.size());
+  for (const auto& t : list) p.push_back(bytes_of(t));
+  return p;
+}
+std::vector<Tensor> joined(const Tensor* before, const std::vector<Tensor>& list,
+                           const Tensor* after) {
+  std::vector<Tensor> all;
+  all.reserve(list.size() + 1);
+  if (before) all.push_back(*before);
+  all.insert(all.end(), list.begin(), list.end());
+  if (after) all.push_back(*after);
+  return all;
+}
+
 }  // namespace
 
 WorkPtr OpBackend::allreduce(const Tensor& tensor, const AllreduceOptions& opts) {
@@ -132,10 +151,8 @@ WorkPtr OpBackend::allgather(const std::vector<Tensor>& outputs, const Tensor& i
   op.dtype = input.dtype();
   op.count = input.numel();
   op.in = bytes_of(input);
-  for (const auto& t : outputs) op.outs.push_back(bytes_of(t));
-  auto keep = outputs;
-  keep.push_back(input);
-  return submit(std::move(op), std::move(keep), opts);
+  op.outs = bytes_of_each<uint8_t*>(outputs);
+  return submit(std::move(op), joined(nullptr, outputs, &input), opts);
 }
 
 WorkPtr OpBackend::allgather_into_tensor(const Tensor& output, const Tensor& input,
@@ -154,6 +171,7 @@ WorkPtr OpBackend::allgather_into_tensor(const Tensor& output, const Tensor& inp
   op.dtype = input.dtype();
   op.count = input.numel();
   op.in = bytes_of(input);
+  op.outs.reserve(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) op.outs.push_back(bytes_of(output) + r * input.nbytes());
   return submit(std::move(op), {output, input}, opts);
 }
@@ -181,10 +199,8 @@ WorkPtr OpBackend::gather(const std::vector<Tensor>& outputs, const Tensor& inpu
   op.count = input.numel();
   op.in = bytes_of(input);
   check_root_list("gather", "gather_list", outputs, input, op.root, "destination", "dst");
-  for (const auto& t : outputs) op.outs.push_back(bytes_of(t));
-  auto keep = outputs;
-  keep.push_back(input);
-  return submit(std::move(op), std::move(keep), opts);
+  op.outs = bytes_of_each<uint8_t*>(outputs);
+  return submit(std::move(op), joined(nullptr, outputs, &input), opts);
 }
 
 WorkPtr OpBackend::scatter(const Tensor& output, const std::vector<Tensor>& inputs,
@@ -198,10 +214,8 @@ WorkPtr OpBackend::scatter(const Tensor& output, const std::vector<Tensor>& inpu
   op.count = output.numel();
   op.out = bytes_of(output);
   check_root_list("scatter", "scatter_list", inputs, output, op.root, "source", "src");
-  for (const auto& t : inputs) op.ins.push_back(bytes_of(t));
-  auto keep = inputs;
-  keep.insert(keep.begin(), output);
-  return submit(std::move(op), std::move(keep), opts);
+  op.ins = bytes_of_each<const uint8_t*>(inputs);
+  return submit(std::move(op), joined(&output, inputs, nullptr), opts);
 }
 
 WorkPtr OpBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor>& inputs,
@@ -216,14 +230,11 @@ WorkPtr OpBackend::reduce_scatter(const Tensor& output, const std::vector<Tensor
   op.reduce_op = opts.reduce_op;
   op.count = output.numel();
   op.out = bytes_of(output);
-  for (const auto& t : inputs) {
+  for (const auto& t : inputs)
     TS_CHECK(!overlaps(t, output), ValueError,
              "reduce_scatter(): the output must not overlap the inputs");
-    op.ins.push_back(bytes_of(t));
-  }
-  auto keep = inputs;
-  keep.insert(keep.begin(), output);
-  return submit(std::move(op), std::move(keep), opts);
+  op.ins = bytes_of_each<const uint8_t*>(inputs);
+  return submit(std::move(op), joined(&output, inputs, nullptr), opts);
 }
 
 WorkPtr OpBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& input,
@@ -246,6 +257,7 @@ WorkPtr OpBackend::reduce_scatter_tensor(const Tensor& output, const Tensor& inp
   op.reduce_op = opts.reduce_op;
   op.count = output.numel();
   op.out = bytes_of(output);
+  op.ins.reserve(static_cast<size_t>(size_));
   for (int r = 0; r < size_; ++r) op.ins.push_back(bytes_of(input) + r * output.nbytes());
   return submit(std::move(op), {output, input}, opts);
 }
@@ -279,6 +291,7 @@ WorkPtr OpBackend::alltoall_base(const Tensor& output, const Tensor& input,
              "{}(): argument '{}' must have one entry per rank ({}), but got {}", name, arg, size_,
              splits.size());
     int64_t sum = 0;
+    out.reserve(splits.size());
     for (const int64_t s : splits) {
       TS_CHECK(s >= 0, ValueError, "{}(): argument '{}' must not be negative, but got {}", name,
                arg, fmt::join(splits, ", "));
