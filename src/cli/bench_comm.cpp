@@ -74,13 +74,8 @@ std::vector<BenchRow> merge_rounds(std::vector<BenchRow> rows) {
     it->stats->max_s = std::max(it->stats->max_s, r.stats->max_s);
     it->stats->reps += r.stats->reps;
   }
-  for (size_t k = 0; k < merged.size(); ++k) {
-    std::vector<double>& m = medians[k];
-    if (m.empty()) continue;
-    std::sort(m.begin(), m.end());
-    merged[k].stats->median_s =
-        m.size() % 2 ? m[m.size() / 2] : (m[m.size() / 2 - 1] + m[m.size() / 2]) / 2;
-  }
+  for (size_t k = 0; k < merged.size(); ++k)
+    if (!medians[k].empty()) merged[k].stats->median_s = stats_of(medians[k]).median_s;
   return merged;
 }
 

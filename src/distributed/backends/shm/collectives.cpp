@@ -95,9 +95,10 @@ size_t payload_sizes_bytes(size_t n) {
   return 2 * n * sizeof(uint16_t);
 }
 
-bool alltoall_fits_payload(const std::vector<int64_t>& sends, const std::vector<int64_t>& expects) {
+// `in_total`: the sum of `sends`.
+bool alltoall_fits_payload(const std::vector<int64_t>& sends, const std::vector<int64_t>& expects,
+                           int64_t in_total) {
   const auto small = [](int64_t b) { return b <= std::numeric_limits<uint16_t>::max(); };
-  const int64_t in_total = std::accumulate(sends.begin(), sends.end(), int64_t{0});
   return std::all_of(sends.begin(), sends.end(), small) &&
          std::all_of(expects.begin(), expects.end(), small) &&
          payload_sizes_bytes(sends.size()) + static_cast<uint64_t>(in_total) <=
@@ -524,7 +525,7 @@ void Communicator::alltoall(const Op& op) {
     write_descriptor(op, h);
     SlotHeader& header = segment_->slot_header(rank_, h);
     const int64_t in_total = total(op.in_split_bytes.data());
-    if (alltoall_fits_payload(op.in_split_bytes, op.out_split_bytes)) {
+    if (alltoall_fits_payload(op.in_split_bytes, op.out_split_bytes, in_total)) {
       header.layout = kAllToAllInPayload;
       pack_sizes(op.in_split_bytes, op.out_split_bytes, header.payload);
       if (in_total > 0)
