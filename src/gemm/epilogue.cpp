@@ -13,6 +13,7 @@
 #include <array>
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -432,6 +433,62 @@ class SmallArray {
   cached_vector<T> heap_;
 };
 
+// The plan's nodes as a chain (cpu::EpilogueChain), where they form one: one accumulator, at
+// most one broadcast leaf added to it, at most one unary op of the last of those and nothing
+// else, every store and reduction reading one of these stages.
+std::optional<cpu::EpilogueChain> chain_of(const cpu::EpilogueInstr* nodes, size_t count,
+                                           const EpiloguePlan& plan) {
+  int32_t acc = -1, leaf = -1, add = -1, unary = -1;
+  for (size_t k = 0; k < count; ++k) {
+    const EpilogueOp op = nodes[k].op;
+    int32_t* slot = op == EpilogueOp::Accumulator                                      ? &acc
+                    : op == EpilogueOp::RowBroadcast || op == EpilogueOp::ColBroadcast ? &leaf
+                    : op == EpilogueOp::Add                                            ? &add
+                    : (kOpInfo[static_cast<size_t>(op)].props & kEpUnary) != 0         ? &unary
+                                                                                       : nullptr;
+    if (slot == nullptr || *slot >= 0) return std::nullopt;
+    *slot = static_cast<int32_t>(k);
+  }
+  if (acc < 0 || (leaf >= 0) != (add >= 0)) return std::nullopt;
+  if (add >= 0 && !((nodes[add].x == acc && nodes[add].y == leaf) ||
+                    (nodes[add].x == leaf && nodes[add].y == acc)))
+    return std::nullopt;
+  if (unary >= 0 && nodes[unary].x != (add >= 0 ? add : acc)) return std::nullopt;
+  cpu::EpilogueChain chain{.stage_node = {acc, add, unary},
+                           .bias = leaf >= 0 ? &nodes[leaf] : nullptr,
+                           .unary = unary >= 0 ? &nodes[unary] : nullptr};
+  auto stage_of = [&chain](int32_t node) {
+    for (int s = 0; s < cpu::EpilogueChain::kStages; ++s)
+      if (chain.stage_node[s] == node) return s;
+    return -1;
+  };
+  for (const auto& s : plan.stores()) chain.last = std::max(chain.last, stage_of(s.node));
+  for (const auto& r : plan.reductions()) chain.last = std::max(chain.last, stage_of(r.node));
+  // The last stage's first store of contiguous rows and its row reductions (up to 32) come from
+  // the pass itself; every other output reads its stage's buffer.
+  const auto& stores = plan.stores();
+  for (size_t s = 0; s < stores.size(); ++s) {
+    const int stage = stage_of(stores[s].node);
+    if (stage < 0) return std::nullopt;
+    if (stage == chain.last && stores[s].cs == 1 && chain.store < 0) {
+      chain.store = static_cast<int32_t>(s);
+    } else {
+      chain.buffered[stage] = true;
+    }
+  }
+  const auto& reductions = plan.reductions();
+  for (size_t r = 0; r < reductions.size(); ++r) {
+    const int stage = stage_of(reductions[r].node);
+    if (stage < 0) return std::nullopt;
+    if (stage == chain.last && reductions[r].axis == EpilogueAxis::Rows && r < 32) {
+      chain.reduces |= 1u << r;
+    } else {
+      chain.buffered[stage] = true;
+    }
+  }
+  return chain;
+}
+
 // gemm_epilogue's body; `packed` (or null) is a prepacked B, whose kernels `ks` are.
 void run_plan(const GemmProblem& p, const EpiloguePlan& plan, const cpu::GemmKernels& ks,
               const PackedB* packed, std::string_view op) {
@@ -495,9 +552,16 @@ void run_plan(const GemmProblem& p, const EpiloguePlan& plan, const cpu::GemmKer
     s.stream = lines && s.cs == 1 && s.data != acc && p.m * p.n * esize >= kStreamOutputBytes &&
                !plan_reads(p, plan, s);
   }
-  const cpu::EpilogueProgram program{instrs.data(),  static_cast<int32_t>(instrs.size()),
-                                     stores.data(),  static_cast<int32_t>(stores.size()),
-                                     reduces.data(), static_cast<int32_t>(reduces.size())};
+  // Only whole tiles run as a chain (epilogue_tile.cpp): none where n < NR.
+  const std::optional<cpu::EpilogueChain> chain =
+      p.n >= nr ? chain_of(instrs.data(), instrs.size(), plan) : std::nullopt;
+  const cpu::EpilogueProgram program{instrs.data(),
+                                     static_cast<int32_t>(instrs.size()),
+                                     stores.data(),
+                                     static_cast<int32_t>(stores.size()),
+                                     reduces.data(),
+                                     static_cast<int32_t>(reduces.size()),
+                                     chain ? &*chain : nullptr};
 
   if (p.m > 0 && p.n > 0) detail::run_epilogue_loops(p, ks, program, acc, acc_rs, acc_cs, packed);
 
@@ -519,6 +583,10 @@ void run_plan(const GemmProblem& p, const EpiloguePlan& plan, const cpu::GemmKer
 }
 
 }  // namespace
+
+bool detail::is_chain(const EpiloguePlan& plan) {
+  return chain_of(plan.nodes().data(), plan.nodes().size(), plan).has_value();
+}
 
 void gemm_epilogue(const GemmProblem& p, const EpiloguePlan& plan, const cpu::GemmKernels* kernels,
                    std::string_view op) {

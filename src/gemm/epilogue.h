@@ -153,6 +153,9 @@ void run_epilogue_loops(const GemmProblem& p, const cpu::GemmKernels& kernels,
                         int64_t acc_cs, const PackedB* packed = nullptr);
 bool needs_accumulation_buffer(const GemmProblem& p, const cpu::GemmKernels& kernels,
                                const PackedB* packed = nullptr);
+// Whether the plan's nodes form a chain (cpu::EpilogueChain: the accumulator, a bias, one unary
+// op), which the interpreter runs in one pass over each tile.
+bool is_chain(const EpiloguePlan& plan);
 // The tile shape (MR, NR) of the float32 kernel, for sizing reduction partials.
 void float_tile_shape(const cpu::GemmKernels& kernels, int64_t* mr, int64_t* nr);
 const cpu::GemmKernels& default_gemm_kernels();

@@ -7,6 +7,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <random>
 #include <string>
@@ -440,6 +441,146 @@ TEST(GemmEpilogue, OutputsPastTheCacheAreStreamedExactly) {
     }
   }
   set_num_threads(saved);
+}
+
+// Every output of a plan as raw bytes, with each one's dtype.
+struct PlanOutputs {
+  struct Output {
+    ScalarType dtype;
+    std::vector<uint8_t> bytes;
+  };
+  std::vector<Output> outputs;
+  PlanOutputs(int64_t m, int64_t n, ScalarType dt) {
+    for (auto [dtype, count] : {std::pair{dt, m * n},
+                                {ScalarType::BFloat16, m * n},
+                                {ScalarType::Float16, m * n},
+                                {ScalarType::Float32, m},
+                                {ScalarType::Float32, n},
+                                {ScalarType::Float32, m}})
+      outputs.push_back({dtype, std::vector<uint8_t>(count * element_size(dtype))});
+  }
+  uint8_t* data(int k) { return outputs[k].bytes.data(); }
+};
+
+// The value of element e of a float32/bfloat16/float16 output, widened.
+float element(const PlanOutputs::Output& o, size_t e) {
+  if (o.dtype == ScalarType::Float32) return reinterpret_cast<const float*>(o.bytes.data())[e];
+  uint16_t bits;
+  std::memcpy(&bits, o.bytes.data() + 2 * e, 2);
+  return o.dtype == ScalarType::BFloat16 ? float(BFloat16(from_bits, bits))
+                                         : float(Half(from_bits, bits));
+}
+
+// Whether two runs wrote the same bits everywhere, but that a NaN's sign and payload may differ
+// (the x86 result of an operation on two NaNs is whichever operand the compiler put first).
+::testing::AssertionResult same_bits(const PlanOutputs& a, const PlanOutputs& b) {
+  for (size_t k = 0; k < a.outputs.size(); ++k) {
+    const auto& x = a.outputs[k];
+    const auto& y = b.outputs[k];
+    const size_t size = element_size(x.dtype);
+    for (size_t e = 0; e < x.bytes.size() / size; ++e) {
+      if (std::memcmp(x.bytes.data() + e * size, y.bytes.data() + e * size, size) == 0) continue;
+      if (std::isnan(element(x, e)) && std::isnan(element(y, e))) continue;
+      return ::testing::AssertionFailure() << "output " << k << " element " << e << ": "
+                                           << element(x, e) << " vs " << element(y, e);
+    }
+  }
+  return ::testing::AssertionSuccess();
+}
+
+enum class Bias { None, Row, Col };
+
+// D = unary(acc [+ bias]) stored as `dt` (the chain's own store), again as bfloat16, the
+// pre-activation as float16 column-major (strided), the row sums of D, its column maxima and
+// the pre-activation's row sums of squares. With `unused_leaf`, an extra scalar leaf that no
+// node reads makes the same plan no chain.
+void run_chain_plan(const Operands& o, Bias bias, EpilogueOp op, ScalarType dt, bool unused_leaf,
+                    PlanOutputs& out, const cpu::GemmKernels* kernels) {
+  EpiloguePlan plan(o.m, o.n);
+  Node x = plan.accumulator();
+  if (unused_leaf) plan.scalar(2.0);
+  if (bias == Bias::Row) x = plan.add(x, plan.row_vector(o.row.data()));
+  if (bias == Bias::Col) x = plan.add(plan.col_vector(o.col.data()), x);
+  Node y = x;
+  if (op == EpilogueOp::Clamp) {
+    y = plan.clamp(x, -0.25, 0.5);
+  } else if (op == EpilogueOp::Cast) {
+    y = plan.cast(x, ScalarType::Float16);
+  } else if (op != EpilogueOp::Accumulator) {
+    y = plan.unary(op, x);
+  }
+  plan.store(y, out.data(0), o.n, 1, dt);
+  plan.store(y, out.data(1), o.n, 1, ScalarType::BFloat16);
+  plan.store(x, out.data(2), 1, o.m, ScalarType::Float16);
+  plan.reduce(y, EpilogueReduceKind::Sum, EpilogueAxis::Rows, out.data(3));
+  plan.reduce(y, EpilogueReduceKind::Max, EpilogueAxis::Cols, out.data(4));
+  plan.reduce(x, EpilogueReduceKind::SumSquares, EpilogueAxis::Rows, out.data(5));
+  ASSERT_EQ(detail::is_chain(plan), !unused_leaf);
+  gemm_epilogue(o.p, plan, kernels);
+}
+
+// A chain (the accumulator, a bias, one unary op) runs in one pass over each tile, its values
+// in registers from stage to stage; it writes what the node-by-node passes write, bit for bit
+// (same_bits):
+// every unary op and none, a row, a column and no bias (with a NaN and infinities in it),
+// float32, bfloat16 and float16 as the chain's own store beside buffered stores of both stages
+// and reductions on both axes, over edge tiles, a product on the GEMV kernels, an unpacked
+// small one and one over several KC blocks, on every ISA.
+TEST(GemmEpilogue, ChainsHaveTheNodeByNodeBits) {
+  const EpilogueOp ops[] = {EpilogueOp::Accumulator, EpilogueOp::Relu, EpilogueOp::GeluErf,
+                            EpilogueOp::GeluTanh,    EpilogueOp::Silu, EpilogueOp::Sigmoid,
+                            EpilogueOp::Tanh,        EpilogueOp::Exp,  EpilogueOp::Clamp,
+                            EpilogueOp::Cast};
+  struct Shape {
+    int64_t m, n, k;
+    bool every_op;
+  };
+  for (const auto& nk : runnable_kernels()) {
+    for (const Shape& s : {Shape{37, 70, 50, true}, Shape{5, 200, 40, true},
+                           Shape{64, 48, 30, false}, Shape{45, 97, 700, false}}) {
+      Operands o(s.m, s.n, s.k, Layout::RowMajor, Layout::RowMajor, 43 + s.m);
+      o.row[1] = NAN, o.row[2] = INFINITY, o.row[3] = -INFINITY;
+      o.col[2] = INFINITY;
+      for (Bias bias : {Bias::None, Bias::Row, Bias::Col}) {
+        for (EpilogueOp op : ops) {
+          if (!s.every_op && op != EpilogueOp::GeluErf && op != EpilogueOp::Accumulator) continue;
+          for (ScalarType dt : {ScalarType::Float32, ScalarType::BFloat16, ScalarType::Float16}) {
+            PlanOutputs chain(s.m, s.n, dt), nodes(s.m, s.n, dt);
+            run_chain_plan(o, bias, op, dt, false, chain, nk.kernels);
+            run_chain_plan(o, bias, op, dt, true, nodes, nk.kernels);
+            EXPECT_TRUE(same_bits(chain, nodes))
+                << nk.isa << " " << s.m << "x" << s.n << "x" << s.k << " bias "
+                << static_cast<int>(bias) << " " << epilogue_op_info(op).name << " "
+                << dtype_name(dt);
+          }
+        }
+      }
+    }
+  }
+}
+
+// A chain's own store past the cache streams (and is fenced) like any other.
+TEST(GemmEpilogue, ChainStoresPastTheCacheStream) {
+  const int64_t m = 2900, n = 2901, k = 8;
+  ASSERT_GE(m * n * int64_t{sizeof(float)}, int64_t{32} << 20);
+  Operands o(m, n, k, Layout::RowMajor, Layout::RowMajor, 47);
+  for (const auto& nk : runnable_kernels()) {
+    std::vector<float> d[2], rsum[2];
+    for (int unused_leaf = 0; unused_leaf < 2; ++unused_leaf) {
+      d[unused_leaf].assign(m * n, 0.0f);
+      rsum[unused_leaf].assign(m, 0.0f);
+      EpiloguePlan plan(m, n);
+      if (unused_leaf) plan.scalar(2.0);
+      const Node g = plan.unary(EpilogueOp::GeluErf,
+                                plan.add(plan.accumulator(), plan.row_vector(o.row.data())));
+      plan.store(g, d[unused_leaf].data(), n, 1);
+      plan.reduce(g, EpilogueReduceKind::Sum, EpilogueAxis::Rows, rsum[unused_leaf].data());
+      ASSERT_EQ(detail::is_chain(plan), !unused_leaf);
+      gemm_epilogue(o.p, plan, nk.kernels);
+    }
+    EXPECT_TRUE(d[0] == d[1]) << nk.isa;
+    EXPECT_TRUE(rsum[0] == rsum[1]) << nk.isa;
+  }
 }
 
 // A product of at most 64 x 64 within one KC block runs unpacked (driver.cpp, small_epilogue);

@@ -6,6 +6,14 @@
 // `scratch` (a 14 x 32 float tile is 1.8 KiB, so a dozen nodes stay in L1). The accumulator
 // node reads the driver's tile in place.
 //
+// A chain (epilogue_tile.h: the accumulator, a bias, one unary op) skips the node loop on
+// whole tiles: one pass takes each vector through its stages in registers, stores and reduces
+// the last one there, and writes a stage to its buffer only for the other outputs (run_chain).
+// bias + gelu + store + row sum over the bare GEMM, `bench gemm` on the Zen 5 VM, one thread,
+// builds alternated (medians of 3): 512^3 18.7% node by node -> 14.8% as a chain, 1024^3
+// 9.5% -> 7.3%, 2048^3 5.0% -> 3.5%. What is left there is mostly gelu itself: 15-18 cycles
+// a vector of 16 on this core, 6-7% of a 512^3 product's time (docs/gemm.md, "Chains").
+//
 // Nodes run over the tile's live part only: rows [0, mv) and the whole vectors that cover
 // columns [0, nv) (lanes past nv in the last one hold finite padding, so no loop needs a
 // tail). Nothing past it reaches an output, and an edge tile of a small product is mostly
@@ -15,6 +23,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 #include "core/loops.h"
 #include "core/vec.h"
@@ -118,6 +127,61 @@ V round_to(V x, ScalarType dtype) {
   return x;
 }
 
+// The unary ops, one definition for the node loop and the chain. Accumulator stands for no op
+// (a chain without its unary stage).
+template <EpilogueOp Op>
+V apply_unary(V a, const EpilogueInstr& in) {
+  using O = EpilogueOp;
+  if constexpr (Op == O::Relu) return V::max(a, V(0.0f));
+  if constexpr (Op == O::GeluErf) return a * vec::TS_ISA::normal_cdf(a);
+  if constexpr (Op == O::GeluTanh) return vec::TS_ISA::gelu_tanh<float>(a);
+  if constexpr (Op == O::Silu) return a * sigmoid(a);
+  if constexpr (Op == O::Sigmoid) return sigmoid(a);
+  if constexpr (Op == O::Tanh) return a.tanh();
+  if constexpr (Op == O::Exp) return a.exp();
+  if constexpr (Op == O::Clamp) return V::min(V::max(a, V(in.s0)), V(in.s1));
+  if constexpr (Op == O::Cast) return round_to(a, in.dtype);
+  if constexpr (Op == O::Accumulator) return a;
+}
+
+// f(std::integral_constant<EpilogueOp, op>) for a unary op (Accumulator for any other).
+template <class F>
+void with_unary(EpilogueOp op, F&& f) {
+  using O = EpilogueOp;
+  switch (op) {
+    case O::Relu:
+      return f(std::integral_constant<O, O::Relu>{});
+    case O::GeluErf:
+      return f(std::integral_constant<O, O::GeluErf>{});
+    case O::GeluTanh:
+      return f(std::integral_constant<O, O::GeluTanh>{});
+    case O::Silu:
+      return f(std::integral_constant<O, O::Silu>{});
+    case O::Sigmoid:
+      return f(std::integral_constant<O, O::Sigmoid>{});
+    case O::Tanh:
+      return f(std::integral_constant<O, O::Tanh>{});
+    case O::Exp:
+      return f(std::integral_constant<O, O::Exp>{});
+    case O::Clamp:
+      return f(std::integral_constant<O, O::Clamp>{});
+    case O::Cast:
+      return f(std::integral_constant<O, O::Cast>{});
+    default:
+      return f(std::integral_constant<O, O::Accumulator>{});
+  }
+}
+
+// The tile's first row of a RowBroadcast leaf: its values at columns < nv, zeros to nr.
+void broadcast_row(const EpilogueInstr& in, const EpilogueTile& t, float* out) {
+  for (int j = 0; j < t.nr; j += L) V(0.0f).store(out + j);
+  if (in.rs == 1) {
+    load_row(in.data, in.dtype, t.j0, t.nv, out);
+  } else {
+    for (int j = 0; j < t.nv; ++j) out[j] = load_scalar(in.data, in.dtype, (t.j0 + j) * in.rs);
+  }
+}
+
 void run_node(const EpilogueInstr& in, const EpilogueTile& t, const float* const* vals,
               float* out) {
   const float* x = in.x >= 0 ? vals[in.x] : nullptr;
@@ -137,12 +201,7 @@ void run_node(const EpilogueInstr& in, const EpilogueTile& t, const float* const
       gather_tile(in, t, out);
       break;
     case EpilogueOp::RowBroadcast: {
-      for (int j = 0; j < t.nr; j += L) V(0.0f).store(out + j);
-      if (in.rs == 1) {
-        load_row(in.data, in.dtype, t.j0, t.nv, out);
-      } else {
-        for (int j = 0; j < t.nv; ++j) out[j] = load_scalar(in.data, in.dtype, (t.j0 + j) * in.rs);
-      }
+      broadcast_row(in, t, out);
       for (int i = 1; i < t.mv; ++i)
         for (int j = 0; j < t.nv; j += L) V::load(out + j).store(out + i * t.nr + j);
       break;
@@ -172,36 +231,18 @@ void run_node(const EpilogueInstr& in, const EpilogueTile& t, const float* const
       map_binary(x, y, out, t, [](V a, V b) { return V::min(a, b); });
       break;
     case EpilogueOp::Relu:
-      map_unary(x, out, t, [](V a) { return V::max(a, V(0.0f)); });
-      break;
     case EpilogueOp::GeluErf:
-      map_unary(x, out, t, [](V a) { return a * vec::TS_ISA::normal_cdf(a); });
-      break;
     case EpilogueOp::GeluTanh:
-      map_unary(x, out, t, vec::TS_ISA::gelu_tanh<float>);
-      break;
     case EpilogueOp::Silu:
-      map_unary(x, out, t, [](V a) { return a * sigmoid(a); });
-      break;
     case EpilogueOp::Sigmoid:
-      map_unary(x, out, t, sigmoid);
-      break;
     case EpilogueOp::Tanh:
-      map_unary(x, out, t, [](V a) { return a.tanh(); });
-      break;
     case EpilogueOp::Exp:
-      map_unary(x, out, t, [](V a) { return a.exp(); });
+    case EpilogueOp::Clamp:
+    case EpilogueOp::Cast:
+      with_unary(in.op, [&](auto op) {
+        map_unary(x, out, t, [&in](V a) { return apply_unary<decltype(op)::value>(a, in); });
+      });
       break;
-    case EpilogueOp::Clamp: {
-      const V lo(in.s0), hi(in.s1);
-      map_unary(x, out, t, [&](V a) { return V::min(V::max(a, lo), hi); });
-      break;
-    }
-    case EpilogueOp::Cast: {
-      const ScalarType d = in.dtype;
-      map_unary(x, out, t, [d](V a) { return round_to(a, d); });
-      break;
-    }
   }
 }
 
@@ -308,25 +349,118 @@ void run_reduce(const EpilogueReduceOp& r, const EpilogueTile& t, const float* v
   }
 }
 
+// The tiles a chain runs on: NV vectors a row (every kernel's float tile today; others go node
+// by node).
+constexpr int kChainVecs = 2;
+
+// A chain (epilogue_tile.h) over a whole tile (NV vectors a row) in one pass, row by row:
+// each vector goes from the accumulator through the bias and the unary op Op in registers; the
+// last stage is written to `store` (of dtype S; null when the tile leaves it to run_store) and
+// reduced by the chain's row reductions there, and a stage that other outputs read is written
+// to out[stage] for them. The values are those of the node-by-node passes: the same
+// operations in the same order on the same operands.
+template <EpilogueOp Op, class S>
+void run_chain(const EpilogueProgram& program, const EpilogueTile& t, float* const* out,
+               const EpilogueStoreOp* store) {
+  constexpr int NV = kChainVecs;
+  const EpilogueChain& ch = *program.chain;
+  const EpilogueInstr* bias = ch.last >= 1 ? ch.bias : nullptr;
+  const bool row_bias = bias && bias->op == EpilogueOp::RowBroadcast;
+  V bias_row[NV];
+  if (row_bias) {
+    alignas(64) float values[NV * L];
+    broadcast_row(*bias, t, values);
+    for (int j = 0; j < NV; ++j) bias_row[j] = V::load(values + j * L);
+  }
+  const int64_t tile_col = t.j0 / t.nr;
+  for (int i = 0; i < t.mv; ++i) {
+    const int row = i * NV * L;
+    const V col_bias = bias && !row_bias
+                           ? V(load_scalar(bias->data, bias->dtype, (t.i0 + i) * bias->rs))
+                           : V(0.0f);
+    V x[NV];
+#pragma GCC unroll 4
+    for (int j = 0; j < NV; ++j) {
+      x[j] = V::load(t.acc + row + j * L);
+      if (bias) {
+        x[j] = x[j] + (row_bias ? bias_row[j] : col_bias);
+        if (out[1]) x[j].store(out[1] + row + j * L);
+      }
+      if constexpr (Op != EpilogueOp::Accumulator) {
+        x[j] = apply_unary<Op>(x[j], *ch.unary);
+        if (out[2]) x[j].store(out[2] + row + j * L);
+      }
+    }
+    if (store) {
+      S* d = static_cast<S*>(store->data) + (t.i0 + i) * store->rs + t.j0;
+      for (int j = 0; j < NV; ++j) x[j].store_convert(d + j * L);
+    }
+    for (uint32_t bits = ch.reduces; bits != 0; bits &= bits - 1) {  // as run_reduce's rows
+      const EpilogueReduceOp& r = program.reduces[__builtin_ctz(bits)];
+      V acc(identity(r.kind));
+      for (int j = 0; j < NV; ++j) acc = combine(r.kind, acc, x[j]);
+      r.partials[(t.i0 + i) * r.ld + tile_col] = horizontal(r.kind, acc);
+    }
+  }
+}
+
+// run_chain<Op, S> for the chain's unary op and the dtype of `store`.
+void dispatch_chain(const EpilogueProgram& program, const EpilogueTile& t, float* const* out,
+                    const EpilogueStoreOp* store) {
+  const EpilogueChain& ch = *program.chain;
+  with_unary(ch.last == 2 ? ch.unary->op : EpilogueOp::Accumulator, [&](auto op) {
+    constexpr EpilogueOp kOp = decltype(op)::value;
+    switch (store ? store->dtype : ScalarType::Float32) {
+      case ScalarType::BFloat16:
+        return run_chain<kOp, BFloat16>(program, t, out, store);
+      case ScalarType::Float16:
+        return run_chain<kOp, Half>(program, t, out, store);
+      default:
+        return run_chain<kOp, float>(program, t, out, store);
+    }
+  });
+}
+
 }  // namespace
 
 void epilogue_tile_f32(const EpilogueProgram& program, const EpilogueTile& tile) {
   const float* vals[kMaxEpilogueNodes];
   const int size = tile.mr * tile.nr;
-  for (int k = 0; k < program.n_instrs; ++k) {
-    const EpilogueInstr& in = program.instrs[k];
-    if (in.op == EpilogueOp::Accumulator) {
-      vals[k] = tile.acc;
-      continue;
+  auto buffer = [&](int k) { return tile.scratch + static_cast<int64_t>(k) * size; };
+  // Tiles narrower than the kernel's (the last columns, small products) run node by node: a
+  // chain over an 8 x 8 product ran slower than the node loops.
+  const EpilogueChain* ch =
+      tile.nr == kChainVecs * L && tile.nv == tile.nr ? program.chain : nullptr;
+  // The chain writes its store itself to cached memory; a streamed output is left to
+  // run_store, from the last stage's buffer.
+  const EpilogueStoreOp* own_store = nullptr;
+  if (ch && ch->store >= 0 && !program.stores[ch->store].stream)
+    own_store = &program.stores[ch->store];
+  if (ch) {
+    float* out[EpilogueChain::kStages] = {};
+    vals[ch->stage_node[0]] = tile.acc;
+    for (int s = 1; s < EpilogueChain::kStages; ++s)
+      if (ch->buffered[s] || (s == ch->last && ch->store >= 0 && !own_store))
+        vals[ch->stage_node[s]] = out[s] = buffer(ch->stage_node[s]);
+    dispatch_chain(program, tile, out, own_store);
+  } else {
+    for (int k = 0; k < program.n_instrs; ++k) {
+      const EpilogueInstr& in = program.instrs[k];
+      if (in.op == EpilogueOp::Accumulator) {
+        vals[k] = tile.acc;
+        continue;
+      }
+      float* out = buffer(k);
+      run_node(in, tile, vals, out);
+      vals[k] = out;
     }
-    float* out = tile.scratch + static_cast<int64_t>(k) * size;
-    run_node(in, tile, vals, out);
-    vals[k] = out;
   }
   for (int s = 0; s < program.n_stores; ++s)
-    run_store(program.stores[s], tile, vals[program.stores[s].node]);
+    if (&program.stores[s] != own_store)
+      run_store(program.stores[s], tile, vals[program.stores[s].node]);
   for (int r = 0; r < program.n_reduces; ++r)
-    run_reduce(program.reduces[r], tile, vals[program.reduces[r].node]);
+    if (!ch || r >= 32 || !(ch->reduces >> r & 1))
+      run_reduce(program.reduces[r], tile, vals[program.reduces[r].node]);
 }
 
 }  // namespace tessera::cpu::TS_ISA

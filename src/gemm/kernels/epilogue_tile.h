@@ -85,6 +85,25 @@ struct EpilogueReduceOp {
   int64_t ld = 0;
 };
 
+// The plans most GEMMs carry, recognised when the program is built (src/gemm/epilogue.cpp):
+// a chain of at most three stages, the accumulator, then optionally that plus a row or column
+// broadcast vector (a bias), then optionally one unary op of that (relu ... cast), with every
+// store and reduction reading one of the stages. The interpreter runs a chain in one pass over
+// the tile, row by row, each value taken from stage to stage in registers; the last stage goes
+// from there to one store of contiguous rows (on whole tiles to cached memory) and to its row
+// reductions (the usual D and a row sum), and a stage that any other output reads is written
+// to its node's tile buffer for the node-by-node store and reduction loops.
+struct EpilogueChain {
+  static constexpr int kStages = 3;
+  int32_t stage_node[kStages] = {-1, -1, -1};  // the node of each stage, -1 when absent
+  const EpilogueInstr* bias = nullptr;         // the broadcast leaf of stage 1, or null
+  const EpilogueInstr* unary = nullptr;        // stage 2's node, or null
+  int last = 0;                                // the last stage any output reads
+  int32_t store = -1;           // the store the pass writes itself (of the last stage), or -1
+  uint32_t reduces = 0;         // bit r: the pass computes reduction r (rows, of the last stage)
+  bool buffered[kStages] = {};  // whether another output reads stage s from its tile buffer
+};
+
 struct EpilogueProgram {
   const EpilogueInstr* instrs = nullptr;
   int32_t n_instrs = 0;
@@ -92,6 +111,7 @@ struct EpilogueProgram {
   int32_t n_stores = 0;
   const EpilogueReduceOp* reduces = nullptr;
   int32_t n_reduces = 0;
+  const EpilogueChain* chain = nullptr;  // set when the nodes form a chain
 };
 
 // One finished tile: acc[i * nr + j] = alpha * (A B)(i0 + i, j0 + j) for i < mr, j < nr (the
