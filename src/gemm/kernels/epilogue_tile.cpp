@@ -262,7 +262,12 @@ void store_tile(const EpilogueStoreOp& s, const EpilogueTile& t, const float* va
     if (whole) {
       for (int j = 0; j < t.nr; j += L) V::load(row + j).store_convert(d + j);
     } else if (s.cs == 1) {
-      detail::store_row(d, t.nv, s.stream, [row](int64_t j, int) { return V::load(row + j); });
+      // A streamed row's first and last vectors are partial (cnt < L) and may start anywhere:
+      // read only their lanes, never past the row's end (the last row of the last buffer ends
+      // the scratch).
+      detail::store_row(d, t.nv, s.stream, [row](int64_t j, int cnt) {
+        return cnt == L ? V::load(row + j) : V::load(row + j, cnt);
+      });
     } else {
       for (int j = 0; j < t.nv; ++j) d[j * s.cs] = S(row[j]);
     }
