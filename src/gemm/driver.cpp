@@ -450,32 +450,56 @@ void gemm_serial_one_a_block(const Operands<T>& p, const cpu::GemmMicroKernel<T>
   }
 }
 
+// A prepacked B has no block to pack per call, so the A block goes outside: each is packed
+// once and runs against the B panels of every column block in turn, where gemm_serial's order
+// packs it once per NC block (n / NC times: 4 at n = 4096, NC = 1024). Between two uses of a
+// B block the others pass through L3, so B comes from memory, ~1 GB/s a thread here. Every
+// tile still sees its rank-KC updates in order: the bits are gemm_serial's.
+template <class T>
+void gemm_serial_packed_b(const Operands<T>& p, const cpu::GemmMicroKernel<T>& uk,
+                          const BlockSizes& bs, const EpilogueHook* epi) {
+  const int64_t mc_max = std::min(bs.mc, p.m), kc_max = std::min(bs.kc, p.k);
+  T* apack = workspace().a<T>(ceil_div(mc_max, bs.mr) * bs.mr * kc_max);
+  for (int64_t pc = 0; pc < p.k; pc += bs.kc) {
+    const int64_t kc = std::min(bs.kc, p.k - pc);
+    for (int64_t ic = 0; ic < p.m; ic += bs.mc) {
+      const int64_t mc = std::min(bs.mc, p.m - ic);
+      bool packed = false;
+      for (int64_t jc = 0, nc = 0; jc < p.n; jc += nc) {
+        // The pack's blocks start at multiples of NC of the whole matrix: stop at the next.
+        nc = std::min(bs.nc - (p.j0 + jc) % bs.nc, p.n - jc);
+        if (outside(p.tri, p.i0 + ic, p.j0 + jc, mc, nc)) continue;
+        if (!packed) {
+          pack_a_block<T>(mc, kc, p.a + ic * p.a_rs + pc * p.a_cs, p.a_rs, p.a_cs, bs.mr, apack);
+          packed = true;
+        }
+        update_block(p, uk, epi, ic, mc, jc, nc, pc, kc, apack,
+                     packed_b_at(p.b_packed, p.k, p.packed_n, bs, pc, kc, p.j0 + jc));
+      }
+    }
+  }
+}
+
 template <class T>
 void gemm_serial(const Operands<T>& p, const cpu::GemmMicroKernel<T>& uk, const BlockSizes& bs,
                  const EpilogueHook* epi = nullptr) {
+  if (p.b_packed) return gemm_serial_packed_b(p, uk, bs, epi);
   if (takes_one_a_block(p, bs)) return gemm_serial_one_a_block(p, uk, bs, epi);
   const int64_t mc_max = std::min(bs.mc, p.m), nc_max = std::min(bs.nc, p.n);
   const int64_t kc_max = std::min(bs.kc, p.k);
   Workspace& ws = workspace();
   T* apack = ws.a<T>(ceil_div(mc_max, bs.mr) * bs.mr * kc_max);
-  T* bpack = p.b_packed ? nullptr : ws.b<T>(ceil_div(nc_max, bs.nr) * bs.nr * kc_max);
-  for (int64_t jc = 0, nc = 0; jc < p.n; jc += nc) {
-    nc = std::min(bs.nc, p.n - jc);
-    // A prepacked B's blocks start at multiples of NC of the whole matrix: stop at the next.
-    if (p.b_packed) nc = std::min(nc, bs.nc - (p.j0 + jc) % bs.nc);
+  T* bpack = ws.b<T>(ceil_div(nc_max, bs.nr) * bs.nr * kc_max);
+  for (int64_t jc = 0; jc < p.n; jc += bs.nc) {
+    const int64_t nc = std::min(bs.nc, p.n - jc);
     for (int64_t pc = 0; pc < p.k; pc += bs.kc) {
       const int64_t kc = std::min(bs.kc, p.k - pc);
-      const T* bp = bpack;
-      if (p.b_packed) {
-        bp = packed_b_at(p.b_packed, p.k, p.packed_n, bs, pc, kc, p.j0 + jc);
-      } else {
-        pack_b_block<T>(kc, nc, p.b + pc * p.b_rs + jc * p.b_cs, p.b_rs, p.b_cs, bs.nr, bpack);
-      }
+      pack_b_block<T>(kc, nc, p.b + pc * p.b_rs + jc * p.b_cs, p.b_rs, p.b_cs, bs.nr, bpack);
       for (int64_t ic = 0; ic < p.m; ic += bs.mc) {
         const int64_t mc = std::min(bs.mc, p.m - ic);
         if (outside(p.tri, p.i0 + ic, p.j0 + jc, mc, nc)) continue;
         pack_a_block<T>(mc, kc, p.a + ic * p.a_rs + pc * p.a_cs, p.a_rs, p.a_cs, bs.mr, apack);
-        update_block(p, uk, epi, ic, mc, jc, nc, pc, kc, apack, bp);
+        update_block(p, uk, epi, ic, mc, jc, nc, pc, kc, apack, bpack);
       }
     }
   }
