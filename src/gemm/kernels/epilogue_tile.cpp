@@ -127,10 +127,19 @@ V round_to(V x, ScalarType dtype) {
   return x;
 }
 
+// A unary node's parameters, copied out of its instruction once per pass (the loops' stores
+// through float pointers could alias the instruction's floats, so read in place they would be
+// reloaded for every vector).
+struct UnaryArgs {
+  V lo, hi;          // Clamp's bounds
+  ScalarType dtype;  // Cast's target
+  explicit UnaryArgs(const EpilogueInstr& in) : lo(in.s0), hi(in.s1), dtype(in.dtype) {}
+};
+
 // The unary ops, one definition for the node loop and the chain. Accumulator stands for no op
 // (a chain without its unary stage).
 template <EpilogueOp Op>
-V apply_unary(V a, const EpilogueInstr& in) {
+V apply_unary(V a, const UnaryArgs& args) {
   using O = EpilogueOp;
   if constexpr (Op == O::Relu) return V::max(a, V(0.0f));
   if constexpr (Op == O::GeluErf) return a * vec::TS_ISA::normal_cdf(a);
@@ -139,8 +148,8 @@ V apply_unary(V a, const EpilogueInstr& in) {
   if constexpr (Op == O::Sigmoid) return sigmoid(a);
   if constexpr (Op == O::Tanh) return a.tanh();
   if constexpr (Op == O::Exp) return a.exp();
-  if constexpr (Op == O::Clamp) return V::min(V::max(a, V(in.s0)), V(in.s1));
-  if constexpr (Op == O::Cast) return round_to(a, in.dtype);
+  if constexpr (Op == O::Clamp) return V::min(V::max(a, args.lo), args.hi);
+  if constexpr (Op == O::Cast) return round_to(a, args.dtype);
   if constexpr (Op == O::Accumulator) return a;
 }
 
@@ -240,7 +249,8 @@ void run_node(const EpilogueInstr& in, const EpilogueTile& t, const float* const
     case EpilogueOp::Clamp:
     case EpilogueOp::Cast:
       with_unary(in.op, [&](auto op) {
-        map_unary(x, out, t, [&in](V a) { return apply_unary<decltype(op)::value>(a, in); });
+        const UnaryArgs args(in);
+        map_unary(x, out, t, [args](V a) { return apply_unary<decltype(op)::value>(a, args); });
       });
       break;
   }
@@ -377,6 +387,7 @@ void run_chain(const EpilogueProgram& program, const EpilogueTile& t, float* con
     broadcast_row(*bias, t, values);
     for (int j = 0; j < NV; ++j) bias_row[j] = V::load(values + j * L);
   }
+  const UnaryArgs unary(ch.unary ? *ch.unary : EpilogueInstr{});
   const int64_t tile_col = t.j0 / t.nr;
   for (int i = 0; i < t.mv; ++i) {
     const int row = i * NV * L;
@@ -392,7 +403,7 @@ void run_chain(const EpilogueProgram& program, const EpilogueTile& t, float* con
         if (out[1]) x[j].store(out[1] + row + j * L);
       }
       if constexpr (Op != EpilogueOp::Accumulator) {
-        x[j] = apply_unary<Op>(x[j], *ch.unary);
+        x[j] = apply_unary<Op>(x[j], unary);
         if (out[2]) x[j].store(out[2] + row + j * L);
       }
     }
