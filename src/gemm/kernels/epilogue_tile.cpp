@@ -409,7 +409,16 @@ void run_chain(const EpilogueProgram& program, const EpilogueTile& t, float* con
     }
     if (store) {
       S* d = static_cast<S*>(store->data) + (t.i0 + i) * store->rs + t.j0;
-      for (int j = 0; j < NV; ++j) x[j].store_convert(d + j * L);
+      // A streamed store's rows start on vector boundaries here (epilogue_tile_f32).
+      bool streamed = false;
+      if constexpr (detail::kStreamable<S>) {
+        if (store->stream) {
+          for (int j = 0; j < NV; ++j) x[j].stream_convert(d + j * L);
+          streamed = true;
+        }
+      }
+      if (!streamed)
+        for (int j = 0; j < NV; ++j) x[j].store_convert(d + j * L);
     }
     for (uint32_t bits = ch.reduces; bits != 0; bits &= bits - 1) {  // as run_reduce's rows
       const EpilogueReduceOp& r = program.reduces[__builtin_ctz(bits)];
@@ -447,11 +456,19 @@ void epilogue_tile_f32(const EpilogueProgram& program, const EpilogueTile& tile)
   // chain over an 8 x 8 product ran slower than the node loops.
   const EpilogueChain* ch =
       tile.nr == kChainVecs * L && tile.nv == tile.nr ? program.chain : nullptr;
-  // The chain writes its store itself to cached memory; a streamed output is left to
-  // run_store, from the last stage's buffer.
+  // The chain writes its store itself, streamed ones too where every row of the tile starts
+  // on a vector boundary (non-temporal stores need aligned addresses); other streamed tiles
+  // leave it to run_store, from the last stage's buffer. bias + gelu + row sum on a 4096 x
+  // 4096 float32 output of k = 64, over the bare GEMM: 102-104% -> 81-84% on one thread.
   const EpilogueStoreOp* own_store = nullptr;
-  if (ch && ch->store >= 0 && !program.stores[ch->store].stream)
-    own_store = &program.stores[ch->store];
+  if (ch && ch->store >= 0) {
+    const EpilogueStoreOp& s = program.stores[ch->store];
+    const int64_t esize = s.dtype == ScalarType::Float32 ? 4 : 2;  // or bfloat16, float16
+    const auto first_row = reinterpret_cast<uintptr_t>(s.data) + tile.j0 * esize;
+    const auto vector_bytes = static_cast<uintptr_t>(L * esize);
+    if (!s.stream || (first_row % vector_bytes == 0 && (s.rs * esize) % vector_bytes == 0))
+      own_store = &s;
+  }
   if (ch) {
     float* out[EpilogueChain::kStages] = {};
     vals[ch->stage_node[0]] = tile.acc;
