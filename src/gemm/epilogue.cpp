@@ -433,11 +433,17 @@ class SmallArray {
   cached_vector<T> heap_;
 };
 
+// Whether every row of store s starts on a cache line.
+bool rows_on_lines(const cpu::EpilogueStoreOp& s) {
+  return reinterpret_cast<uintptr_t>(s.data) % 64 == 0 && (s.rs * elem_size(s.dtype)) % 64 == 0;
+}
+
 // The plan's nodes as a chain (cpu::EpilogueChain), where they form one: one accumulator, at
 // most one broadcast leaf added to it, at most one unary op of the last of those and nothing
 // else, every store and reduction reading one of these stages.
 std::optional<cpu::EpilogueChain> chain_of(const cpu::EpilogueInstr* nodes, size_t count,
-                                           const EpiloguePlan& plan) {
+                                           const cpu::EpilogueStoreOp* stores, size_t n_stores,
+                                           const std::vector<EpiloguePlan::Reduction>& reductions) {
   int32_t acc = -1, leaf = -1, add = -1, unary = -1;
   for (size_t k = 0; k < count; ++k) {
     const EpilogueOp op = nodes[k].op;
@@ -462,21 +468,22 @@ std::optional<cpu::EpilogueChain> chain_of(const cpu::EpilogueInstr* nodes, size
       if (chain.stage_node[s] == node) return s;
     return -1;
   };
-  for (const auto& s : plan.stores()) chain.last = std::max(chain.last, stage_of(s.node));
-  for (const auto& r : plan.reductions()) chain.last = std::max(chain.last, stage_of(r.node));
+  for (size_t s = 0; s < n_stores; ++s) chain.last = std::max(chain.last, stage_of(stores[s].node));
+  for (const auto& r : reductions) chain.last = std::max(chain.last, stage_of(r.node));
   // The last stage's first store of contiguous rows and its row reductions (up to 32) come from
-  // the pass itself; every other output reads its stage's buffer.
-  const auto& stores = plan.stores();
-  for (size_t s = 0; s < stores.size(); ++s) {
+  // the pass itself; every other output reads its stage's buffer. A streamed store only where
+  // its rows start on cache lines: a tile's rows (at multiples of NR columns) then start on
+  // vector boundaries, as non-temporal stores need.
+  for (size_t s = 0; s < n_stores; ++s) {
     const int stage = stage_of(stores[s].node);
     if (stage < 0) return std::nullopt;
-    if (stage == chain.last && stores[s].cs == 1 && chain.store < 0) {
+    if (stage == chain.last && stores[s].cs == 1 && chain.store < 0 &&
+        (!stores[s].stream || rows_on_lines(stores[s]))) {
       chain.store = static_cast<int32_t>(s);
     } else {
       chain.buffered[stage] = true;
     }
   }
-  const auto& reductions = plan.reductions();
   for (size_t r = 0; r < reductions.size(); ++r) {
     const int stage = stage_of(reductions[r].node);
     if (stage < 0) return std::nullopt;
@@ -547,14 +554,15 @@ void run_plan(const GemmProblem& p, const EpiloguePlan& plan, const cpu::GemmKer
     // fill its lines and no partial line leaves the write-combining buffers.
     const bool lines = s.dtype == ScalarType::Float32 ||
                        ((s.dtype == ScalarType::BFloat16 || s.dtype == ScalarType::Float16) &&
-                        reinterpret_cast<uintptr_t>(s.data) % 64 == 0 && (s.rs * esize) % 64 == 0 &&
-                        (ks.sgemm.nr * esize) % 64 == 0);
+                        rows_on_lines(s) && (ks.sgemm.nr * esize) % 64 == 0);
     s.stream = lines && s.cs == 1 && s.data != acc && p.m * p.n * esize >= kStreamOutputBytes &&
                !plan_reads(p, plan, s);
   }
   // Only whole tiles run as a chain (epilogue_tile.cpp): none where n < NR.
   const std::optional<cpu::EpilogueChain> chain =
-      p.n >= nr ? chain_of(instrs.data(), instrs.size(), plan) : std::nullopt;
+      p.n >= nr
+          ? chain_of(instrs.data(), instrs.size(), stores.data(), stores.size(), plan.reductions())
+          : std::nullopt;
   const cpu::EpilogueProgram program{instrs.data(),
                                      static_cast<int32_t>(instrs.size()),
                                      stores.data(),
@@ -585,7 +593,9 @@ void run_plan(const GemmProblem& p, const EpiloguePlan& plan, const cpu::GemmKer
 }  // namespace
 
 bool detail::is_chain(const EpiloguePlan& plan) {
-  return chain_of(plan.nodes().data(), plan.nodes().size(), plan).has_value();
+  return chain_of(plan.nodes().data(), plan.nodes().size(), plan.stores().data(),
+                  plan.stores().size(), plan.reductions())
+      .has_value();
 }
 
 void gemm_epilogue(const GemmProblem& p, const EpiloguePlan& plan, const cpu::GemmKernels* kernels,

@@ -153,32 +153,19 @@ V apply_unary(V a, const UnaryArgs& args) {
   if constexpr (Op == O::Accumulator) return a;
 }
 
-// f(std::integral_constant<EpilogueOp, op>) for a unary op (Accumulator for any other).
+// f(std::integral_constant<EpilogueOp, op>) for op among Ops (Accumulator for any other).
+template <EpilogueOp... Ops, class F>
+void with_op(EpilogueOp op, F&& f) {
+  const bool found = ((op == Ops && (f(std::integral_constant<EpilogueOp, Ops>{}), true)) || ...);
+  if (!found) f(std::integral_constant<EpilogueOp, EpilogueOp::Accumulator>{});
+}
+
+// with_op over the unary ops.
 template <class F>
 void with_unary(EpilogueOp op, F&& f) {
   using O = EpilogueOp;
-  switch (op) {
-    case O::Relu:
-      return f(std::integral_constant<O, O::Relu>{});
-    case O::GeluErf:
-      return f(std::integral_constant<O, O::GeluErf>{});
-    case O::GeluTanh:
-      return f(std::integral_constant<O, O::GeluTanh>{});
-    case O::Silu:
-      return f(std::integral_constant<O, O::Silu>{});
-    case O::Sigmoid:
-      return f(std::integral_constant<O, O::Sigmoid>{});
-    case O::Tanh:
-      return f(std::integral_constant<O, O::Tanh>{});
-    case O::Exp:
-      return f(std::integral_constant<O, O::Exp>{});
-    case O::Clamp:
-      return f(std::integral_constant<O, O::Clamp>{});
-    case O::Cast:
-      return f(std::integral_constant<O, O::Cast>{});
-    default:
-      return f(std::integral_constant<O, O::Accumulator>{});
-  }
+  with_op<O::Relu, O::GeluErf, O::GeluTanh, O::Silu, O::Sigmoid, O::Tanh, O::Exp, O::Clamp,
+          O::Cast>(op, f);
 }
 
 // The tile's first row of a RowBroadcast leaf: its values at columns < nv, zeros to nr.
@@ -409,7 +396,7 @@ void run_chain(const EpilogueProgram& program, const EpilogueTile& t, float* con
     }
     if (store) {
       S* d = static_cast<S*>(store->data) + (t.i0 + i) * store->rs + t.j0;
-      // A streamed store's rows start on vector boundaries here (epilogue_tile_f32).
+      // A streamed store's rows start on cache lines (chain_of).
       bool streamed = false;
       if constexpr (detail::kStreamable<S>) {
         if (store->stream) {
@@ -456,25 +443,15 @@ void epilogue_tile_f32(const EpilogueProgram& program, const EpilogueTile& tile)
   // chain over an 8 x 8 product ran slower than the node loops.
   const EpilogueChain* ch =
       tile.nr == kChainVecs * L && tile.nv == tile.nr ? program.chain : nullptr;
-  // The chain writes its store itself, streamed ones too where every row of the tile starts
-  // on a vector boundary (non-temporal stores need aligned addresses); other streamed tiles
-  // leave it to run_store, from the last stage's buffer. bias + gelu + row sum on a 4096 x
-  // 4096 float32 output of k = 64, over the bare GEMM: 102-104% -> 81-84% on one thread.
-  const EpilogueStoreOp* own_store = nullptr;
-  if (ch && ch->store >= 0) {
-    const EpilogueStoreOp& s = program.stores[ch->store];
-    const int64_t esize = s.dtype == ScalarType::Float32 ? 4 : 2;  // or bfloat16, float16
-    const auto first_row = reinterpret_cast<uintptr_t>(s.data) + tile.j0 * esize;
-    const auto vector_bytes = static_cast<uintptr_t>(L * esize);
-    if (!s.stream || (first_row % vector_bytes == 0 && (s.rs * esize) % vector_bytes == 0))
-      own_store = &s;
-  }
+  // The chain writes its own store, streamed ones too (from registers, rows on cache lines:
+  // bias + gelu + row sum on a 4096 x 4096 float32 output of k = 64, over the bare GEMM,
+  // 102-104% -> 81-84% on one thread).
+  const EpilogueStoreOp* own_store = ch && ch->store >= 0 ? &program.stores[ch->store] : nullptr;
   if (ch) {
     float* out[EpilogueChain::kStages] = {};
     vals[ch->stage_node[0]] = tile.acc;
     for (int s = 1; s < EpilogueChain::kStages; ++s)
-      if (ch->buffered[s] || (s == ch->last && ch->store >= 0 && !own_store))
-        vals[ch->stage_node[s]] = out[s] = buffer(ch->stage_node[s]);
+      if (ch->buffered[s]) vals[ch->stage_node[s]] = out[s] = buffer(ch->stage_node[s]);
     dispatch_chain(program, tile, out, own_store);
   } else {
     for (int k = 0; k < program.n_instrs; ++k) {

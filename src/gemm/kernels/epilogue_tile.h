@@ -90,9 +90,10 @@ struct EpilogueReduceOp {
 // broadcast vector (a bias), then optionally one unary op of that (relu ... cast), with every
 // store and reduction reading one of the stages. The interpreter runs a chain in one pass over
 // the tile, row by row, each value taken from stage to stage in registers; the last stage goes
-// from there to one store of contiguous rows (on whole tiles to cached memory) and to its row
-// reductions (the usual D and a row sum), and a stage that any other output reads is written
-// to its node's tile buffer for the node-by-node store and reduction loops.
+// from there to one store of contiguous rows (a streamed one only where its rows start on
+// cache lines) and to its row reductions (the usual D and a row sum), and a stage that any
+// other output reads is written to its node's tile buffer for the node-by-node store and
+// reduction loops.
 struct EpilogueChain {
   static constexpr int kStages = 3;
   int32_t stage_node[kStages] = {-1, -1, -1};  // the node of each stage, -1 when absent
