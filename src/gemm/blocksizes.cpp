@@ -119,14 +119,14 @@ BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSiz
   BlockSizes b;
   b.mr = mr;
   b.nr = nr;
-  b.kc = kc > 0 ? kc
-                : std::clamp<int64_t>(round_down(caches.l1d * 4 / 3 / (nr * elem_size), 8), kMinKc,
-                                      512);
+  b.kc = kc > 0
+             ? kc
+             : std::clamp<int64_t>(round_down(caches.l2 / 8 / (nr * elem_size), 8), kMinKc, kMaxKc);
   // Every bound is a multiple of the register tile: the drivers step MC blocks in whole MR
   // tiles (a block of 1024 rows with MR = 14 would end in a tile that overlaps the next block).
   b.mc = std::clamp<int64_t>(round_down(caches.l2 * 2 / 3 / (b.kc * elem_size), mr), mr,
                              round_down(1024, mr));
-  b.nc = std::clamp<int64_t>(round_down(caches.l3 / 4 / (b.kc * elem_size), nr), nr,
+  b.nc = std::clamp<int64_t>(round_down(caches.l3 / 2 / (b.kc * elem_size), nr), nr,
                              round_down(4096, nr));
   if (key[7] > 0) {  // TESSERA_GEMM_BLOCKS
     b.mc = round_down(key[6], mr);

@@ -411,9 +411,9 @@ void update_block(const Operands<T>& p, const cpu::GemmMicroKernel<T>& uk, const
                   p.j0 + jc);
 }
 
-// A product with few rows (its packed A block within a quarter of L2: m up to ~190 at
-// KC = 336, 1 MiB) uses each packed B block once and briefly, so packing B a whole KC x NC
-// block ahead (5.5 MB at NC = 4096) only sends the packed copy through L3 and back. Here the
+// A product with few rows (its packed A block within a quarter of L2: m up to 64 at
+// KC = 1024, 1 MiB) uses each packed B block once and briefly, so packing B a whole KC x NC
+// block ahead (4 MiB at KC = NC = 1024) only sends the packed copy through L3 and back. Here the
 // rank-KC loop goes outside: A is packed once per KC step, and B in chunks of columns whose
 // packed panels fit half of L2, each used while it is there. (A full-height A block is sized
 // to fill L2 itself and reuses each B panel for MC / MR tiles: it keeps gemm_serial's order.)

@@ -372,11 +372,12 @@ TEST(GemmEpilogue, ThreadsOneVsTwoBitwise) {
 
 // The accumulator is bitwise what gemm() with beta 0 computes.
 TEST(GemmEpilogue, AccumulatorMatchesPlainGemmBitwise) {
-  // k = 700 spans KC blocks: the last one finishes whole tiles in place in D (the
-  // accumulation buffer), bottom edges on the kernel for their rows; D row- and column-major.
+  // k = 1100 spans KC blocks (KC is at most 1024): the last one finishes whole tiles in place
+  // in D (the accumulation buffer), bottom edges on the kernel for their rows; D row- and
+  // column-major.
   for (const auto& nk : runnable_kernels()) {
     for (Layout d_layout : {Layout::RowMajor, Layout::ColMajor}) {
-      Operands o(40, 70, 700, Layout::RowMajor, Layout::General, 29);
+      Operands o(40, 70, 1100, Layout::RowMajor, Layout::General, 29);
       GuardedMatrix<float> plain(o.m, o.n, d_layout), fused(o.m, o.n, d_layout);
       GemmProblem q = o.p;
       q.c = plain.data(), q.c_rs = plain.rs, q.c_cs = plain.cs;
@@ -537,7 +538,7 @@ TEST(GemmEpilogue, ChainsHaveTheNodeByNodeBits) {
   };
   for (const auto& nk : runnable_kernels()) {
     for (const Shape& s : {Shape{37, 70, 50, true}, Shape{5, 200, 40, true},
-                           Shape{64, 48, 30, false}, Shape{45, 97, 700, false}}) {
+                           Shape{64, 48, 30, false}, Shape{45, 97, 1100, false}}) {
       Operands o(s.m, s.n, s.k, Layout::RowMajor, Layout::RowMajor, 43 + s.m);
       o.row[1] = NAN, o.row[2] = INFINITY, o.row[3] = -INFINITY;
       o.col[2] = INFINITY;
@@ -630,7 +631,7 @@ TEST(GemmEpilogue, FewRowsRunGemvThenThePlan) {
   for (const auto& nk : runnable_kernels()) {
     SCOPED_TRACE(nk.isa);
     for (auto [m, n] : {std::pair<int64_t, int64_t>{1, 300}, {6, 300}, {8, 97}, {300, 5}}) {
-      Operands o(m, n, 700, Layout::RowMajor, Layout::RowMajor, 41 + m);
+      Operands o(m, n, 1100, Layout::RowMajor, Layout::RowMajor, 41 + m);
       auto build = [&](EpiloguePlan& plan, Operands& o, Outputs& out) {
         const Node h = plan.add(plan.accumulator(), plan.row_vector(o.row.data()));
         const Node g = plan.unary(EpilogueOp::GeluErf, h);
@@ -681,7 +682,7 @@ TEST(GemmEpilogue, PrepackedBHasTheUnpackedBits) {
       for (int threads : {1, 2}) {
         set_num_threads(threads);
         SCOPED_TRACE(fmt::format("{} blocks '{}' threads {}", nk.isa, blocks, threads));
-        Operands o(100, 150, 700, Layout::RowMajor, Layout::ColMajor, 51 + threads);
+        Operands o(100, 150, 1100, Layout::RowMajor, Layout::ColMajor, 51 + threads);
         expect_prepacked_bits(o, nk.kernels);
       }
     }
