@@ -1,4 +1,5 @@
 // The `tessera` command: info, demo, train, sample, bench, launch, fr-trace.
+#include <fmt/format.h>
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cstdio>
@@ -9,6 +10,8 @@
 #include "cli/bench_util.h"
 #include "cli/demo.h"
 #include "cli/train.h"
+#include "gemm/blocksizes.h"
+#include "gemm/epilogue.h"
 #include "gemm/gemv.h"
 #include "gemm/lowp.h"
 #include "tessera/distributed/flight_recorder.h"
@@ -48,6 +51,25 @@ int main(int argc, char** argv) {
                              : "float32 kernel",
                 bf16.reason.c_str());
     std::printf("GEMV kernels: %s\n", tessera::gemm::default_gemv_kernels().isa);
+    // The blocking each float kernel runs with here (docs/gemm.md, "Blocksizes"): from the
+    // caches as the blocking takes them (implausible reports replaced by the defaults), or
+    // from TESSERA_GEMM_BLOCKS.
+    namespace gemm = tessera::gemm;
+    const auto& caches = gemm::cache_sizes();
+    const auto& kernels = gemm::detail::default_gemm_kernels();
+    const auto blocks = [&](const auto& uk, int64_t size) {
+      const gemm::BlockSizes b = gemm::block_sizes(uk.mr, uk.nr, size, caches);
+      return fmt::format("{} MC {} KC {} NC {}", uk.name, b.mc, b.kc, b.nc);
+    };
+    std::printf("GEMM blocks:  float32 %s, float64 %s%s\n",
+                blocks(kernels.sgemm, sizeof(float)).c_str(),
+                blocks(kernels.dgemm, sizeof(double)).c_str(),
+                gemm::block_sizes_overridden() ? " (TESSERA_GEMM_BLOCKS)" : "");
+    std::printf(
+        "caches:       L1d %lld KiB, L2 %lld KiB, L3 %lld KiB (as the GEMM blocking takes "
+        "them)\n",
+        static_cast<long long>(caches.l1d >> 10), static_cast<long long>(caches.l2 >> 10),
+        static_cast<long long>(caches.l3 >> 10));
   });
 
   auto* demo = app.add_subcommand("demo", "Run the showcase of the tensor library");
