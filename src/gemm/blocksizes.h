@@ -4,7 +4,7 @@
 //       micro-panel of the block; a deeper KC amortises each C-tile update (load, scale,
 //       store: from memory where C is larger than the caches) over more FMAs. The panel
 //       streams from L2 beside the A block, so KC * NR * size ~= L2 / 8, capped at 1024
-//       (docs/gemm.md has the measurements: on Zen 5, 1 MiB of L2, 1024 against 512 and 256).
+//       (docs/gemm.md has the measurements: on Zen 5, 1 MiB of L2, 1024 against 512 and 768).
 //   MC: rows of the packed A block, which every B micro-panel of the block streams through:
 //       MC * KC * size <= ~2/3 L2 (a multiple of MR).
 //   NC: columns of the packed B block, reused by every A block: KC * NC * size within half
