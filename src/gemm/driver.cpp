@@ -44,8 +44,13 @@ namespace {
 
 // Below this many multiply-adds a GEMM runs on one thread: waking the pool costs more.
 constexpr int64_t kMinParallelWork = int64_t{1} << 21;
-// A packed element costs about this many multiply-adds of kernel time (plan_grid).
-constexpr int64_t kPackCost = 8;
+// A packed element costs about this many multiply-adds of kernel time (plan_grid). A profile
+// of 2048^3 on one Zen 5 thread: packing A (a transpose) ~1.3 cycles an element, B (row
+// copies) ~0.8, the kernel ~29 multiply-adds a cycle, so 24-38; it read 8 until 2026-12-07,
+// which split a prepacked 512x3072x768 by columns (each thread packing all of A): two threads,
+// rows split instead, the libraries alternated 12 / 8 / 6 times, 382 -> 391, 382 -> 399,
+// 378 -> 381 GFLOP/s.
+constexpr int64_t kPackCost = 32;
 // Largest register tile any kernel uses (elements), for the edge-tile buffer.
 constexpr int64_t kMaxTile = 32 * 64;
 
