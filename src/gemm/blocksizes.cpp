@@ -99,19 +99,19 @@ const CacheSizes& cache_sizes() {
 BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSizes& caches,
                        int64_t kc) {
   const BlockOverride& o = block_override();
-  const std::array<int64_t, 10> key = {mr,
-                                       nr,
-                                       elem_size,
-                                       caches.l1d,
-                                       caches.l2,
-                                       caches.l3,
-                                       o.mc.load(std::memory_order_relaxed),
-                                       o.kc.load(std::memory_order_relaxed),
-                                       o.nc.load(std::memory_order_relaxed),
-                                       kc};
+  // What the blocking is derived from (L2 and L3; L1d no longer enters it).
+  const std::array<int64_t, 9> key = {mr,
+                                      nr,
+                                      elem_size,
+                                      caches.l2,
+                                      caches.l3,
+                                      o.mc.load(std::memory_order_relaxed),
+                                      o.kc.load(std::memory_order_relaxed),
+                                      o.nc.load(std::memory_order_relaxed),
+                                      kc};
   // This thread's last answer: a run of small products asks the same question every call, and
   // the divisions below were a sixth of an 8x8x8 product's time.
-  thread_local std::array<int64_t, 10> last_key{};
+  thread_local std::array<int64_t, 9> last_key{};
   thread_local BlockSizes last;
   bool same = true;  // not ==: std::array's calls memcmp, itself a sixth of an 8x8x8 product
   for (size_t i = 0; i < key.size(); ++i) same &= key[i] == last_key[i];
@@ -128,10 +128,10 @@ BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSiz
                              round_down(1024, mr));
   b.nc = std::clamp<int64_t>(round_down(caches.l3 / 2 / (b.kc * elem_size), nr), nr,
                              round_down(4096, nr));
-  if (key[7] > 0) {  // TESSERA_GEMM_BLOCKS
-    b.mc = round_down(key[6], mr);
-    b.kc = key[7];
-    b.nc = round_down(key[8], nr);
+  if (key[6] > 0) {  // TESSERA_GEMM_BLOCKS
+    b.mc = round_down(key[5], mr);
+    b.kc = key[6];
+    b.nc = round_down(key[7], nr);
   }
   last_key = key;
   last = b;

@@ -26,6 +26,12 @@ namespace {
 
 using Node = EpiloguePlan::Node;
 
+// A bfloat16 or float16 value given by its bits, widened to float.
+float widen16(ScalarType dtype, uint16_t bits) {
+  return dtype == ScalarType::BFloat16 ? float(BFloat16(from_bits, bits))
+                                       : float(Half(from_bits, bits));
+}
+
 // A guarded vector of len values at `stride` (float32), sentinels in the gaps and around.
 struct GuardedVector {
   static constexpr int64_t kGuard = 32;
@@ -332,11 +338,7 @@ TEST(GemmEpilogue, NarrowDtypes) {
         ASSERT_EQ(got[m * n + 32 + g], 0xabcd);
       }
       for (int64_t i = 0; i < m * n; ++i) {
-        auto value = [&](uint16_t bits) {
-          return dt == ScalarType::BFloat16 ? float(BFloat16(from_bits, bits))
-                                            : float(Half(from_bits, bits));
-        };
-        const float g = value(got[32 + i]), r = value(ref[32 + i]);
+        const float g = widen16(dt, got[32 + i]), r = widen16(dt, ref[32 + i]);
         ASSERT_NEAR(g, r, (dt == ScalarType::BFloat16 ? 8e-3 : 1e-3) * (1 + std::fabs(r)))
             << nk.isa << " " << (dt == ScalarType::BFloat16 ? "bfloat16" : "float16") << " at "
             << i;
@@ -468,8 +470,7 @@ float element(const PlanOutputs::Output& o, size_t e) {
   if (o.dtype == ScalarType::Float32) return reinterpret_cast<const float*>(o.bytes.data())[e];
   uint16_t bits;
   std::memcpy(&bits, o.bytes.data() + 2 * e, 2);
-  return o.dtype == ScalarType::BFloat16 ? float(BFloat16(from_bits, bits))
-                                         : float(Half(from_bits, bits));
+  return widen16(o.dtype, bits);
 }
 
 // Whether two runs wrote the same bits everywhere, but that a NaN's sign and payload may differ
