@@ -1377,6 +1377,14 @@ void moments_rows(const ReduceArgs& args) {
 // then group mean = shift + s1 / n and M2 = s2 - s1^2 / n, merged across groups by Chan's
 // formula in double. The shift is a sample of the group, so by Samuelson's inequality
 // s2 <= n * M2, and the rounding error of M2 stays within about n ulp (n = kGroup).
+//
+// The reading never pauses: a group's first pass takes the shift from its first row as it
+// folds, and its last pass merges each block of columns into the double mean and M2 as soon
+// as that block is folded, so no separate sweep over the strip starts or ends a group (during
+// such a sweep no row was read). A block's shift, s1 and s2 lie side by side (3 W values), so
+// the accumulators are one stream rather than three. 8192 x 8192 float32 over dim 0 on the
+// Zen 5 VM, one thread, a standalone loop with the kernel's instructions (medians of 11,
+// alternated): 10.8-10.9 -> 9.1-9.2 ms (the column sum of the same bytes 7.1-7.2).
 template <class T>
 void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, bool parts, Partial* out) {
   using C = float_acc_t<T>;
@@ -1384,10 +1392,9 @@ void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, bool parts,
   constexpr int W = V::kSize;
   const int64_t strip = std::min(N, kColTile);
   constexpr int64_t kGroup = 65;  // the first row, then eight passes of eight
-  StripScratch scratch(3 * StripScratch::need<C>(strip) + 2 * StripScratch::need<double>(strip));
-  C* shift = scratch.carve<C>(strip);
-  C* s1 = scratch.carve<C>(strip);
-  C* s2 = scratch.carve<C>(strip);
+  StripScratch scratch(StripScratch::need<C>(3 * (strip + W)) +
+                       2 * StripScratch::need<double>(strip));
+  C* acc = scratch.carve<C>(3 * (strip + W));  // per block of W columns: shift, s1, s2
   double* mean = scratch.carve<double>(strip);
   double* m2 = scratch.carve<double>(strip);
   const bool pf = stream_prefetch_pays();
@@ -1396,51 +1403,84 @@ void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, bool parts,
     const T* xs = x + c0;
     double cnt = 0;
     for (int64_t j = 0; j < nb; ++j) mean[j] = m2[j] = 0;
-    auto start_group = [&](const T* first) {
-      for (int64_t j = 0; j < nb; ++j) {
-        shift[j] = static_cast<C>(first[j]);
-        s1[j] = s2[j] = C(0);
+    // Chan's merge of a group of `rows` rows into mean and m2: the group's weights, then its
+    // columns [j, j + len) from their shifts, s1 and s2.
+    struct Weights {
+      double inv_n, wb, wc;
+    };
+    auto weights = [&](int64_t rows) {
+      const double n = static_cast<double>(rows), tot = cnt + n;
+      return Weights{1.0 / n, n / tot, cnt * n / tot};
+    };
+    auto merge = [&](const Weights& w, int64_t j, int64_t len, const C* sh, const C* a1,
+                     const C* a2) {
+      for (int64_t l = 0; l < len; ++l) {
+        const double a = static_cast<double>(a1[l]);
+        const double group_mean = static_cast<double>(sh[l]) + a * w.inv_n;
+        double group_m2 = static_cast<double>(a2[l]) - a * a * w.inv_n;
+        if (group_m2 < 0) group_m2 = 0;  // rounding; a NaN stays NaN
+        const double delta = group_mean - mean[j + l];
+        mean[j + l] += delta * w.wb;
+        m2[j + l] += group_m2 + delta * delta * w.wc;
       }
     };
-    // Folds M rows r, r + step, ..., r + (M - 1) step into s1 and s2 (M = 8 consecutive rows:
-    // the accumulator loads and stores per row are what limit this loop; 8 measured 12% faster
-    // than 4). `more`: the M rows after these exist (their lines are prefetched).
-    auto fold = [&](const T* r, int64_t step, auto rows, bool more) {
+    // Folds M rows r, r + step, ..., r + (M - 1) step into each block's s1 and s2. `first`:
+    // the group starts here, shifted by row `first_row` (s1 = s2 = 0 before); `last`: it ends
+    // here and each block is merged (into mean and m2, with `w`) instead of stored. `more`:
+    // the M rows after these exist (their lines are prefetched). M = 8 consecutive rows: the
+    // accumulator loads and stores per row are what limit this loop; 8 measured 12% faster
+    // than 4.
+    auto fold = [&](const T* r, int64_t step, auto rows, bool more, const T* first_row, bool last,
+                    const Weights& w) {
       constexpr int M = decltype(rows)::value;
+      const bool first = first_row != nullptr;
+      alignas(64) C block[3][W];
       int64_t j = 0;
       for (; j + W <= nb; j += W) {
         if (more) prefetch_rows<M>(r + M * rs + j, rs);
-        const V sh = V::load(shift + j);
-        V a = V::load(s1 + j), q = V::load(s2 + j);
+        C* slot = acc + 3 * j;
+        V sh, a, q;
+        if (first) {
+          sh = V::load_convert(first_row + j);
+          a = q = V(C(0));
+        } else {
+          sh = V::load(slot);
+          a = V::load(slot + W);
+          q = V::load(slot + 2 * W);
+        }
         for (int i = 0; i < M; ++i) {
           const V d = V::load_convert(r + i * step + j) - sh;
           a = a + d;
           q = V::fmadd(d, d, q);
         }
-        a.store(s1 + j);
-        q.store(s2 + j);
-      }
-      for (; j < nb; ++j) {
-        for (int i = 0; i < M; ++i) {
-          const C d = static_cast<C>(r[i * step + j]) - shift[j];
-          s1[j] += d;
-          s2[j] += d * d;
+        if (last) {
+          sh.store(block[0]);
+          a.store(block[1]);
+          q.store(block[2]);
+          merge(w, j, W, block[0], block[1], block[2]);
+        } else {
+          if (first) sh.store(slot);
+          a.store(slot + W);
+          q.store(slot + 2 * W);
         }
       }
-    };
-    auto finish_group = [&](int64_t rows) {  // Chan's merge of the group into mean and m2
-      const double n = static_cast<double>(rows), tot = cnt + n, inv_n = 1.0 / n;
-      const double wb = n / tot, wc = cnt * n / tot;
-      for (int64_t j = 0; j < nb; ++j) {
-        const double a = static_cast<double>(s1[j]);
-        const double group_mean = static_cast<double>(shift[j]) + a * inv_n;
-        double group_m2 = static_cast<double>(s2[j]) - a * a * inv_n;
-        if (group_m2 < 0) group_m2 = 0;  // rounding; a NaN stays NaN
-        const double delta = group_mean - mean[j];
-        mean[j] += delta * wb;
-        m2[j] += group_m2 + delta * delta * wc;
+      for (; j < nb; ++j) {  // the tail: a block of fewer than W columns, lane j % W
+        C* slot = acc + 3 * (j - j % W) + j % W;
+        C sh = first ? static_cast<C>(first_row[j]) : slot[0];
+        C a = first ? C(0) : slot[W], q = first ? C(0) : slot[2 * W];
+        for (int i = 0; i < M; ++i) {
+          const C d = static_cast<C>(r[i * step + j]) - sh;
+          a += d;
+          q += d * d;
+        }
+        if (last) {
+          merge(w, j, 1, &sh, &a, &q);
+        } else {
+          slot[0] = sh;
+          slot[W] = a;
+          slot[2 * W] = q;
+        }
       }
-      cnt = tot;
     };
     int64_t k = 0;
     if (parts) {
@@ -1455,20 +1495,27 @@ void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, bool parts,
       constexpr int64_t kPasses = (kGroup - 1) / kColParts;
       for (int64_t p0 = 0; p0 < q; p0 += kPasses) {
         const int64_t pe = std::min(q, p0 + kPasses);
-        start_group(xs + p0 * rs);
+        const Weights w = weights(kColParts * (pe - p0));
         for (int64_t p = p0; p < pe; ++p)
-          fold(xs + p * rs, q * rs, std::integral_constant<int, kColParts>{}, false);
-        finish_group(kColParts * (pe - p0));
+          fold(xs + p * rs, q * rs, std::integral_constant<int, kColParts>{}, false,
+               p == p0 ? xs + p0 * rs : nullptr, p + 1 == pe, w);
+        cnt += static_cast<double>(kColParts * (pe - p0));
       }
       k = kColParts * q;
     }
     for (int64_t k0 = k; k0 < K; k0 += kGroup) {
       const int64_t ke = std::min(K, k0 + kGroup);
-      start_group(xs + k0 * rs);
-      for (k = k0 + 1; k + 8 <= ke; k += 8)  // the first row's deviation is 0
-        fold(xs + k * rs, rs, std::integral_constant<int, 8>{}, pf && k + 16 <= K);
-      for (; k < ke; ++k) fold(xs + k * rs, rs, std::integral_constant<int, 1>{}, false);
-      finish_group(ke - k0);
+      const Weights w = weights(ke - k0);
+      const T* first = xs + k0 * rs;  // the first row's deviation is 0: it is not folded
+      k = k0 + 1;
+      if (k == ke) fold(first, rs, std::integral_constant<int, 0>{}, false, first, true, w);
+      for (; k + 8 <= ke; k += 8)
+        fold(xs + k * rs, rs, std::integral_constant<int, 8>{}, pf && k + 16 <= K,
+             k == k0 + 1 ? first : nullptr, k + 8 == ke, w);
+      for (; k < ke; ++k)
+        fold(xs + k * rs, rs, std::integral_constant<int, 1>{}, false,
+             k == k0 + 1 ? first : nullptr, k + 1 == ke, w);
+      cnt += static_cast<double>(ke - k0);
     }
     for (int64_t j = 0; j < nb; ++j) out[c0 + j] = Partial{mean[j], m2[j], 0, K};
   }
