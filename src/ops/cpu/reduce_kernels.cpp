@@ -1384,7 +1384,8 @@ void moments_rows(const ReduceArgs& args) {
 // such a sweep no row was read). A block's shift, s1 and s2 lie side by side (3 W values), so
 // the accumulators are one stream rather than three. 8192 x 8192 float32 over dim 0 on the
 // Zen 5 VM, one thread, a standalone loop with the kernel's instructions (medians of 11,
-// alternated): 10.8-10.9 -> 9.1-9.2 ms (the column sum of the same bytes 7.1-7.2).
+// alternated): 10.8-10.9 -> 9.1-9.2 ms (the column sum of the same bytes 7.1-7.2); the
+// library, docs/ops.md.
 template <class T>
 void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, bool parts, Partial* out) {
   using C = float_acc_t<T>;
@@ -1412,16 +1413,33 @@ void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, bool parts,
       const double n = static_cast<double>(rows), tot = cnt + n;
       return Weights{1.0 / n, n / tot, cnt * n / tot};
     };
-    auto merge = [&](const Weights& w, int64_t j, int64_t len, const C* sh, const C* a1,
-                     const C* a2) {
-      for (int64_t l = 0; l < len; ++l) {
-        const double a = static_cast<double>(a1[l]);
-        const double group_mean = static_cast<double>(sh[l]) + a * w.inv_n;
-        double group_m2 = static_cast<double>(a2[l]) - a * a * w.inv_n;
-        if (group_m2 < 0) group_m2 = 0;  // rounding; a NaN stays NaN
-        const double delta = group_mean - mean[j + l];
-        mean[j + l] += delta * w.wb;
-        m2[j + l] += group_m2 + delta * delta * w.wc;
+    auto merge = [&](const Weights& w, int64_t j, C sh, C a1, C a2) {
+      const double a = static_cast<double>(a1);
+      const double group_mean = static_cast<double>(sh) + a * w.inv_n;
+      double group_m2 = static_cast<double>(a2) - a * a * w.inv_n;
+      if (group_m2 < 0) group_m2 = 0;  // rounding; a NaN stays NaN
+      const double delta = group_mean - mean[j];
+      mean[j] += delta * w.wb;
+      m2[j] += group_m2 + delta * delta * w.wc;
+    };
+    // merge on the W columns [j, j + W) in double vectors, the same operations in the same
+    // order (no contraction into FMAs, as in the scalar form): a block merged in its fold
+    // pass must not cost more than the sweep it replaces (left to the compiler, the in-cache
+    // 4096 x 256 float32 ran 25% slower than that sweep).
+    auto merge_block = [&](const Weights& w, int64_t j, const C* sh, const C* a1, const C* a2) {
+      using D = Vec<double>;
+      constexpr int DW = D::kSize;
+      static_assert(W % DW == 0);
+      const D inv(w.inv_n), wb(w.wb), wc(w.wc), zero(0.0);
+      for (int l = 0; l < W; l += DW) {
+        const D a = D::load_convert(a1 + l);
+        const D group_mean = D::load_convert(sh + l) + a * inv;
+        const D g2 = D::load_convert(a2 + l) - a * a * inv;
+        const D group_m2 = D::select_lt(g2, zero, zero, g2);  // a NaN stays NaN
+        const D mu = D::load(mean + j + l);
+        const D delta = group_mean - mu;
+        (mu + delta * wb).store(mean + j + l);
+        (D::load(m2 + j + l) + (group_m2 + delta * delta * wc)).store(m2 + j + l);
       }
     };
     // Folds M rows r, r + step, ..., r + (M - 1) step into each block's s1 and s2. `first`:
@@ -1457,7 +1475,7 @@ void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, bool parts,
           sh.store(block[0]);
           a.store(block[1]);
           q.store(block[2]);
-          merge(w, j, W, block[0], block[1], block[2]);
+          merge_block(w, j, block[0], block[1], block[2]);
         } else {
           if (first) sh.store(slot);
           a.store(slot + W);
@@ -1474,7 +1492,7 @@ void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, bool parts,
           q += d * d;
         }
         if (last) {
-          merge(w, j, 1, &sh, &a, &q);
+          merge(w, j, sh, a, q);
         } else {
           slot[0] = sh;
           slot[W] = a;
