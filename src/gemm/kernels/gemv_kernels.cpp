@@ -21,9 +21,9 @@
 //
 // Column kernels (W column-major, the x^T B form with B row-major): a block of up to kBlock
 // outputs is accumulated in a buffer (L2 for up to four activations, L1 for eight, see
-// cols_kernel) while the kernel walks p, four columns of W
-// per pass (each a contiguous run of the block's rows), so W streams in long runs and every
-// output is one sequential FMA chain over p.
+// cols_kernel) while the kernel walks p, eight columns of W (four for float64 or eight
+// activations) per pass (each a contiguous run of the block's rows), so W streams in long runs
+// and every output is one sequential FMA chain over p.
 #include "gemm/kernels/gemv_kernels.h"
 
 #include <algorithm>
@@ -392,9 +392,11 @@ void col_pass(const typename S::Args& a, T (*acc)[B], typename S::Ptr base, int6
   if (v < nb) col_step<S, MX, J, B>(acc, cols, xb, v, static_cast<int>(nb - v));
 }
 
-// Up to four activations walk four columns of W per pass (16 broadcasts), over blocks of 4096
-// outputs: each pass reads 16 KiB runs of W's columns (rows of a row-major B), and the
-// accumulators (at most 64 KiB) stay in L2. With blocks of 1024 and 512 outputs, kept in L1,
+// Up to four activations walk eight columns of W per pass (four for float64), over blocks of
+// 4096 outputs: each pass reads 16 KiB runs of W's columns (rows of a row-major B), and the
+// accumulators (at most 64 KiB) stay in L2, loaded and stored once a pass: with four columns
+// a pass, those loads and stores held two to four activations well below the read bandwidth
+// (docs/gemm.md, GEMV). With blocks of 1024 and 512 outputs, kept in L1,
 // the passes read 4 and 2 KiB runs 16 KiB apart, which the prefetchers followed poorly: on the
 // Xeon VM, one thread, k = n = 4096, the whole-row blocks measured 1.08-1.28x faster for 1 to
 // 4 vectors (both kernels alternating in one process).
@@ -412,7 +414,7 @@ void cols_kernel(const typename S::Args& a) {
   using T = std::remove_cvref_t<decltype(*a.y)>;
   constexpr bool kHalves = MX > 4;
   constexpr int64_t kBlock = kHalves ? 512 : 4096;
-  constexpr int J = 4;
+  constexpr int J = kHalves || sizeof(T) == 8 ? 4 : 8;
   constexpr int kHalf = kHalves ? MX / 2 : MX;  // activations per sweep of a pass
   constexpr int64_t kAheadPasses = 2;
   alignas(64) T acc[MX][kBlock];
