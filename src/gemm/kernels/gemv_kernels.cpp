@@ -44,8 +44,18 @@ using gemm::formats::TS_ISA::DecodeNvfp4;
 using gemm::formats::TS_ISA::kLanes;
 using gemm::formats::TS_ISA::V;
 
-// How far ahead of the current position each weight row is prefetched.
+// How far ahead of the current position each weight row is prefetched (row_tile).
 constexpr int64_t kPrefetchBytes = 1024;
+// On AMD, where the hardware prefetchers alone keep one activation's rows at the read
+// bandwidth, row tiles prefetch only where they fell behind: several activations per pass
+// (each step then takes several times as long), every line of a step kAmdPrefetchBytes ahead
+// (a step shorter than a line, as bfloat16 with eight activations takes, does not). The Zen 5
+// VM, k = n = 4096, one thread, a harness with the prefetches switched on and off (two rounds):
+// float32 with 2 / 4 / 8 activations 2.19-2.39 -> 1.76-1.81, 3.33-3.45 -> 2.15-2.30,
+// 5.87-6.50 -> 4.25 ms; one activation unchanged in float32 (1.55-1.99 against 1.62-1.83 ms)
+// and not clearly faster in bfloat16 (`bench gemv` rows of 8192 x 8192 and 4096 x 14336 within
+// noise, a 4096 x 4096 harness 1.2x). 1 KiB ahead was slower than 2, 4 KiB no faster.
+constexpr int64_t kAmdPrefetchBytes = 2048;
 
 template <WeightFormat F>
 constexpr float post_scale() {
@@ -137,6 +147,7 @@ struct Formatted {
     return a.scales ? a.scales + i * a.scale_rs : nullptr;
   }
   static const void* at(Ptr row, int64_t p) { return row + gemm::format_bytes(F, p); }
+  static constexpr int64_t bytes(int64_t values) { return gemm::format_bytes(F, values); }
   static Vec load(Ptr row, Ptr scales, int64_t p) { return load_row<F>(row, scales, p); }
   static void load2(Ptr row, Ptr scales, int64_t p, Vec& lo, Vec& hi) {
     load_row2<F>(row, scales, p, lo, hi);
@@ -164,6 +175,7 @@ struct Float64 {
   static Ptr element(const Args& a, int64_t i) { return a.w + i; }
   static Ptr scales(const Args&, int64_t) { return nullptr; }
   static const void* at(Ptr row, int64_t p) { return row + p; }
+  static constexpr int64_t bytes(int64_t values) { return 8 * values; }
   static Vec load(Ptr row, Ptr, int64_t p) { return Vec::load(row + p); }
   static void load2(Ptr row, Ptr, int64_t p, Vec& lo, Vec& hi) {
     lo = Vec::load(row + p);
@@ -237,7 +249,24 @@ void row_tile(const typename S::Args& a, int64_t i0, int64_t step) {
   for (int r = 0; r < R; ++r)
     for (int m = 0; m < MX; ++m) acc[r][m] = Vt(0.0f);
   const int64_t k = a.k;
-  const bool pf = stream_prefetch_pays();
+  // Intel: kPrefetchBytes ahead, once a step; AMD: see kAmdPrefetchBytes.
+  constexpr bool kAmdPrefetch = MX > 1;
+  const bool intel = stream_prefetch_pays();
+  const bool pf = intel || kAmdPrefetch;
+  const int64_t pf_ahead = intel ? kPrefetchBytes : kAmdPrefetchBytes;
+  // Prefetches a step of `bytes` of row r's weights from element p on: on Intel its first line,
+  // on AMD every line.
+  const auto prefetch = [&](int r, int64_t p, auto bytes) {
+    const void* at = S::at(rows[r], p);
+    __builtin_prefetch(ahead(at, pf_ahead));
+    if constexpr (decltype(bytes)::value > 64)
+      if (!intel)
+        for (int64_t o = 64; o < decltype(bytes)::value; o += 64)
+          __builtin_prefetch(ahead(at, pf_ahead + o));
+  };
+  using QuadBytes = std::integral_constant<int64_t, S::bytes(4 * L)>;
+  using PairBytes = std::integral_constant<int64_t, S::bytes(2 * L)>;
+  using SingleBytes = std::integral_constant<int64_t, S::bytes(L)>;
   int64_t p = 0;
   // Four vectors per step where the format decodes four at once (its table takes ~10
   // registers beside the accumulators, four x vectors per activation and one row's values),
@@ -250,7 +279,7 @@ void row_tile(const typename S::Args& a, int64_t i0, int64_t step) {
       for (int j = 0; j < 4; ++j)
         for (int m = 0; m < MX; ++m) xq[j][m] = x_vector<S>(a, m, p + j * L);
       for (int r = 0; r < R; ++r) {
-        if (pf) __builtin_prefetch(ahead(S::at(rows[r], p), kPrefetchBytes));
+        if (pf) prefetch(r, p, QuadBytes{});
         Vt w[4];
         S::load4(rows[r], p, w);
         for (int m = 0; m < MX; ++m)
@@ -266,7 +295,7 @@ void row_tile(const typename S::Args& a, int64_t i0, int64_t step) {
       x1[m] = x_vector<S>(a, m, p + L);
     }
     for (int r = 0; r < R; ++r) {
-      if (pf) __builtin_prefetch(ahead(S::at(rows[r], p), kPrefetchBytes));
+      if (pf) prefetch(r, p, PairBytes{});
       Vt w0, w1;
       S::load2(rows[r], scales[r], p, w0, w1);
       for (int m = 0; m < MX; ++m) {
@@ -279,8 +308,12 @@ void row_tile(const typename S::Args& a, int64_t i0, int64_t step) {
     Vt xv[MX];
     for (int m = 0; m < MX; ++m) xv[m] = x_vector<S>(a, m, p);
     for (int r = 0; r < R; ++r) {
-      if (!kPairSteps && pf)  // the main loop then: it prefetches as the pair loop does
-        __builtin_prefetch(ahead(S::at(rows[r], p), kPrefetchBytes));
+      // The main loop where pairs do not fit: it prefetches as the pair loop does, but on AMD
+      // not in steps shorter than a line (bfloat16 with eight activations, bound by their x
+      // loads from L2, gained nothing from them).
+      if constexpr (!kPairSteps) {
+        if (intel || (kAmdPrefetch && SingleBytes::value >= 64)) prefetch(r, p, SingleBytes{});
+      }
       const Vt w = S::load(rows[r], scales[r], p);
       for (int m = 0; m < MX; ++m) acc[r][m] = Vt::fmadd(w, xv[m], acc[r][m]);
     }
@@ -312,10 +345,19 @@ void row_tile(const typename S::Args& a, int64_t i0, int64_t step) {
 //
 // Complex rows with one activation (two outputs, but one stream of x vectors and its swapped
 // copy) take four rows as one activation of a real format does.
+//
+// Two to four real activations take four rows where the registers allow (AVX-512), two
+// elsewhere: half the x loads per weight vector and twice the weight streams. The Zen 5 VM,
+// k = n = 4096, one thread, three rounds against two rows: float32 2 activations 2.30-3.49 ->
+// 2.02-2.91 ms, 4 activations 4.24-5.54 -> 3.39-4.09; bfloat16 1.61-2.21 -> 1.38-1.70 and
+// 2.43-2.94 -> 1.67-2.10 (before the prefetches above; each output keeps its bits).
 template <class S, int MX>
 void rows_kernel(const typename S::Args& a) {
   constexpr int kOneStream = S::kComplex ? 2 : 1;
-  constexpr int R = MX == kOneStream ? (S::kSixteenBit && kLanes >= 16 ? 8 : 4) : 2;
+  // Several real activations: four rows where their accumulators, x vectors and row values fit
+  // the registers in two-vector steps (AVX-512 up to four activations), else two.
+  constexpr bool kFourRows = !S::kComplex && 4 * MX + 2 * MX + 8 <= kRegisters;
+  constexpr int R = MX == kOneStream ? (S::kSixteenBit && kLanes >= 16 ? 8 : 4) : kFourRows ? 4 : 2;
   // The rows of a call in R equal parts, row i of every part in one tile: each part is one long
   // run of W (see the file comment).
   const int64_t q = a.rows / R;
