@@ -199,7 +199,8 @@ void print_table(const std::vector<Shape>& shapes, const std::vector<BenchRow>& 
       std::printf("%s\n", line.c_str());
     }
     for (const auto& r : rows)
-      if (r.threads == t && r.impl == "tessera" && r.case_name.starts_with("mm/") && r.stats)
+      if (r.threads == t && r.impl == "tessera" &&
+          (r.case_name.starts_with("mm/") || r.case_name.starts_with("linear/")) && r.stats)
         std::printf("%-28s %8.3f %7.1f GB/s of B, %.1f GFLOP/s\n", r.case_name.c_str(),
                     r.stats->median_s * 1e3, *r.gbps, *r.gflops);
   }
@@ -354,7 +355,23 @@ int run_bench_gemv(const BenchOptions& options) {
     if (!server->note().empty()) notes.push_back(server->note());
   torch.clear();
 
-  // Tiny-M products through the engine: m <= 4 runs GEMV (B read once), m = 8 the packed GEMM.
+  // Tiny-M products through the engine, all on GEMV (gemv_pays): mm rows multiply by a
+  // row-major B (W = B^T with contiguous columns, the column kernels), linear rows by a
+  // [out, in] weight (contiguous rows, the row kernels: the batched decode step).
+  for (int64_t m : {1, 2, 4, 8}) {
+    const std::string c = fmt::format("linear/float32/{}x4096x4096", m);
+    if (!wanted(c)) continue;
+    const Tensor x = rand({m, 4096}), w = rand({4096, 4096});
+    for (int t : threads) {
+      set_num_threads(t);
+      BenchRow row{"gemv", c, "tessera", t};
+      row.stats = measure([&] { (void)linear(x, w); }, budget);
+      row.gbps = 4096.0 * 4096 * 4 / row.stats->median_s / 1e9;
+      row.gflops = 2.0 * m * 4096 * 4096 / row.stats->median_s / 1e9;
+      rows.push_back(row);
+    }
+    set_num_threads(saved_threads);
+  }
   for (int64_t m : {1, 2, 4, 8}) {
     const std::string c = fmt::format("mm/float32/{}x4096x4096", m);
     if (!wanted(c)) continue;
