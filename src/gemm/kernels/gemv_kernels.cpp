@@ -124,6 +124,11 @@ void load_row2(const uint8_t* row, const uint8_t* scales, int64_t p, V& lo, V& h
 // The vector registers of the ISA (AVX-512 has 32, the others 16): how many accumulators, x
 // vectors and weight vectors a tile keeps without spilling.
 constexpr int kRegisters = kLanes >= 16 ? 32 : 16;
+// Whether a row tile of R rows and MX activations runs two-vector steps: its accumulators, both
+// x vectors of every activation and the rows' two values each fit the vector registers.
+constexpr bool pair_steps_fit(int R, int MX) {
+  return R * MX + 2 * MX + 2 * R <= kRegisters;
+}
 
 // What the loops below read and write, per weight type. Formatted<F>: the weight formats
 // through their decoders, float32 arithmetic (GemvArgs; `Ptr` addresses bytes). Float64: plain
@@ -287,7 +292,7 @@ void row_tile(const typename S::Args& a, int64_t i0, int64_t step) {
       }
     }
   }
-  constexpr bool kPairSteps = R * MX + 2 * MX + 2 * R <= kRegisters;
+  constexpr bool kPairSteps = pair_steps_fit(R, MX);
   for (; kPairSteps && p + 2 * L <= k; p += 2 * L) {
     Vt x0[MX], x1[MX];
     for (int m = 0; m < MX; ++m) {
@@ -354,9 +359,9 @@ void row_tile(const typename S::Args& a, int64_t i0, int64_t step) {
 template <class S, int MX>
 void rows_kernel(const typename S::Args& a) {
   constexpr int kOneStream = S::kComplex ? 2 : 1;
-  // Several real activations: four rows where their accumulators, x vectors and row values fit
-  // the registers in two-vector steps (AVX-512 up to four activations), else two.
-  constexpr bool kFourRows = !S::kComplex && 4 * MX + 2 * MX + 8 <= kRegisters;
+  // Several real activations: four rows where those still run two-vector steps (AVX-512 up to
+  // four activations), else two.
+  constexpr bool kFourRows = !S::kComplex && pair_steps_fit(4, MX);
   constexpr int R = MX == kOneStream ? (S::kSixteenBit && kLanes >= 16 ? 8 : 4) : kFourRows ? 4 : 2;
   // The rows of a call in R equal parts, row i of every part in one tile: each part is one long
   // run of W (see the file comment).

@@ -1404,8 +1404,8 @@ void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, bool parts,
     const T* xs = x + c0;
     double cnt = 0;
     for (int64_t j = 0; j < nb; ++j) mean[j] = m2[j] = 0;
-    // Chan's merge of a group of `rows` rows into mean and m2: the group's weights, then its
-    // columns [j, j + len) from their shifts, s1 and s2.
+    // Chan's merge of a group of `rows` rows into mean and m2: the group's weights (weights),
+    // then column j from its shift, s1 and s2 (merge) or the W columns from j on (merge_block).
     struct Weights {
       double inv_n, wb, wc;
     };
@@ -1422,10 +1422,10 @@ void moments_cols_impl(const T* x, int64_t K, int64_t rs, int64_t N, bool parts,
       mean[j] += delta * w.wb;
       m2[j] += group_m2 + delta * delta * w.wc;
     };
-    // merge on the W columns [j, j + W) in double vectors, the same operations in the same
-    // order (no contraction into FMAs, as in the scalar form): a block merged in its fold
-    // pass must not cost more than the sweep it replaces (left to the compiler, the in-cache
-    // 4096 x 256 float32 ran 25% slower than that sweep).
+    // merge_block is merge in double vectors, the same operations in the same order (no
+    // contraction into FMAs, as in the scalar form): a block merged in its fold pass must not
+    // cost more than the sweep it replaces (left to the compiler, an in-cache 4096 x 256
+    // float32 var ran 25% slower than that sweep).
     auto merge_block = [&](const Weights& w, int64_t j, const C* sh, const C* a1, const C* a2) {
       using D = Vec<double>;
       constexpr int DW = D::kSize;
