@@ -33,6 +33,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -355,41 +356,37 @@ int run_bench_gemv(const BenchOptions& options) {
     if (!server->note().empty()) notes.push_back(server->note());
   torch.clear();
 
-  // Tiny-M products through the engine, all on GEMV (gemv_pays): mm rows multiply by a
-  // row-major B (W = B^T with contiguous columns, the column kernels), linear rows by a
-  // [out, in] weight (contiguous rows, the row kernels: the batched decode step).
-  for (int64_t m : {1, 2, 4, 8}) {
-    const std::string c = fmt::format("linear/float32/{}x4096x4096", m);
-    if (!wanted(c)) continue;
-    const Tensor x = rand({m, 4096}), w = rand({4096, 4096});
+  // Tiny-M products through the engine, all on GEMV (gemv_pays): linear rows by a [out, in]
+  // weight (contiguous rows, the row kernels: the batched decode step), mm rows by a row-major
+  // B (W = B^T with contiguous columns, the column kernels). Each m x 4096 x 4096 float32
+  // product is timed on every thread count; GB/s counts the weight's bytes.
+  const auto tiny_m = [&](const std::string& c, int64_t m, const std::function<void()>& run) {
     for (int t : threads) {
       set_num_threads(t);
       BenchRow row{"gemv", c, "tessera", t};
-      row.stats = measure([&] { (void)linear(x, w); }, budget);
+      row.stats = measure(run, budget);
       row.gbps = 4096.0 * 4096 * 4 / row.stats->median_s / 1e9;
       row.gflops = 2.0 * m * 4096 * 4096 / row.stats->median_s / 1e9;
       rows.push_back(row);
     }
     set_num_threads(saved_threads);
+  };
+  for (int64_t m : {1, 2, 4, 8}) {
+    const std::string c = fmt::format("linear/float32/{}x4096x4096", m);
+    if (!wanted(c)) continue;
+    const Tensor x = rand({m, 4096}), w = rand({4096, 4096});
+    tiny_m(c, m, [&] { (void)linear(x, w); });
   }
   for (int64_t m : {1, 2, 4, 8}) {
     const std::string c = fmt::format("mm/float32/{}x4096x4096", m);
     if (!wanted(c)) continue;
     const Tensor a = rand({m, 4096}), b = rand({4096, 4096}), out = empty({m, 4096});
-    for (int t : threads) {
-      set_num_threads(t);
-      gemm::GemmProblem p;
-      p.m = m, p.n = 4096, p.k = 4096;
-      p.a = a.data_ptr(), p.a_rs = 4096, p.a_cs = 1;
-      p.b = b.data_ptr(), p.b_rs = 4096, p.b_cs = 1;
-      p.c = out.data_ptr(), p.c_rs = 4096, p.c_cs = 1;
-      BenchRow row{"gemv", c, "tessera", t};
-      row.stats = measure([&] { gemm::gemm(p); }, budget);
-      row.gbps = 4096.0 * 4096 * 4 / row.stats->median_s / 1e9;
-      row.gflops = 2.0 * m * 4096 * 4096 / row.stats->median_s / 1e9;
-      rows.push_back(row);
-    }
-    set_num_threads(saved_threads);
+    gemm::GemmProblem p;
+    p.m = m, p.n = 4096, p.k = 4096;
+    p.a = a.data_ptr(), p.a_rs = 4096, p.a_cs = 1;
+    p.b = b.data_ptr(), p.b_rs = 4096, p.b_cs = 1;
+    p.c = out.data_ptr(), p.c_rs = 4096, p.c_cs = 1;
+    tiny_m(c, m, [&] { gemm::gemm(p); });
   }
 
   print_table(shapes, rows, threads);

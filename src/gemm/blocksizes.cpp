@@ -99,16 +99,12 @@ const CacheSizes& cache_sizes() {
 BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSizes& caches,
                        int64_t kc) {
   const BlockOverride& o = block_override();
+  const int64_t o_mc = o.mc.load(std::memory_order_relaxed),
+                o_kc = o.kc.load(std::memory_order_relaxed),
+                o_nc = o.nc.load(std::memory_order_relaxed);
   // What the blocking is derived from (L2 and L3; L1d no longer enters it).
-  const std::array<int64_t, 9> key = {mr,
-                                      nr,
-                                      elem_size,
-                                      caches.l2,
-                                      caches.l3,
-                                      o.mc.load(std::memory_order_relaxed),
-                                      o.kc.load(std::memory_order_relaxed),
-                                      o.nc.load(std::memory_order_relaxed),
-                                      kc};
+  const std::array<int64_t, 9> key = {mr,   nr,   elem_size, caches.l2, caches.l3,
+                                      o_mc, o_kc, o_nc,      kc};
   // This thread's last answer: a run of small products asks the same question every call, and
   // the divisions below were a sixth of an 8x8x8 product's time.
   thread_local std::array<int64_t, 9> last_key{};
@@ -128,10 +124,10 @@ BlockSizes block_sizes(int64_t mr, int64_t nr, int64_t elem_size, const CacheSiz
                              round_down(1024, mr));
   b.nc = std::clamp<int64_t>(round_down(caches.l3 / 2 / (b.kc * elem_size), nr), nr,
                              round_down(4096, nr));
-  if (key[6] > 0) {  // TESSERA_GEMM_BLOCKS
-    b.mc = round_down(key[5], mr);
-    b.kc = key[6];
-    b.nc = round_down(key[7], nr);
+  if (o_kc > 0) {  // TESSERA_GEMM_BLOCKS
+    b.mc = round_down(o_mc, mr);
+    b.kc = o_kc;
+    b.nc = round_down(o_nc, nr);
   }
   last_key = key;
   last = b;
